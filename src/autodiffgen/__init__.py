@@ -1,0 +1,16 @@
+"""autodiffgen: trace a NumPy function once, emit its gradient as readable NumPy code.
+
+    from autodiffgen import grad, value_and_grad
+    loss_and_grads = value_and_grad(loss, argnums=(0, 1))
+    value, (gW, gb) = loss_and_grads(W, b, x, y)
+    print(loss_and_grads.source(W, b, x, y))
+"""
+
+from ._version import __version__
+from . import rules  # noqa: F401  (registers every primitive)
+from .api import GradFunction, emit, grad, value_and_grad
+from .errors import (ArgumentError, AutodiffgenError, OutputError, TracingError,
+                     UnsupportedOperationError)
+
+__all__ = ["__version__", "grad", "value_and_grad", "emit", "GradFunction", "AutodiffgenError",
+           "TracingError", "UnsupportedOperationError", "OutputError", "ArgumentError"]

@@ -1,0 +1,191 @@
+"""grad, value_and_grad and emit: the pipeline from a NumPy function to cached code.
+
+    trace the call on Boxes -> name values -> record the backward pass
+    -> collect the fused graph -> emit source -> compile -> cache by signature
+"""
+
+import functools
+import inspect
+import threading
+
+from . import backward, naming, tracer
+from .cache import CacheInfo, describe, load, signature_key
+from .emit import emit_module
+from .errors import ArgumentError, at, user_frame, where
+
+_MAX_ARGS = 256
+
+
+def compile_gradient(fun, args, argnums, names, standalone=False):
+    """Trace `fun` at `args` and return (source, namespace, graph) of its value-and-grad."""
+    trace, boxed, out = tracer.trace(fun, args, argnums, names)
+    backward.check_output(out, fun, scalar=True)
+    naming.name_forward(list(trace.boxes))
+    if type(out) is tracer.Box and out.node.name is None:
+        out.node.name = _value_name(fun)
+    wrt = boxed[argnums[0]] if len(argnums) == 1 and _single(argnums) else \
+        tuple(boxed[i] for i in argnums)
+    grads, cotangent_of = backward.traced_gradients(trace, out, wrt)
+    name = f"{_value_name(fun)}_value_and_grad"
+    graph = backward.fused_graph(name, names, trace, out, grads)
+    graph.signature = describe(args, names)
+    source, namespace = emit_module([graph], standalone, {name: cotangent_of})
+    return source, namespace, graph
+
+
+class _Single(tuple):
+    """argnums given as an int: the gradient is returned bare, not in a tuple."""
+
+
+def _single(argnums):
+    return type(argnums) is _Single
+
+
+def _value_name(fun):
+    name = getattr(fun, "__name__", "f")
+    return "f" if name == "<lambda>" else name
+
+
+def _normalize_argnums(argnums, fun):
+    if isinstance(argnums, int):
+        return _Single((argnums,))
+    argnums = tuple(argnums)
+    if not argnums or not all(isinstance(i, int) for i in argnums):
+        raise ArgumentError(at(_def_site(fun), f"argnums must be an int or a non-empty tuple "
+                               f"of ints, got {argnums!r}"))
+    return argnums
+
+
+def _def_site(fun):
+    code = getattr(fun, "__code__", None)
+    return (code.co_filename, code.co_firstlineno) if code else "<unknown>"
+
+
+class GradFunction:
+    """A differentiated function: call it like the original; it caches generated code."""
+
+    def __init__(self, fun, argnums=0, with_value=True, example=None):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.with_value = with_value
+        self.example = example
+        self._argnums = _normalize_argnums(argnums, fun)
+        self._signature = inspect.signature(fun)
+        params = list(self._signature.parameters.values())
+        self._varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+        self._names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY,
+                                                            p.POSITIONAL_OR_KEYWORD)]
+        if not self._varargs:
+            self._check_argnums(len(self._names))
+        self._diff = [i in self._argnums for i in range(_MAX_ARGS)]
+        self._entries = {}
+        self._sources = {}
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = self._positional(args, kwargs)
+        key = signature_key(args, self._diff)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._miss(args, key)
+        else:
+            self.hits += 1
+        out = entry(*args)
+        return out if self.with_value else out[1]
+
+    def source(self, *args, **kwargs):
+        """The generated Python source for these arguments' signature."""
+        if kwargs:
+            args = self._positional(args, kwargs)
+        key = signature_key(args, self._diff)
+        if key not in self._sources:
+            self._miss(args, key)
+        return self._sources[key]
+
+    def cache_info(self):
+        return CacheInfo(self.hits, self.misses, len(self._entries))
+
+    def cache_clear(self):
+        self._entries.clear()
+        self._sources.clear()
+        self.hits = self.misses = 0
+
+    def _miss(self, args, key):
+        self._check_argnums(len(args))
+        if len(args) > _MAX_ARGS:
+            raise ArgumentError(at(_caller(), f"at most {_MAX_ARGS} positional arguments"))
+        names = self._arg_names(len(args))
+        with self._lock:
+            source, namespace, _ = compile_gradient(self.fun, args, self._argnums, names)
+            entry = load(source, namespace, f"{_value_name(self.fun)}_value_and_grad")
+            self._entries[key] = entry
+            self._sources[key] = source
+            self.misses += 1
+        return entry
+
+    def _arg_names(self, n):
+        names = list(self._names[:n])
+        extra = self._signature.parameters
+        star = next((p.name for p in extra.values() if p.kind == p.VAR_POSITIONAL), "args")
+        names += [f"{star}_{i}" for i in range(n - len(names))]
+        return names
+
+    def _positional(self, args, kwargs):
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(at(_caller(), f"{_value_name(self.fun)}(): {e}")) from None
+        bound.apply_defaults()
+        if bound.kwargs:
+            raise ArgumentError(at(_caller(), f"{_value_name(self.fun)}: keyword-only "
+                                   "arguments are not supported; make them positional"))
+        return bound.args
+
+    def _check_argnums(self, nargs):
+        for i in self._argnums:
+            if not 0 <= i < nargs:
+                raise ArgumentError(at(_def_site(self.fun), f"argnums={i} is out of range for "
+                                       f"{_value_name(self.fun)}, which takes {nargs} "
+                                       "positional argument(s) (argnums count from 0)"))
+
+    def __repr__(self):
+        kind = "value_and_grad" if self.with_value else "grad"
+        return f"<autodiffgen.{kind} of {_value_name(self.fun)}, argnums={self._argnums!r}>"
+
+
+def _caller():
+    return where(user_frame(3))
+
+
+def _decorator(with_value, cls=GradFunction):
+    def make(fun=None, argnums=0, *, example=None):
+        if fun is None:
+            return lambda f: cls(f, argnums, with_value, example)
+        if not callable(fun):  # grad(argnums) used positionally by mistake
+            raise ArgumentError(f"expected a function to differentiate, got {fun!r}")
+        return cls(fun, argnums, with_value, example)
+    return make
+
+
+grad = _decorator(with_value=False)
+grad.__doc__ = """Gradient of a scalar-valued NumPy function with respect to `argnums`.
+
+Use as `@grad`, `@grad(argnums=(0, 1))` or `grad(f, argnums=1)`. The first call with a
+new signature (argument structure, shapes, dtypes, values of non-array arguments) traces
+`f` once and compiles a generated forward+backward function; later calls run only that.
+`example=` gives the CLI example arguments (see README).
+"""
+value_and_grad = _decorator(with_value=True)
+value_and_grad.__doc__ = """Like grad, but returns (value, gradient)."""
+
+
+def emit(fun, *args, argnums=0, standalone=False):
+    """The generated source of value_and_grad(fun, argnums) at these example arguments."""
+    if isinstance(fun, GradFunction):
+        argnums, fun = fun._argnums, fun.fun
+    gf = GradFunction(fun, argnums)
+    names = gf._arg_names(len(args))
+    gf._check_argnums(len(args))
+    return compile_gradient(fun, args, gf._argnums, names, standalone)[0]

@@ -1,0 +1,167 @@
+"""Reverse mode: replay the VJP rules from the output back to the differentiated inputs.
+
+The same loop serves both engines. While tracing, `lookup` gives Boxes, so the rules
+record the backward pass as nodes of the same graph (then `fused_graph` collects what
+the outputs need, in creation order: forward first, then backward). For the dynamic
+tape, `lookup` gives concrete arrays and the rules simply compute.
+"""
+
+import numpy as np
+
+from .errors import OutputError, at
+from .graph import Graph, Node, toposort
+from .rules import PRIMITIVES, unbroadcast
+from .tracer import Box, result_dtype
+
+_VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem"}
+
+
+def check_output(out, fun, scalar):
+    """The differentiated function must return a float (and, for grad, a scalar)."""
+    value = out.value if type(out) is Box else out
+    where = out.node.loc if type(out) is Box and out.node.loc else _def_site(fun)
+    try:
+        dtype, shape = result_dtype(value), np.shape(value)
+    except Exception:
+        dtype, shape = None, None
+    if dtype is None or not np.issubdtype(dtype, np.floating):
+        raise OutputError(at(where, f"{_fname(fun)} must return a floating-point value to be "
+                             f"differentiated, but it returned {_describe(value)}"))
+    if scalar and shape != ():
+        raise OutputError(at(where, f"grad needs a scalar output, but {_fname(fun)} returned "
+                             f"an array of shape {shape}; reduce it (e.g. .sum() or .mean()) "
+                             "or use a Jacobian"))
+
+
+def cotangents(trace, out_node, wrt, lookup, seed):
+    """{input node: cotangent} for the inputs in `wrt` reached from `out_node`.
+
+    Nodes are visited by the child-count toposort, so a node's cotangent is complete
+    (every consumer has contributed) before its own rule runs. Also returns, for naming,
+    which forward node each recorded cotangent belongs to.
+    """
+    order = toposort([out_node])
+    needs = _needs_grad(order, set(wrt))
+    cots = {out_node: seed}
+    result, cotangent_of = {}, {}
+    for node in order:
+        g = cots.pop(node, None)
+        if g is None or node not in needs:
+            continue
+        if type(g) is Box and g.node.grad_of is not None and g.node not in cotangent_of:
+            cotangent_of[g.node] = node
+        if node.prim is None:
+            result[node] = g
+            continue
+        args = [lookup(a) if type(a) is Node else a for a in node.args]
+        ans = lookup(node)
+        trace.grad_of = node
+        try:
+            for i, parent in enumerate(node.args):
+                if type(parent) is not Node or parent not in needs:
+                    continue
+                rule = node.prim.vjp(i)
+                contribution = None if rule is None else rule(g, ans, *args, **node.params)
+                if contribution is None:
+                    continue
+                contribution = unbroadcast(contribution, parent.shape, parent.dtype)
+                cots[parent] = contribution if parent not in cots else cots[parent] + contribution
+        finally:
+            trace.grad_of = None
+    return result, cotangent_of
+
+
+def _needs_grad(order, wrt):
+    """Nodes on a path from a differentiated input to the output, with a float dtype."""
+    needs = set()
+    for node in reversed(order):
+        if node in wrt or (np.issubdtype(node.dtype, np.inexact)
+                           and any(type(a) is Node and a in needs for a in node.args)):
+            needs.add(node)
+    return needs
+
+
+def traced_gradients(trace, out, wrt_tree):
+    """Record the backward pass; returns the gradient tree (Boxes or constants)."""
+    wrt = [b.node for b in leaves(wrt_tree) if type(b) is Box]
+    if type(out) is not Box:
+        return map_tree(wrt_tree, _zeros), {}
+    out_node = out.node
+    with trace:
+        trace.grad_of = out_node
+        seed = trace.box(PRIMITIVES["ones"], (), {"shape": out_node.shape,
+                                                  "dtype": out_node.dtype},
+                         np.ones(out_node.shape, out_node.dtype))
+        trace.grad_of = None
+        found, cotangent_of = cotangents(trace, out_node, wrt, trace.boxes.__getitem__, seed)
+        grads = map_tree(wrt_tree, lambda b: _fresh(trace, found.get(b.node), b, out))
+    return grads, cotangent_of
+
+
+def _fresh(trace, g, leaf, out):
+    """The gradient for one input, never aliasing a user's array or another output."""
+    if g is None:
+        return _zeros(leaf)
+    node = g.node if type(g) is Box else None
+    if node is not None and (_aliases_input(node) or node.prim is PRIMITIVES["broadcast_to"]
+                             or node in trace.returned or (type(out) is Box and node is out.node)):
+        trace.grad_of = leaf.node
+        g = PRIMITIVES["copy"](g)
+        trace.grad_of = None
+    if type(g) is Box:
+        trace.returned.add(g.node)
+    return g
+
+
+def _aliases_input(node):
+    while node.prim is not None and node.prim.name in _VIEWS and type(node.args[0]) is Node:
+        node = node.args[0]
+    return node.prim is None
+
+
+def _zeros(leaf):
+    value = leaf.value if type(leaf) is Box else leaf
+    return np.zeros(np.shape(value), result_dtype(value)) if type(leaf) is Box else None
+
+
+def fused_graph(name, params, trace, value, grads):
+    """The nodes the outputs need, in creation order, with the inputs they read."""
+    outputs = (value, grads)
+    roots = [leaf.node for leaf in leaves(outputs) if type(leaf) is Box]
+    order = toposort(roots)
+    live = set(order)
+    nodes = sorted((n for n in order if n.prim is not None), key=lambda n: n.id)
+    inputs = [n for n in trace.inputs if n in live]
+    return Graph(name, params, inputs, nodes,
+                 map_tree(outputs, lambda b: b.node if type(b) is Box else b))
+
+
+def leaves(tree):
+    if type(tree) in (tuple, list):
+        return [leaf for t in tree for leaf in leaves(t)]
+    if type(tree) is dict:
+        return [leaf for t in tree.values() for leaf in leaves(t)]
+    return [tree]
+
+
+def map_tree(tree, fn):
+    if type(tree) in (tuple, list):
+        return type(tree)(map_tree(t, fn) for t in tree)
+    if type(tree) is dict:
+        return {k: map_tree(v, fn) for k, v in tree.items()}
+    return fn(tree)
+
+
+def _fname(fun):
+    return getattr(fun, "__name__", "the function")
+
+
+def _def_site(fun):
+    code = getattr(fun, "__code__", None)
+    return (code.co_filename, code.co_firstlineno) if code else "<unknown location>"
+
+
+def _describe(value):
+    if isinstance(value, (np.ndarray, np.generic)):
+        return f"an array of dtype {value.dtype} and shape {value.shape}"
+    return f"a {type(value).__name__}"

@@ -1,0 +1,67 @@
+"""Signature keys and compiled functions.
+
+A key is what a generated function depends on: each argument's tree structure, the
+shape and dtype of every array, whether a float is differentiated, and the value of
+every other (static) argument. Computing it is the whole cost of a cache hit, so the
+common case, a plain ndarray, takes one type check and a tuple.
+"""
+
+import itertools
+import linecache
+from collections import namedtuple
+
+import numpy as np
+
+from .runtime import HELPERS
+
+CacheInfo = namedtuple("CacheInfo", "hits misses entries")
+_counter = itertools.count()
+_STATIC = (int, float, bool, str, bytes, complex, type(None))
+
+
+def leaf_key(x, diff):
+    kind = type(x)
+    if kind is np.ndarray:
+        return (x.shape, x.dtype)
+    if kind is float and diff:
+        return float
+    if kind in _STATIC:
+        return (kind, x)
+    if kind is tuple or kind is list:
+        return (kind, tuple([leaf_key(v, diff) for v in x]))
+    if kind is dict:
+        return (dict, tuple([(k, leaf_key(v, diff)) for k, v in x.items()]))
+    if isinstance(x, np.generic):
+        return (kind, "scalar")
+    try:
+        hash(x)
+    except TypeError:
+        raise TypeError(f"cannot use an argument of type {kind.__name__} as a static "
+                        "(non-array) argument: it is not hashable") from None
+    return (kind, x)
+
+
+def signature_key(args, diff_flags):
+    return tuple(map(leaf_key, args, diff_flags))
+
+
+def describe(args, names):
+    """'W: float32[784, 10], y: int64[128], lr=0.1' for headers and messages."""
+    parts = []
+    for name, arg in zip(names, args):
+        if isinstance(arg, np.ndarray):
+            parts.append(f"{name}: {arg.dtype}{list(arg.shape)}")
+        elif isinstance(arg, (dict, list, tuple)):
+            parts.append(f"{name}: {type(arg).__name__} of {len(arg)}")
+        else:
+            parts.append(f"{name}={arg!r}")
+    return ", ".join(parts)
+
+
+def load(source, namespace, name):
+    """Compile generated source under a filename that tracebacks and pdb can show."""
+    filename = f"<autodiffgen-{next(_counter)}:{name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    scope = {"np": np, "__name__": f"autodiffgen.generated.{name}", **HELPERS, **namespace}
+    exec(compile(source, filename, "exec"), scope)
+    return scope[name]

@@ -1,0 +1,371 @@
+"""Graph -> Python source: one primitive per line, readable names, comments, `del`.
+
+Statements are built as `ast` nodes from each primitive's template and rendered with
+astor (behind `render`). Comments are not part of Python's AST, so each statement is
+rendered alone and its trailing comment appended: forward lines point at the user's
+file and line, backward lines say whose rule made them.
+"""
+
+import ast
+import os
+import re
+import warnings
+
+import numpy as np
+
+from ._version import __version__
+from .graph import Index, Node, Slot
+from .naming import Namespace
+from .runtime import HELPERS
+from .tracer import source_line
+
+_COMMENT_COLUMN = 40
+_INLINE_LIMIT = 16  # constant arrays up to this size are written out as literals
+
+
+def render(tree):
+    """Python source for an AST node. The one place that calls astor."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import astor
+
+        try:
+            return astor.to_source(tree).rstrip("\n")
+        except AttributeError:  # astor predates the running Python's ast module
+            return ast.unparse(tree)
+
+
+# ---- expressions ------------------------------------------------------------------------
+_PLACEHOLDER = re.compile(r"\{(\w+|\*)\}")
+
+
+def _parse_template(text):
+    def placeholder(match):
+        key = match.group(1)
+        return "_a_star" if key == "*" else f"_a{key}" if key.isdigit() else f"_p_{key}"
+    return ast.parse(_PLACEHOLDER.sub(placeholder, text), mode="eval").body
+
+
+class _Fill(ast.NodeTransformer):
+    """Replace template placeholders with argument and parameter expressions."""
+
+    def __init__(self, args, params, value_ast):
+        self.args, self.params, self.value_ast = args, params, value_ast
+
+    def visit_Name(self, node):
+        if node.id.startswith("_a") and node.id[2:].isdigit():
+            return self.args[int(node.id[2:])]
+        if node.id.startswith("_p_"):
+            return self.value_ast(self.params[node.id[3:]], self.args)
+        return node
+
+    def visit_Subscript(self, node):
+        node.value = self.visit(node.value)
+        slc = node.slice
+        if isinstance(slc, ast.Name) and slc.id.startswith("_p_"):
+            node.slice = _subscript_ast(self.params[slc.id[3:]], self.args)
+        else:
+            node.slice = self.visit(slc)
+        return node
+
+    def _expand(self, items):
+        out = []
+        for item in items:
+            if isinstance(item, ast.Name) and item.id == "_a_star":
+                out.extend(self.args)
+            else:
+                out.append(self.visit(item))
+        return out
+
+    def visit_List(self, node):
+        node.elts = self._expand(node.elts)
+        return node
+
+    def visit_Call(self, node):
+        node.func = self.visit(node.func)
+        node.args = self._expand(node.args)
+        node.keywords = [self.visit(k) for k in node.keywords]
+        return node
+
+
+def _subscript_ast(index, args):
+    items = [_index_item(i, args, subscript=True) for i in index.items]
+    return items[0] if len(items) == 1 else ast.Tuple(items, ast.Load())
+
+
+def _index_item(item, args, subscript):
+    if type(item) is Slot:
+        return args[item.k]
+    if type(item) is slice:
+        bounds = [None if b is None else ast.Constant(b) for b in (item.start, item.stop, item.step)]
+        if subscript:
+            return ast.Slice(*bounds)
+        while len(bounds) > 1 and bounds[-1] is None:
+            bounds.pop()
+        return _call("slice", [b or ast.Constant(None) for b in bounds])
+    return ast.Constant(item)
+
+
+def _call(func, args, keywords=()):
+    return ast.Call(_dotted(func), list(args), list(keywords))
+
+
+def _dotted(path):
+    parts = path.split(".")
+    node = ast.Name(parts[0], ast.Load())
+    for part in parts[1:]:
+        node = ast.Attribute(node, part, ast.Load())
+    return node
+
+
+def _same(a, b):
+    return type(a) is type(b) and a == b
+
+
+def dtype_ast(dtype):
+    name = np.dtype(dtype).name
+    return _dotted("np.bool_" if name == "bool" else f"np.{name}")
+
+
+def literal_ast(value, args=()):
+    """An expression for a static value: parameters and scalar constants."""
+    if type(value) is Index:
+        items = [_index_item(i, args, subscript=False) for i in value.items]
+        return ast.Tuple(items, ast.Load())
+    if isinstance(value, (np.dtype, type)) and value is not bool:
+        return dtype_ast(value)
+    if isinstance(value, tuple):
+        return ast.Tuple([literal_ast(v, args) for v in value], ast.Load())
+    if isinstance(value, np.generic):
+        return _call(f"np.{value.dtype.name}" if value.dtype != np.bool_ else "np.bool_",
+                     [literal_ast(value.item())])
+    if isinstance(value, float) and not np.isfinite(value):
+        text = "np.nan" if np.isnan(value) else "np.inf"
+        node = _dotted(text)
+        return ast.UnaryOp(ast.USub(), node) if value < 0 else node
+    return ast.Constant(value)
+
+
+def expression(node, arg_asts):
+    prim = node.prim
+    template = prim.template(node.params) if callable(prim.template) else prim.template
+    tree = _Fill(arg_asts, node.params, literal_ast).visit(_parse_template(template))
+    if isinstance(tree, ast.Call):
+        for key, default in prim.defaults.items():
+            value = node.params.get(key, default)
+            if not _same(value, default):
+                tree.keywords.append(ast.keyword(key, literal_ast(value)))
+    return tree
+
+
+# ---- constants --------------------------------------------------------------------------
+def constant_ast(array, standalone):
+    """How a module-level constant array is made, or None if it must be injected."""
+    dtype = dtype_ast(array.dtype)
+    flat = array.ravel()
+    if array.size and (flat == flat[0]).all():
+        fill = flat[0].item()
+        if fill == 0 and not isinstance(fill, bool):
+            return _call("np.zeros", [literal_ast(array.shape)], [ast.keyword("dtype", dtype)])
+        return _call("np.full", [literal_ast(array.shape), literal_ast(fill)],
+                     [ast.keyword("dtype", dtype)])
+    if array.ndim == 1 and np.issubdtype(array.dtype, np.integer) \
+            and (array == np.arange(array.size)).all():
+        return _call("np.arange", [ast.Constant(array.size)], [ast.keyword("dtype", dtype)])
+    if array.size <= _INLINE_LIMIT:
+        return _call("np.array", [literal_ast_list(array.tolist())], [ast.keyword("dtype", dtype)])
+    if not standalone:
+        return None
+    data = np.ascontiguousarray(array).tobytes().hex()
+    buf = _call("np.frombuffer", [_call("bytes.fromhex", [ast.Constant(data)])],
+                [ast.keyword("dtype", dtype)])
+    return _call("np.copy", [ast.Call(ast.Attribute(buf, "reshape", ast.Load()),
+                                      [literal_ast(array.shape)], [])])
+
+
+def literal_ast_list(value):
+    if isinstance(value, list):
+        return ast.List([literal_ast_list(v) for v in value], ast.Load())
+    return literal_ast(value)
+
+
+# ---- the function -----------------------------------------------------------------------
+def _base_name(node, cotangent_of, names):
+    if node in cotangent_of:
+        return "g_" + names[cotangent_of[node]]
+    if node.name:
+        return node.name
+    return node.prim.name
+
+
+def _comment(node):
+    if node.loc is None:
+        return ""
+    where = f"{os.path.basename(node.loc[0])}:{node.loc[1]}"
+    if node.grad_of is not None and not node.args and node.prim.name == "ones":
+        return f"seed: d {node.grad_of.name or 'output'} / d itself"
+    if node.grad_of is not None:
+        of = node.grad_of.prim.name if node.grad_of.prim else "argument"
+        return f"grad of {of}, {where}"
+    return where
+
+
+class Emitter:
+    """Turns one Graph into the lines of one function (and its module-level constants)."""
+
+    def __init__(self, graph, standalone=False, cotangent_of=None):
+        self.graph = graph
+        self.standalone = standalone
+        self.cotangent_of = cotangent_of or {}
+        self.ns = Namespace(list(graph.params) + list(HELPERS))
+        self.names = {}
+        self.constants = {}  # id(array) -> (name, array)
+        self.injected = {}
+        self.helpers = set()
+
+    def arg_ast(self, arg):
+        if type(arg) is Node:
+            return ast.Name(self.names[arg], ast.Load())
+        if isinstance(arg, np.ndarray):
+            return ast.Name(self.constant_name(arg), ast.Load())
+        return literal_ast(arg)
+
+    def constant_name(self, array):
+        entry = self.constants.get(id(array))
+        if entry is None:
+            entry = (self.ns.fresh("const"), array)
+            self.constants[id(array)] = entry
+        return entry[0]
+
+    def function(self):
+        """The function's source lines (with module-level constants first)."""
+        body = self.unpack_inputs()
+        last_use = self.last_uses()
+        section = None
+        run_loc = None
+        for i, node in enumerate(self.graph.nodes):
+            name = self.ns.fresh(_base_name(node, self.cotangent_of, self.names))
+            self.names[node] = name
+            if node.prim.helper:
+                self.helpers.add(node.prim.helper)
+            kind = "# forward" if node.grad_of is None else "# backward"
+            if kind != section:
+                body.append((kind, ""))
+                section = kind
+            stmt = ast.Assign([ast.Name(name, ast.Store())],
+                              expression(node, [self.arg_ast(a) for a in node.args]))
+            comment = _comment(node)
+            if node.grad_of is None and node.loc is not None and node.loc != run_loc:
+                comment = f"{comment}  {source_line(node.loc)}".rstrip()
+                run_loc = node.loc
+            body.append((render(stmt), comment))
+            dead = [self.names[n] for n in last_use.get(i, ())]
+            if dead:
+                body.append((f"del {', '.join(sorted(dead))}", ""))
+        body.append(("return " + render(self.output_ast(self.graph.outputs)), ""))
+        head = f"def {self.graph.name}({', '.join(self.graph.params)}):"
+        return [head] + [_line(code, comment) for code, comment in body]
+
+    def unpack_inputs(self):
+        lines = []
+        for node in self.graph.inputs:
+            path = node.params["path"]
+            if len(path) == 1:
+                self.names[node] = self.graph.params[path[0]]
+                self.ns.used.add(self.names[node])
+                continue
+            expr = ast.Name(self.graph.params[path[0]], ast.Load())
+            for key in path[1:]:
+                expr = ast.Subscript(expr, ast.Constant(key), ast.Load())
+            name = self.ns.fresh(node.name)
+            self.names[node] = name
+            lines.append((f"{name} = {render(expr)}", "unpack the argument"))
+        return lines
+
+    def last_uses(self):
+        """statement index -> nodes whose last use it is (outputs and inputs excluded)."""
+        keep = set(self.graph.inputs) | set(_leaves(self.graph.outputs))
+        last = {}
+        for i, node in enumerate(self.graph.nodes):
+            for arg in node.args:
+                if type(arg) is Node and arg not in keep:
+                    last[arg] = i
+        by_index = {}
+        for node, i in last.items():
+            by_index.setdefault(i, []).append(node)
+        return by_index
+
+    def output_ast(self, out):
+        if isinstance(out, tuple):
+            return ast.Tuple([self.output_ast(o) for o in out], ast.Load())
+        if isinstance(out, list):
+            return ast.List([self.output_ast(o) for o in out], ast.Load())
+        if isinstance(out, dict):
+            return ast.Dict([ast.Constant(k) for k in out], [self.output_ast(v) for v in out.values()])
+        if isinstance(out, np.ndarray):
+            return _call("np.copy", [self.arg_ast(out)])
+        return self.arg_ast(out)
+
+    def constant_lines(self):
+        lines = []
+        for name, array in self.constants.values():
+            made = constant_ast(array, self.standalone)
+            what = f"{array.dtype.name}{list(array.shape)}"
+            if made is None:
+                self.injected[name] = array
+                lines.append(f"# {name}: a {what} constant captured by the traced function")
+            else:
+                lines.append(_line(f"{name} = {render(made)}", what, indent=""))
+        return lines
+
+
+def _line(code, comment, indent="    "):
+    code = indent + code if code else ""
+    if not comment:
+        return code
+    if code.startswith(indent + "#") or not code:
+        return f"{indent}{code.strip()}".rstrip()
+    return f"{code.ljust(_COMMENT_COLUMN)}  # {comment}" if len(code) < _COMMENT_COLUMN \
+        else f"{code}  # {comment}"
+
+
+def _leaves(out):
+    if isinstance(out, (tuple, list)):
+        return [leaf for o in out for leaf in _leaves(o)]
+    if isinstance(out, dict):
+        return [leaf for o in out.values() for leaf in _leaves(o)]
+    return [out] if type(out) is Node else []
+
+
+def emit_module(graphs, standalone=False, cotangents=None):
+    """Module source for one or more graphs, plus the arrays to inject (if not standalone).
+
+    Returns (source, namespace) where namespace holds injected constants and, for the
+    in-memory module, the runtime helpers.
+    """
+    functions, constant_lines, helpers, injected = [], [], set(), {}
+    shared = Namespace()
+    for graph in graphs:
+        emitter = Emitter(graph, standalone, (cotangents or {}).get(graph.name))
+        emitter.ns.used |= shared.used
+        functions.append("\n".join(emitter.function()))
+        constant_lines += emitter.constant_lines()
+        shared.used |= emitter.ns.used
+        helpers |= emitter.helpers
+        injected.update(emitter.injected)
+    header = [f'"""Generated by autodiffgen {__version__}. Do not edit: regenerate it."""', "",
+              "import numpy as np"]
+    namespace = dict(injected)
+    if helpers:
+        if standalone:
+            import inspect
+
+            for name in sorted(helpers):
+                header += ["", "", inspect.getsource(HELPERS[name]).rstrip()]
+        else:
+            header.append(f"from autodiffgen.runtime import {', '.join(sorted(helpers))}")
+    parts = ["\n".join(header)]
+    if constant_lines:
+        parts.append("\n".join(constant_lines))
+    parts += functions
+    return "\n\n\n".join(parts) + "\n", namespace

@@ -1,0 +1,69 @@
+"""Exceptions that speak the user's language.
+
+Every error raised while tracing names the user's file and line (the innermost frame
+outside autodiffgen and NumPy), what went wrong, and what to do about it. They subclass
+the built-in exception a NumPy user would expect, so `except TypeError` still works.
+"""
+
+import os
+import sys
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_NUMPY_DIR = None
+
+
+def _numpy_dir():
+    global _NUMPY_DIR
+    if _NUMPY_DIR is None:
+        import numpy
+
+        _NUMPY_DIR = os.path.dirname(os.path.abspath(numpy.__file__))
+    return _NUMPY_DIR
+
+
+def is_internal(filename):
+    """True for frames of autodiffgen itself or of NumPy's Python layer."""
+    return filename.startswith(_PACKAGE_DIR) or filename.startswith(_numpy_dir())
+
+
+def user_frame(depth=1):
+    """The innermost frame that belongs to the user's code, or None."""
+    frame = sys._getframe(depth)
+    while frame is not None and is_internal(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def where(frame=None):
+    """'file.py:LINE' for a frame (default: the user's innermost frame)."""
+    frame = frame if frame is not None else user_frame(2)
+    if frame is None:
+        return "<unknown location>"
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+class AutodiffgenError(Exception):
+    """Base class of every error autodiffgen raises on purpose."""
+
+
+class TracingError(AutodiffgenError, TypeError):
+    """The traced function did something the tracer cannot record faithfully."""
+
+
+class UnsupportedOperationError(AutodiffgenError, NotImplementedError):
+    """A NumPy function or ufunc has no primitive or derivative rule."""
+
+
+class OutputError(AutodiffgenError, TypeError):
+    """The differentiated function returned something grad cannot differentiate."""
+
+
+class ArgumentError(AutodiffgenError, ValueError):
+    """argnums or an argument's type does not fit the differentiated function."""
+
+
+def at(loc, message):
+    """Prefix a message with a location given as (filename, lineno) or a string."""
+    if isinstance(loc, tuple):
+        loc = f"{os.path.basename(loc[0])}:{loc[1]}"
+    return f"{loc}: {message}"

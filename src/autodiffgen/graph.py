@@ -1,0 +1,139 @@
+"""The graph IR: nodes recorded by the tracer, and the child-count toposort.
+
+A Node is one primitive application. Its `args` mix Nodes (traced values) and constants
+(Python scalars, NumPy scalars and arrays); only Nodes are graph edges. Nodes keep
+metadata (shape, dtype, where the user wrote it), never values, so a finished graph holds
+no array bigger than the constants the user's function captured.
+"""
+
+import heapq
+from dataclasses import dataclass, field
+
+
+class Node:
+    """One primitive application (Autograd's VJPNode) or one input of the function."""
+
+    __slots__ = ("id", "prim", "args", "params", "shape", "dtype", "loc", "stack",
+                 "name", "grad_of", "__weakref__")
+
+    def __init__(self, id, prim, args, params, shape, dtype, loc=None, stack=(), grad_of=None):
+        self.id = id  # creation order: a valid topological order and the tie-breaker
+        self.prim = prim  # a rules.Primitive, or None for a function input
+        self.args = args
+        self.params = params
+        self.shape = shape
+        self.dtype = dtype
+        self.loc = loc  # (filename, lineno) of the user's code, or None
+        self.stack = stack  # user frames, innermost first: used to name values
+        self.name = None  # a hint taken from the user's variables, if any
+        self.grad_of = grad_of  # for backward nodes: the forward Node whose rule made it
+
+    @property
+    def parents(self):
+        return [a for a in self.args if type(a) is Node]
+
+    def __repr__(self):
+        op = self.prim.name if self.prim is not None else "input"
+        return f"<Node {self.id} {op} {self.name or ''} {self.dtype}{list(self.shape)}>"
+
+
+def parents_of(node):
+    return [a for a in node.args if type(a) is Node]
+
+
+def toposort(roots, parents=parents_of):
+    """Nodes reachable from `roots`, each after all of its children (Kahn, child counts).
+
+    Iterative, so a chain of 100,000 nodes is fine. Only ancestors of the roots are
+    visited. Among nodes that are ready at the same time, the most recently created comes
+    first, so the order is deterministic and close to the reverse of creation order.
+    """
+    child_counts = {}
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node in child_counts:
+            child_counts[node] += 1
+            continue
+        child_counts[node] = 1
+        stack.extend(parents(node))
+    for root in roots:  # roots were counted once as if they had a child: the caller
+        child_counts[root] -= 1
+    ready = [(-n.id, n) for n in set(roots) if child_counts[n] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, node = heapq.heappop(ready)
+        order.append(node)
+        for parent in parents(node):
+            child_counts[parent] -= 1
+            if child_counts[parent] == 0:
+                heapq.heappush(ready, (-parent.id, parent))
+    return order
+
+
+@dataclass
+class Graph:
+    """A traced function ready to emit: inputs, nodes in execution order, outputs.
+
+    `inputs` pairs each input Node with its path into the arguments, e.g. (0,) for the
+    first argument or (2, "W1") for params["W1"] when params is the third argument.
+    `outputs` is a Python structure (tuple, list, dict) whose leaves are Nodes or constants.
+    """
+
+    name: str
+    params: list
+    inputs: list
+    nodes: list
+    outputs: object
+    source_file: str = ""
+    signature: str = ""
+    notes: list = field(default_factory=list)
+
+
+class Slot:
+    """In an Index: the array held by argument number `k` of the indexing node."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k):
+        self.k = k
+
+    def __eq__(self, other):
+        return type(other) is Slot and other.k == self.k
+
+    def __hash__(self):
+        return hash(("Slot", self.k))
+
+    def __repr__(self):
+        return f"Slot({self.k})"
+
+
+class Index:
+    """A normalized NumPy index: a tuple of ints, slices, None, Ellipsis and Slots.
+
+    Arrays in an index (traced or constant) are arguments of the node, so the index
+    itself stays a static parameter that the emitter can write out.
+    """
+
+    __slots__ = ("items",)
+
+    def __init__(self, items):
+        self.items = tuple(items)
+
+    def fill(self, args):
+        """The concrete index for NumPy, given the node's arguments."""
+        return tuple(args[i.k] if type(i) is Slot else i for i in self.items)
+
+    @property
+    def slots(self):
+        return [i for i in self.items if type(i) is Slot]
+
+    def __eq__(self, other):
+        return type(other) is Index and repr(self.items) == repr(other.items)
+
+    def __hash__(self):
+        return hash(repr(self.items))
+
+    def __repr__(self):
+        return f"Index{self.items!r}"

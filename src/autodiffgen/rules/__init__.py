@@ -1,0 +1,154 @@
+"""The primitive registry: each primitive's NumPy forward, its emitted form and its VJPs.
+
+A VJP rule is an ordinary function of NumPy-level operations, `rule(g, ans, *args,
+**params)`, returning the cotangent contribution for one argument. Called on Boxes while
+tracing, it records the backward pass as more nodes of the same primitives; called on
+plain arrays, it is the dynamic tape's backward. `None` in place of a rule means "not
+differentiable in this argument". Broadcasting is undone once, in `unbroadcast`.
+
+A primitive's emitted form is a template such as "np.sum({0})" where {0}, {1} are its
+arguments, {*} all of them and {name} a parameter; parameters listed in `defaults` are
+added as keyword arguments when they differ from the default.
+"""
+
+import numpy as np
+
+from ..errors import TracingError, UnsupportedOperationError, at
+from ..tracer import FUNCTIONS, UFUNC_METHODS, UFUNCS, Box, bind, result_dtype, user_loc
+
+PRIMITIVES = {}
+
+
+class Primitive:
+    """A named operation the tracer records and the emitter writes as one line."""
+
+    def __init__(self, name, impl, template, defaults=None, vjps=(), simplify=None,
+                 variadic_vjp=None, helper=None):
+        self.name = name
+        self.impl = impl
+        self.template = template
+        self.defaults = defaults or {}
+        self.vjps = tuple(vjps)
+        self.variadic_vjp = variadic_vjp
+        self.simplify = simplify
+        self.helper = helper  # name of a runtime helper the emitted code calls, if any
+
+    def __call__(self, *args, **params):
+        return bind(self, args, params)
+
+    def vjp(self, argnum):
+        """The rule for one argument, or None if it is not differentiable there."""
+        if self.variadic_vjp is not None:
+            return lambda g, ans, *args, **p: self.variadic_vjp(argnum, g, ans, *args, **p)
+        return self.vjps[argnum] if argnum < len(self.vjps) else None
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+
+def defprimitive(name, impl, template, defaults=None, vjps=(), **options):
+    """Register a primitive. `template` is how the emitted code writes it (see module doc).
+
+    Users add NumPy functions this way, e.g. a rule for np.cbrt:
+
+        cbrt = defprimitive("cbrt", np.cbrt, "np.cbrt({0})",
+                            vjps=[lambda g, ans, x: g / (3 * ans * ans)])
+        register_ufunc(np.cbrt, cbrt)
+    """
+    if name in PRIMITIVES:
+        raise ValueError(f"a primitive named {name!r} is already registered")
+    prim = Primitive(name, impl, template, defaults, vjps, **options)
+    PRIMITIVES[name] = prim
+    return prim
+
+
+def defvjp(prim, *rules):
+    """Set (or replace) the VJP rules of a primitive, one per argument."""
+    prim.vjps = tuple(rules)
+
+
+def register_ufunc(ufunc, prim):
+    UFUNCS[ufunc] = prim
+
+
+def register_function(*funcs):
+    """Decorator: handle these NumPy functions (via __array_function__) with `handler`."""
+    def decorate(handler):
+        for func in funcs:
+            FUNCTIONS[func] = handler
+        return handler
+    return decorate
+
+
+def boxmethod(*names):
+    """Decorator: make `handler` a method (or property) of traced values."""
+    def decorate(handler):
+        for name in names:
+            setattr(Box, name, handler)
+        return handler
+    return decorate
+
+
+def register_ufunc_method(ufunc, method):
+    """Decorator: handle `ufunc.method(...)` (e.g. np.add.reduce) on traced values."""
+    def decorate(handler):
+        UFUNC_METHODS[(ufunc, method)] = handler
+        return handler
+    return decorate
+
+
+def check_no_out(out, name, kwargs=None):
+    """Refuse out= and keyword arguments that a traced call cannot honour."""
+    if out is not None:
+        raise TracingError(at(user_loc(), f"{name}(..., out=...) on a traced value: in-place "
+                              "results are not supported; assign the result instead"))
+    if kwargs:
+        raise UnsupportedOperationError(at(user_loc(), f"{name} with keyword arguments "
+                                           f"{sorted(kwargs)} is not supported when traced"))
+
+
+def normalize_axis(axis, ndim):
+    """None, or an int / sorted tuple of non-negative axes (an int when there is one)."""
+    if axis is None:
+        return None
+    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    axes = tuple(sorted(int(a) % ndim if ndim else int(a) for a in axes))
+    return axes[0] if len(axes) == 1 else axes
+
+
+def axes_tuple(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    return (axis,) if isinstance(axis, int) else axis
+
+
+def unbroadcast(g, shape, dtype):
+    """Bring a cotangent to the shape and dtype of the value it belongs to.
+
+    The one place where broadcasting is undone: sum over the axes that broadcasting added
+    or stretched, then reshape, then cast (gradients keep their input's dtype).
+    """
+    gshape = np.shape(g)
+    if gshape != shape:
+        lead = len(gshape) - len(shape)
+        axes = tuple(range(max(lead, 0))) + tuple(
+            lead + i for i, n in enumerate(shape)
+            if n == 1 and lead + i >= 0 and gshape[lead + i] != 1)
+        if axes:
+            g = np.sum(g, axis=axes[0] if len(axes) == 1 else axes, keepdims=lead == 0)
+        if np.shape(g) != shape:
+            g = (np.reshape(g, shape) if np.size(g) == int(np.prod(shape))
+                 else np.broadcast_to(g, shape))
+    if result_dtype(g) != dtype:
+        g = astype(g, dtype)
+    return g
+
+
+def astype(x, dtype):
+    return bind(PRIMITIVES["astype"], (x,), {"dtype": np.dtype(dtype)})
+
+
+from . import elementwise, reductions, shape, indexing, linalg  # noqa: E402,F401  registers
+
+__all__ = ["PRIMITIVES", "Primitive", "defprimitive", "defvjp", "register_ufunc",
+           "register_function", "boxmethod", "unbroadcast"]

@@ -1,0 +1,163 @@
+"""Elementwise primitives: arithmetic, transcendental functions, comparisons, where, clip.
+
+Rules return the cotangent in the broadcast shape; `unbroadcast` brings it back to each
+argument's shape. Python scalars in the rules are weakly typed (NEP 50), so a float32
+gradient stays float32.
+"""
+
+import numpy as np
+
+from ..errors import TracingError, at
+from ..tracer import Box, bind, user_loc
+from . import boxmethod, check_no_out, defprimitive, register_function, register_ufunc
+
+
+def ufunc(ufunc_, template, *vjps, name=None, simplify=None):
+    prim = defprimitive(name or ufunc_.__name__, ufunc_, template, vjps=vjps, simplify=simplify)
+    register_ufunc(ufunc_, prim)
+    return prim
+
+
+def _is_seed(a):
+    return type(a) is Box and a.node.prim is ones and a.node.shape == ()
+
+
+def _drop_seed(args, params, value):
+    """x * seed and seed * x are x when that changes neither shape nor dtype."""
+    for a, b in ((args[0], args[1]), (args[1], args[0])):
+        if _is_seed(a) and type(b) is Box and b.node.shape == np.shape(value) \
+                and b.node.dtype == value.dtype:
+            return b
+    return None
+
+
+def _balanced(x, ans, other):
+    """1 where x won a max/min, 1/2 on ties, so tied arguments share the gradient."""
+    return (x == ans) / (1.0 + (x == other))
+
+
+def _power_x(g, ans, x, y):
+    if type(y) is not Box and np.ndim(y) == 0 and y == 2:
+        return g * (2 * x)
+    return g * (y * x ** (y - 1))
+
+
+def _power_y(g, ans, x, y):
+    return g * (ans * np.log(np.where(x > 0, x, 1)))
+
+
+# ---- the seed and dtype plumbing --------------------------------------------------------
+ones = defprimitive("ones", lambda shape, dtype: np.ones(shape, dtype),
+                    "np.ones({shape}, dtype={dtype})")
+astype = defprimitive("astype", lambda x, dtype: np.asarray(x).astype(dtype),
+                      "{0}.astype({dtype})",
+                      vjps=[lambda g, ans, x, dtype: g if np.issubdtype(dtype, np.inexact)
+                            else None])
+copy = defprimitive("copy", np.copy, "np.copy({0})", vjps=[lambda g, ans, x: g])
+
+# ---- arithmetic -------------------------------------------------------------------------
+ufunc(np.add, "{0} + {1}", lambda g, ans, x, y: g, lambda g, ans, x, y: g)
+ufunc(np.subtract, "{0} - {1}", lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
+ufunc(np.multiply, "{0} * {1}", lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x,
+      simplify=_drop_seed)
+ufunc(np.true_divide, "{0} / {1}", lambda g, ans, x, y: g / y,
+      lambda g, ans, x, y: -(g * ans) / y, name="divide")
+ufunc(np.negative, "-{0}", lambda g, ans, x: -g)
+ufunc(np.positive, "+{0}", lambda g, ans, x: g)
+ufunc(np.power, "{0} ** {1}", _power_x, _power_y)
+ufunc(np.square, "np.square({0})", lambda g, ans, x: g * (2 * x))
+ufunc(np.reciprocal, "np.reciprocal({0})", lambda g, ans, x: -(g * (ans * ans)))
+ufunc(np.absolute, "np.abs({0})", lambda g, ans, x: g * np.sign(x))
+ufunc(np.maximum, "np.maximum({0}, {1})", lambda g, ans, x, y: g * _balanced(x, ans, y),
+      lambda g, ans, x, y: g * _balanced(y, ans, x))
+ufunc(np.minimum, "np.minimum({0}, {1})", lambda g, ans, x, y: g * _balanced(x, ans, y),
+      lambda g, ans, x, y: g * _balanced(y, ans, x))
+
+# ---- exponentials, logarithms, roots ----------------------------------------------------
+ufunc(np.exp, "np.exp({0})", lambda g, ans, x: g * ans)
+ufunc(np.expm1, "np.expm1({0})", lambda g, ans, x: g * (ans + 1))
+ufunc(np.log, "np.log({0})", lambda g, ans, x: g / x)
+ufunc(np.log1p, "np.log1p({0})", lambda g, ans, x: g / (x + 1))
+ufunc(np.sqrt, "np.sqrt({0})", lambda g, ans, x: g / (2 * ans))
+
+# ---- trigonometric and hyperbolic -------------------------------------------------------
+ufunc(np.sin, "np.sin({0})", lambda g, ans, x: g * np.cos(x))
+ufunc(np.cos, "np.cos({0})", lambda g, ans, x: -(g * np.sin(x)))
+ufunc(np.tan, "np.tan({0})", lambda g, ans, x: g * (1 + ans * ans))
+ufunc(np.tanh, "np.tanh({0})", lambda g, ans, x: g * (1 - ans * ans))
+ufunc(np.sinh, "np.sinh({0})", lambda g, ans, x: g * np.cosh(x))
+ufunc(np.cosh, "np.cosh({0})", lambda g, ans, x: g * np.sinh(x))
+ufunc(np.arctan, "np.arctan({0})", lambda g, ans, x: g / (1 + x * x))
+
+# ---- no derivative: comparisons, logic, rounding ----------------------------------------
+for _uf, _template in [
+        (np.greater, "{0} > {1}"), (np.greater_equal, "{0} >= {1}"), (np.less, "{0} < {1}"),
+        (np.less_equal, "{0} <= {1}"), (np.equal, "{0} == {1}"), (np.not_equal, "{0} != {1}"),
+        (np.bitwise_and, "{0} & {1}"), (np.bitwise_or, "{0} | {1}"),
+        (np.bitwise_xor, "{0} ^ {1}"), (np.invert, "~{0}"),
+        (np.floor_divide, "{0} // {1}"), (np.remainder, "{0} % {1}"),
+        (np.logical_and, "np.logical_and({0}, {1})"), (np.logical_or, "np.logical_or({0}, {1})"),
+        (np.logical_xor, "np.logical_xor({0}, {1})"), (np.logical_not, "np.logical_not({0})"),
+        (np.sign, "np.sign({0})"), (np.floor, "np.floor({0})"), (np.ceil, "np.ceil({0})"),
+        (np.rint, "np.rint({0})"), (np.trunc, "np.trunc({0})"), (np.isnan, "np.isnan({0})"),
+        (np.isfinite, "np.isfinite({0})"), (np.isinf, "np.isinf({0})")]:
+    ufunc(_uf, _template)
+
+
+# ---- where and clip ---------------------------------------------------------------------
+def _where_impl(cond, x, y):
+    return np.where(cond, x, y)
+
+
+where = defprimitive("where", _where_impl, "np.where({0}, {1}, {2})", vjps=[
+    None, lambda g, ans, c, x, y: np.where(c, g, 0), lambda g, ans, c, x, y: np.where(c, 0, g)])
+
+
+@register_function(np.where)
+def _where(condition, x=None, y=None):
+    if x is None or y is None:
+        raise TracingError(at(user_loc(), "np.where(condition) with one argument gives "
+                              "indices whose number depends on the data; use the "
+                              "three-argument form np.where(condition, x, y)"))
+    return bind(where, (condition, x, y), {})
+
+
+def _clip_x(g, ans, x, lo, hi):
+    inside = True
+    if lo is not None:
+        inside = x >= lo
+    if hi is not None:
+        inside = inside & (x <= hi) if inside is not True else x <= hi
+    return g * inside
+
+
+clip = defprimitive("clip", np.clip, "np.clip({0}, {1}, {2})", vjps=[
+    _clip_x, lambda g, ans, x, lo, hi: g * (x < lo), lambda g, ans, x, lo, hi: g * (x > hi)])
+
+
+@register_function(np.clip)
+def _clip(a, a_min=None, a_max=None, out=None, **kwargs):
+    a_min = kwargs.pop("min", a_min)
+    a_max = kwargs.pop("max", a_max)
+    check_no_out(out, "np.clip", kwargs)
+    return bind(clip, (a, a_min, a_max), {})
+
+
+@boxmethod("clip")
+def _clip_method(self, min=None, max=None, out=None):
+    return _clip(self, min, max, out)
+
+
+@boxmethod("astype")
+def _astype_method(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    return bind(astype, (self,), {"dtype": np.dtype(dtype)})
+
+
+@boxmethod("copy")
+def _copy_method(self, order="C"):
+    return bind(copy, (self,), {})
+
+
+@register_function(np.copy)
+def _copy(a, order="K", subok=False):
+    return bind(copy, (a,), {})

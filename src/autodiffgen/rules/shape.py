@@ -1,0 +1,161 @@
+"""Shape primitives: reshape, transpose, squeeze, expand_dims, broadcast_to, concatenate,
+stack. Their cotangents are the inverse rearrangement; nothing here does arithmetic
+except broadcast_to, whose rule leaves the summing to `unbroadcast`.
+"""
+
+import numpy as np
+
+from ..errors import UnsupportedOperationError, at
+from ..graph import Index
+from ..tracer import user_loc
+from . import boxmethod, check_no_out, defprimitive, normalize_axis, register_function
+from .indexing import getitem
+
+
+def _transpose_template(params):
+    return "{0}.T" if params["axes"] is None else "np.transpose({0}, {axes})"
+
+
+def _inverse(axes):
+    return None if axes is None else tuple(int(i) for i in np.argsort(axes))
+
+
+reshape = defprimitive("reshape", lambda x, shape: np.reshape(x, shape),
+                       "np.reshape({0}, {shape})",
+                       vjps=[lambda g, ans, x, shape: np.reshape(g, np.shape(x))])
+transpose = defprimitive("transpose", lambda x, axes: np.transpose(x, axes), _transpose_template,
+                         vjps=[lambda g, ans, x, axes: transpose(g, axes=_inverse(axes))])
+squeeze = defprimitive("squeeze", lambda x, axis: np.squeeze(x, axis), "np.squeeze({0})",
+                       {"axis": None},
+                       vjps=[lambda g, ans, x, axis: np.reshape(g, np.shape(x))])
+expand_dims = defprimitive("expand_dims", lambda x, axis: np.expand_dims(x, axis),
+                           "np.expand_dims({0}, {axis})",
+                           vjps=[lambda g, ans, x, axis: np.reshape(g, np.shape(x))])
+broadcast_to = defprimitive("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
+                            "np.broadcast_to({0}, {shape})",
+                            vjps=[lambda g, ans, x, shape: g])
+
+
+def _concatenate_vjp(i, g, ans, *arrays, axis):
+    start = sum(np.shape(a)[axis] for a in arrays[:i])
+    stop = start + np.shape(arrays[i])[axis]
+    return getitem(g, index=Index((slice(None),) * axis + (slice(start, stop),)))
+
+
+def _stack_vjp(i, g, ans, *arrays, axis):
+    return getitem(g, index=Index((slice(None),) * axis + (i,)))
+
+
+concatenate = defprimitive("concatenate", lambda *xs, axis: np.concatenate(xs, axis=axis),
+                           "np.concatenate([{*}])", {"axis": 0}, variadic_vjp=_concatenate_vjp)
+stack = defprimitive("stack", lambda *xs, axis: np.stack(xs, axis=axis), "np.stack([{*}])",
+                     {"axis": 0}, variadic_vjp=_stack_vjp)
+
+
+def _shape_arg(shape, args):
+    if args:
+        shape = (shape,) + args
+    return (shape,) if np.ndim(shape) == 0 else tuple(shape)
+
+
+@register_function(np.reshape)
+def _reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    shape = newshape if shape is None else shape
+    if order != "C":
+        raise UnsupportedOperationError(at(user_loc(), f"reshape with order={order!r} is not "
+                                           "supported on traced values"))
+    return reshape(a, shape=_resolve(np.shape(a), _shape_arg(shape, ())))
+
+
+def _resolve(old, new):
+    """The new shape with a -1 replaced by the size it stands for."""
+    if -1 in new:
+        known = int(np.prod([n for n in new if n != -1]))
+        size = int(np.prod(old))
+        new = tuple(size // known if known and n == -1 else n for n in new)
+    if int(np.prod(new)) != int(np.prod(old)):
+        raise ValueError(at(user_loc(), f"cannot reshape an array of shape {old} into {new}"))
+    return tuple(int(n) for n in new)
+
+
+@boxmethod("reshape")
+def _reshape_method(self, shape, *more, order="C"):
+    return _reshape(self, _shape_arg(shape, more), order)
+
+
+@register_function(np.ravel)
+def _ravel(a, order="C"):
+    return _reshape(a, (-1,), order)
+
+
+boxmethod("ravel", "flatten")(lambda self, order="C": _ravel(self, order))
+
+
+@register_function(np.transpose)
+def _transpose(a, axes=None):
+    ndim = np.ndim(a)
+    axes = None if axes is None else tuple(int(i) % ndim for i in axes)
+    if axes == tuple(range(ndim - 1, -1, -1)):
+        axes = None
+    return transpose(a, axes=axes)
+
+
+@boxmethod("transpose")
+def _transpose_method(self, *axes):
+    if len(axes) == 1 and (axes[0] is None or np.ndim(axes[0]) == 1):
+        axes = axes[0]
+    return _transpose(self, axes or None)
+
+
+@register_function(np.swapaxes)
+def _swapaxes(a, axis1, axis2):
+    axes = list(range(np.ndim(a)))
+    axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
+    return _transpose(a, axes)
+
+
+boxmethod("swapaxes")(_swapaxes)
+
+
+@register_function(np.squeeze)
+def _squeeze(a, axis=None):
+    return squeeze(a, axis=normalize_axis(axis, np.ndim(a)))
+
+
+boxmethod("squeeze")(_squeeze)
+
+
+@register_function(np.expand_dims)
+def _expand_dims(a, axis):
+    return expand_dims(a, axis=normalize_axis(axis, np.ndim(a) + np.size(axis)))
+
+
+@register_function(np.broadcast_to)
+def _broadcast_to(array, shape, subok=False):
+    shape = _shape_arg(shape, ())
+    return array if np.shape(array) == shape else broadcast_to(array, shape=shape)
+
+
+@register_function(np.concatenate)
+def _concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
+    check_no_out(out, "np.concatenate", {"dtype": dtype} if dtype is not None else None)
+    arrays = tuple(arrays)
+    return concatenate(*arrays, axis=normalize_axis(axis, np.ndim(arrays[0])))
+
+
+@register_function(np.stack)
+def _stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
+    check_no_out(out, "np.stack", {"dtype": dtype} if dtype is not None else None)
+    arrays = tuple(arrays)
+    return stack(*arrays, axis=normalize_axis(axis, np.ndim(arrays[0]) + 1))
+
+
+register_function(np.shape)(lambda a: a.shape)
+register_function(np.ndim)(lambda a: a.ndim)
+register_function(np.size)(lambda a, axis=None: a.size if axis is None else a.shape[axis])
+register_function(np.zeros_like)(
+    lambda a, dtype=None, order="K", subok=True, shape=None:
+    np.zeros(np.shape(a) if shape is None else shape, dtype or a.dtype))
+register_function(np.ones_like)(
+    lambda a, dtype=None, order="K", subok=True, shape=None:
+    np.ones(np.shape(a) if shape is None else shape, dtype or a.dtype))

@@ -1,0 +1,17 @@
+"""Helpers that generated code calls. Pure NumPy: a standalone module copies them in."""
+
+import numpy as np
+
+
+def _scatter_add(g, index, shape, unique=False):
+    """Zeros of `shape` with `g` added at `index` (the transpose of indexing)."""
+    out = np.zeros(shape, dtype=np.result_type(g))
+    if unique:
+        out[index] = g
+    else:
+        np.add.at(out, index, g)
+    return out
+
+
+scatter_add = _scatter_add
+HELPERS = {"_scatter_add": _scatter_add}

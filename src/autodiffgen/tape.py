@@ -1,0 +1,58 @@
+"""The dynamic tape: the reference engine.
+
+Like Autograd or micrograd: every call records the forward pass afresh, runs the same
+VJP rules backward on concrete arrays, and drops the recording. It is slow and simple on
+purpose; tests compare the generated code against it.
+"""
+
+import numpy as np
+
+from . import backward, tracer
+from .api import GradFunction, _decorator
+from .tracer import Box, result_dtype
+
+
+class TapeFunction(GradFunction):
+    """Same calling convention as GradFunction, but nothing is generated or cached."""
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = self._positional(args, kwargs)
+        self._check_argnums(len(args))
+        value, grads = value_and_grad_now(self.fun, args, self._argnums,
+                                          self._arg_names(len(args)))
+        return (value, grads) if self.with_value else grads
+
+    def source(self, *args, **kwargs):
+        raise TypeError("the dynamic tape generates no source; use autodiffgen.grad")
+
+
+def value_and_grad_now(fun, args, argnums, names):
+    trace, boxed, out = tracer.trace(fun, args, argnums, names)
+    backward.check_output(out, fun, scalar=True)
+    single = type(argnums).__name__ == "_Single"
+    wrt = boxed[argnums[0]] if single else tuple(boxed[i] for i in argnums)
+    value = out.value if type(out) is Box else out
+    if type(out) is not Box:
+        return value, backward.map_tree(wrt, lambda b: _gradient(None, b))
+    seed = np.ones(out.node.shape, out.node.dtype)
+    found, _ = backward.cotangents(trace, out.node, [b.node for b in backward.leaves(wrt)
+                                                     if type(b) is Box],
+                                   lambda node: trace.boxes[node].value, seed)
+    del trace  # the recording (and every intermediate value) goes now
+    return value, backward.map_tree(wrt, lambda b: _gradient(found.get(b.node), b)
+                                    if type(b) is Box else None)
+
+
+def _gradient(g, leaf):
+    """A fresh array of the input's shape and dtype (zeros if the output ignores it)."""
+    if type(leaf) is not Box:
+        return None
+    dtype = result_dtype(leaf.value)
+    if g is None:
+        return np.zeros(np.shape(leaf.value), dtype)
+    return np.array(g, dtype=dtype, copy=True)
+
+
+grad = _decorator(with_value=False, cls=TapeFunction)
+value_and_grad = _decorator(with_value=True, cls=TapeFunction)

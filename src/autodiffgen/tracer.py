@@ -1,0 +1,274 @@
+"""Run the user's function once on Boxes and record every primitive it applies.
+
+A Box holds a concrete value and the Node that made it. Boxes reach the rules through
+Python operators and NumPy's `__array_ufunc__` / `__array_function__` protocols only: the
+tracer knows nothing else about NumPy. The tables below map NumPy callables to handlers;
+the rules package fills them in.
+
+Values are computed eagerly while tracing (they give shapes and dtypes, and the tape
+needs them), but Nodes keep no values, so dropping the Trace frees every array.
+"""
+
+import linecache
+import sys
+import threading
+
+import numpy as np
+
+from .errors import TracingError, UnsupportedOperationError, at, is_internal
+from .graph import Node
+
+UFUNCS = {}  # np.ufunc -> Primitive, for ufunc(...) calls
+UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)
+FUNCTIONS = {}  # NumPy function -> handler(*args, **kwargs)
+
+_state = threading.local()
+
+
+def current_trace():
+    return getattr(_state, "trace", None)
+
+
+class Trace:
+    """One recording: the node counter, the boxes made so far, and the backward context."""
+
+    def __init__(self):
+        self.next_id = 0
+        self.boxes = {}  # Node -> Box, so the backward pass can see forward values
+        self.grad_of = None  # set while a derivative rule runs: the forward Node
+        self.inputs = []
+        self.returned = set()  # nodes already handed out as a gradient
+        self._outer = None
+
+    def __enter__(self):
+        self._outer = current_trace()
+        _state.trace = self
+        return self
+
+    def __exit__(self, *exc):
+        _state.trace = self._outer
+        return False
+
+    def new_node(self, prim, args, params, value, stack=None):
+        if self.grad_of is not None:
+            stack = self.grad_of.stack
+        elif stack is None:
+            stack = user_stack()
+        node = Node(self.next_id, prim, args, params, np.shape(value), result_dtype(value),
+                    stack[0] if stack else None, stack, self.grad_of)
+        self.next_id += 1
+        return node
+
+    def new_input(self, value, name, path):
+        node = self.new_node(None, (), {"path": path}, value, stack=())
+        node.name = name
+        box = Box(value, node)
+        self.boxes[node] = box
+        self.inputs.append(node)
+        return box
+
+    def box(self, prim, args, params, value):
+        node = self.new_node(prim, tuple(a.node if type(a) is Box else a for a in args),
+                             params, value)
+        box = Box(value, node)
+        self.boxes[node] = box
+        return box
+
+
+def result_dtype(value):
+    dtype = getattr(value, "dtype", None)
+    return dtype if dtype is not None else np.result_type(value)
+
+
+def user_stack():
+    """(filename, lineno) of the user's frames, innermost first, up to the traced call."""
+    frame = sys._getframe(2)
+    stack = []
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if is_internal(filename):
+            if stack:
+                break
+        else:
+            stack.append((filename, frame.f_lineno))
+        frame = frame.f_back
+    return tuple(stack)
+
+
+def user_loc():
+    stack = user_stack()
+    return stack[0] if stack else ("<unknown>", 0)
+
+
+def bind(prim, args, params):
+    """Apply a primitive: plain values in, plain value out; any Box in, a Box out."""
+    if not any(type(a) is Box for a in args):
+        return prim.impl(*args, **params)
+    trace = current_trace()
+    if trace is None:
+        raise TracingError(at(user_loc(), "a traced value was used after its trace ended "
+                              "(was it stored in a global or returned inside a closure?)"))
+    value = prim.impl(*[a.value if type(a) is Box else a for a in args], **params)
+    if prim.simplify is not None:
+        same = prim.simplify(args, params, value)
+        if same is not None:
+            return same
+    return trace.box(prim, args, params, value)
+
+
+def source_line(loc):
+    return linecache.getline(loc[0], loc[1]).strip() if loc else ""
+
+
+def _refuse(what, hint):
+    def method(self, *args, **kwargs):
+        raise TracingError(at(user_loc(), f"{what} of a traced value: {hint}"))
+    return method
+
+
+_CONTROL = ("its value is not known while tracing; data-dependent Python control flow "
+            "(if/while on array values, float(), int(), bool()) is not supported yet. "
+            "Use np.where for branches, or compute the decision outside the function")
+
+
+class Box:
+    """A traced value. Shape queries are concrete; everything else is recorded."""
+
+    __slots__ = ("value", "node")
+    __array_priority__ = 1000.0
+    __hash__ = None  # like ndarray: == is elementwise
+
+    def __init__(self, value, node):
+        self.value = value
+        self.node = node
+
+    shape = property(lambda self: np.shape(self.value))
+    ndim = property(lambda self: np.ndim(self.value))
+    size = property(lambda self: np.size(self.value))
+    dtype = property(lambda self: result_dtype(self.value))
+    T = property(lambda self: np.transpose(self))
+    mT = property(lambda self: np.swapaxes(self, -1, -2))
+
+    def __len__(self):
+        if np.ndim(self.value) == 0:
+            raise TypeError(at(user_loc(), "len() of a 0-d traced value"))
+        return np.shape(self.value)[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self):
+        return f"Box({self.value!r})"
+
+    __bool__ = _refuse("bool() or an `if`", _CONTROL)
+    __float__ = _refuse("float()", _CONTROL)
+    __int__ = _refuse("int()", _CONTROL)
+    __index__ = _refuse("use as an index or int()", _CONTROL)
+    __complex__ = _refuse("complex()", _CONTROL)
+    item = _refuse(".item()", _CONTROL)
+    tolist = _refuse(".tolist()", _CONTROL)
+    __setitem__ = _refuse(
+        "assignment into an element or slice",
+        "in-place updates of traced arrays are not supported. Build the new array "
+        "functionally instead, e.g. with np.where(mask, new, x) or np.concatenate")
+    __array__ = _refuse(
+        "np.asarray()/np.array() conversion",
+        "the tracer cannot follow a conversion to a plain ndarray. Pass the value to NumPy "
+        "functions directly, and use np.stack([...]) instead of np.array([...])")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if kwargs.get("out") is not None or any(type(a) is Box for a in kwargs.get("out", ())):
+            raise TracingError(at(user_loc(), f"in-place np.{ufunc.__name__}(..., out=...) "
+                                  "with a traced value: write `y = x + v`, not `x += v`, "
+                                  "when x is a NumPy array and v is traced"))
+        if method == "__call__":
+            prim = UFUNCS.get(ufunc)
+            if prim is not None and not kwargs:
+                return bind(prim, inputs, {})
+            if prim is not None:
+                raise UnsupportedOperationError(at(user_loc(), f"np.{ufunc.__name__} with "
+                                                   f"keyword arguments {sorted(kwargs)} is "
+                                                   "not supported on traced values"))
+        else:
+            handler = UFUNC_METHODS.get((ufunc, method))
+            if handler is not None:
+                return handler(*inputs, **kwargs)
+        name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        raise UnsupportedOperationError(at(user_loc(), unsupported_message(name)))
+
+    def __array_function__(self, func, types, args, kwargs):
+        handler = FUNCTIONS.get(func)
+        if handler is None:
+            module = getattr(func, "__module__", "numpy") or "numpy"
+            name = f"{module.replace('numpy', 'np', 1)}.{func.__name__}"
+            raise UnsupportedOperationError(at(user_loc(), unsupported_message(name)))
+        return handler(*args, **kwargs)
+
+
+def unsupported_message(name):
+    return (f"{name} has no derivative rule in autodiffgen, so it cannot be applied to a "
+            "traced value. If it does not depend on the differentiated inputs, compute it "
+            "outside the function or on a non-traced value; otherwise register it with "
+            "autodiffgen.rules.defprimitive(...) (see README, 'Adding a rule')")
+
+
+def _ufunc_operator(ufunc, reflected=False):
+    if reflected:
+        return lambda self, other: ufunc(other, self)
+    return lambda self, other: ufunc(self, other)
+
+
+for _name, _ufunc in [("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                      ("truediv", np.true_divide), ("floordiv", np.floor_divide),
+                      ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul)]:
+    setattr(Box, f"__{_name}__", _ufunc_operator(_ufunc))
+    setattr(Box, f"__r{_name}__", _ufunc_operator(_ufunc, reflected=True))
+for _name, _ufunc in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
+                      ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)]:
+    setattr(Box, f"__{_name}__", _ufunc_operator(_ufunc))
+Box.__and__ = _ufunc_operator(np.bitwise_and)
+Box.__rand__ = _ufunc_operator(np.bitwise_and, reflected=True)
+Box.__or__ = _ufunc_operator(np.bitwise_or)
+Box.__ror__ = _ufunc_operator(np.bitwise_or, reflected=True)
+Box.__neg__ = lambda self: np.negative(self)
+Box.__pos__ = lambda self: self
+Box.__abs__ = lambda self: np.absolute(self)
+Box.__invert__ = lambda self: np.invert(self)
+
+
+# ---- tracing a call ---------------------------------------------------------------------
+def trace(fun, args, argnums, names):
+    """Call `fun` on Boxes: every array argument (and every float under `argnums`) becomes
+    an input of the recording. Returns the Trace, the boxed arguments and the output."""
+    from .errors import ArgumentError
+
+    recording = Trace()
+    with recording:
+        boxed = [_box_tree(recording, a, (i,), names[i], i in argnums, ArgumentError)
+                 for i, a in enumerate(args)]
+        out = fun(*boxed)
+    return recording, boxed, out
+
+
+def _box_tree(recording, x, path, name, diff, error):
+    kind = type(x)
+    if kind is np.ndarray or isinstance(x, np.generic) or (diff and kind is float):
+        if diff and not np.issubdtype(result_dtype(x), np.inexact):
+            raise error(f"argument {name!r} is under argnums but has dtype "
+                        f"{result_dtype(x)}: only floating-point arrays have gradients. "
+                        "Remove it from argnums or convert it with .astype(np.float64)")
+        return recording.new_input(x, name, path)
+    if isinstance(x, np.ndarray):
+        raise error(f"argument {name!r} is a {kind.__name__}, an ndarray subclass; "
+                    "pass np.asarray(...) of it")
+    if diff and kind in (int, bool, complex):
+        raise error(f"argument {name!r} is under argnums but is a Python {kind.__name__} "
+                    f"({x!r}): only floats and floating-point arrays have gradients. "
+                    "Pass a float (e.g. 2.0) or remove it from argnums")
+    if kind in (tuple, list):
+        return kind(_box_tree(recording, v, path + (i,), f"{name}_{i}", diff, error)
+                    for i, v in enumerate(x))
+    if kind is dict:
+        return {k: _box_tree(recording, x[k], path + (k,), f"{name}_{k}", diff, error)
+                for k in x}
+    return x
