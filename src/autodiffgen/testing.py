@@ -1,0 +1,145 @@
+"""check_grads: generated code vs the dynamic tape vs central finite differences.
+
+For your own tests:
+
+    from autodiffgen.testing import check_grads
+    def test_my_loss():
+        check_grads(my_loss, W, b, x, y, argnums=(0, 1))
+
+Finite differences run in float64 whatever the input dtype. Arguments with more than
+`max_fd_elements` elements are checked along a few seeded random directions instead of
+element by element, so a large model stays cheap to check.
+"""
+
+import numpy as np
+
+from . import tape
+from .api import GradFunction, _normalize_argnums
+from .backward import leaves, map_tree
+
+
+class GradientMismatch(AssertionError):
+    """The three ways of computing a gradient disagree."""
+
+
+def check_grads(f, *args, argnums=0, rtol=1e-5, atol=1e-6, eps=1e-6, max_fd_elements=64,
+                directions=3, seed=0, fd=True):
+    """Raise GradientMismatch with a readable report if the gradients disagree.
+
+    Returns (value, grads) from the generated code, so a test can check more.
+    """
+    fun = f.fun if isinstance(f, GradFunction) else f
+    generated = GradFunction(fun, argnums)
+    value, grads = generated(*args)
+    tape_value, tape_grads = tape.value_and_grad(fun, argnums)(*args)
+    report = []
+    single = len(_normalize_argnums(argnums, fun)) == 1 and isinstance(argnums, int)
+    numbers = (argnums,) if single else tuple(argnums)
+    grad_list = [grads] if single else list(grads)
+    tape_list = [tape_grads] if single else list(tape_grads)
+    _compare("value", "generated", value, "tape", tape_value, rtol, atol, report)
+    for n, g, t in zip(numbers, grad_list, tape_list):
+        for path, gl, tl in _paired_leaves(g, t):
+            where = f"argument {n}{_show(path)}"
+            _check_dtype(where, args[n], path, gl, report)
+            _compare(where, "generated", gl, "tape", tl, rtol, atol, report)
+    if fd:
+        rng = np.random.default_rng(seed)
+        for n, g in zip(numbers, grad_list):
+            _check_fd(fun, args, n, g, eps, rtol, atol, max_fd_elements, directions, rng, report)
+    if report:
+        raise GradientMismatch(f"gradients of {getattr(fun, '__name__', 'f')} disagree:\n  "
+                               + "\n  ".join(report))
+    return value, grads
+
+
+def _paired_leaves(g, t, path=()):
+    """(path, leaf of g, leaf of t); a path is a tuple of indices and keys."""
+    if isinstance(g, (tuple, list)):
+        for i, (a, b) in enumerate(zip(g, t)):
+            yield from _paired_leaves(a, b, path + (i,))
+    elif isinstance(g, dict):
+        for k in g:
+            yield from _paired_leaves(g[k], t[k], path + (k,))
+    else:
+        yield path, g, t
+
+
+def _show(path):
+    return "".join(f"[{p!r}]" for p in path)
+
+
+def _check_dtype(where, arg, path, g, report):
+    leaf = _get(arg, path)
+    if isinstance(leaf, (np.ndarray, np.generic)) and np.result_type(g) != leaf.dtype:
+        report.append(f"{where}: gradient dtype {np.result_type(g)} != input dtype {leaf.dtype}")
+    if np.shape(g) != np.shape(leaf):
+        report.append(f"{where}: gradient shape {np.shape(g)} != input shape {np.shape(leaf)}")
+
+
+def _get(tree, path):
+    for part in path:
+        tree = tree[part]
+    return tree
+
+
+def _compare(where, name_a, a, name_b, b, rtol, atol, report):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        report.append(f"{where}: {name_a} shape {a.shape} != {name_b} shape {b.shape}")
+        return
+    bad = ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    if bad.any():
+        i = np.unravel_index(np.argmax(np.abs(a - b) * bad), a.shape) if a.ndim else ()
+        report.append(f"{where}: {name_a} and {name_b} differ at {bad.sum()} of {a.size} "
+                      f"elements; worst at index {tuple(int(k) for k in i)}: "
+                      f"{a[i]!r} vs {b[i]!r}")
+
+
+def _check_fd(fun, args, n, g, eps, rtol, atol, max_elements, directions, rng, report):
+    """Central differences in float64 along each leaf's elements or random directions."""
+    base = [_as64(a) for a in args]
+    arg = base[n]
+    leaf_paths = [p for p, _, _ in _paired_leaves(g, g)]
+    for path, gleaf in zip(leaf_paths, leaves(g)):
+        x = _get(arg, path)
+        gleaf = np.asarray(gleaf, dtype=np.float64)
+        if np.size(x) <= max_elements:
+            dirs = [np.eye(np.size(x))[k].reshape(np.shape(x)) for k in range(np.size(x))]
+        else:
+            dirs = [rng.standard_normal(np.shape(x)) for _ in range(directions)]
+        fd_vals, an_vals = [], []
+        for d in dirs:
+            plus = _replace(base, n, path, x + eps * d)
+            minus = _replace(base, n, path, x - eps * d)
+            fd_vals.append((float(fun(*plus)) - float(fun(*minus))) / (2 * eps))
+            an_vals.append(float(np.sum(gleaf * d)))
+        where = f"argument {n}{_show(path)}"
+        _compare(where, "generated", np.array(an_vals), "finite differences",
+                 np.array(fd_vals), max(rtol, 1e-4), max(atol, 1e-6), report)
+
+
+def _as64(a):
+    if isinstance(a, (np.ndarray, np.generic)) and np.issubdtype(a.dtype, np.floating):
+        return np.asarray(a, dtype=np.float64)
+    if isinstance(a, (tuple, list, dict)):
+        return map_tree(a, _as64)
+    return a
+
+
+def _replace(args, n, path, value):
+    """A copy of args with the leaf at args[n][path] replaced (containers rebuilt)."""
+    args = list(args)
+    args[n] = _replace_in(args[n], path, value)
+    return args
+
+
+def _replace_in(tree, path, value):
+    if not path:
+        return float(value) if isinstance(tree, float) else value
+    head, rest = path[0], path[1:]
+    if isinstance(tree, dict):
+        return {k: _replace_in(v, rest, value) if k == head else v for k, v in tree.items()}
+    return type(tree)(_replace_in(v, rest, value) if i == head else v
+                      for i, v in enumerate(tree))
