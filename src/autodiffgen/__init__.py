@@ -6,11 +6,26 @@
     print(loss_and_grads.source(W, b, x, y))
 """
 
-from ._version import __version__
 from . import rules  # noqa: F401  (registers every primitive)
+from ._version import __version__
 from .api import GradFunction, emit, grad, value_and_grad
-from .errors import (ArgumentError, AutodiffgenError, OutputError, TracingError,
-                     UnsupportedOperationError)
+from .errors import (
+                     ArgumentError,
+                     AutodiffgenError,
+                     OutputError,
+                     TracingError,
+                     UnsupportedOperationError,
+)
 
-__all__ = ["__version__", "grad", "value_and_grad", "emit", "GradFunction", "AutodiffgenError",
-           "TracingError", "UnsupportedOperationError", "OutputError", "ArgumentError"]
+__all__ = [
+                     "ArgumentError",
+                     "AutodiffgenError",
+                     "GradFunction",
+                     "OutputError",
+                     "TracingError",
+                     "UnsupportedOperationError",
+                     "__version__",
+                     "emit",
+                     "grad",
+                     "value_and_grad",
+]

@@ -22,7 +22,7 @@ def check_output(out, fun, scalar):
     where = out.node.loc if type(out) is Box and out.node.loc else _def_site(fun)
     try:
         dtype, shape = result_dtype(value), np.shape(value)
-    except Exception:
+    except (TypeError, ValueError):  # not array-like at all, e.g. a tuple of arrays
         dtype, shape = None, None
     if dtype is None or not np.issubdtype(dtype, np.floating):
         raise OutputError(at(where, f"{_fname(fun)} must return a floating-point value to be "

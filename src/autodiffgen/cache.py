@@ -12,6 +12,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from .errors import ArgumentError, user_frame, where
 from .runtime import HELPERS
 
 CacheInfo = namedtuple("CacheInfo", "hits misses entries")
@@ -33,11 +34,14 @@ def leaf_key(x, diff):
         return (dict, tuple([(k, leaf_key(v, diff)) for k, v in x.items()]))
     if isinstance(x, np.generic):
         return (kind, "scalar")
+    if isinstance(x, np.ndarray):  # a subclass: the tracer refuses it with a clear message
+        return (kind, x.shape, x.dtype)
     try:
         hash(x)
     except TypeError:
-        raise TypeError(f"cannot use an argument of type {kind.__name__} as a static "
-                        "(non-array) argument: it is not hashable") from None
+        raise ArgumentError(where(user_frame(2)) + f": an argument of type {kind.__name__} "
+                            "is neither an array nor hashable, so it cannot be a static "
+                            "argument of the generated code") from None
     return (kind, x)
 
 
@@ -63,5 +67,5 @@ def load(source, namespace, name):
     filename = f"<autodiffgen-{next(_counter)}:{name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     scope = {"np": np, "__name__": f"autodiffgen.generated.{name}", **HELPERS, **namespace}
-    exec(compile(source, filename, "exec"), scope)
+    exec(compile(source, filename, "exec"), scope)  # noqa: S102  our own generated code
     return scope[name]

@@ -23,7 +23,7 @@ def _numpy_dir():
 
 def is_internal(filename):
     """True for frames of autodiffgen itself or of NumPy's Python layer."""
-    return filename.startswith(_PACKAGE_DIR) or filename.startswith(_numpy_dir())
+    return filename.startswith((_PACKAGE_DIR, _numpy_dir()))
 
 
 def user_frame(depth=1):

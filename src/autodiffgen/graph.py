@@ -13,8 +13,19 @@ from dataclasses import dataclass, field
 class Node:
     """One primitive application (Autograd's VJPNode) or one input of the function."""
 
-    __slots__ = ("id", "prim", "args", "params", "shape", "dtype", "loc", "stack",
-                 "name", "grad_of", "__weakref__")
+    __slots__ = (
+        "__weakref__",
+        "args",
+        "dtype",
+        "grad_of",
+        "id",
+        "loc",
+        "name",
+        "params",
+        "prim",
+        "shape",
+        "stack",
+    )
 
     def __init__(self, id, prim, args, params, shape, dtype, loc=None, stack=(), grad_of=None):
         self.id = id  # creation order: a valid topological order and the tie-breaker

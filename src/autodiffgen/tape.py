@@ -28,20 +28,23 @@ class TapeFunction(GradFunction):
 
 
 def value_and_grad_now(fun, args, argnums, names):
+    """Record, run backward on arrays, and return; the recording dies with this frame."""
     trace, boxed, out = tracer.trace(fun, args, argnums, names)
     backward.check_output(out, fun, scalar=True)
     single = type(argnums).__name__ == "_Single"
     wrt = boxed[argnums[0]] if single else tuple(boxed[i] for i in argnums)
     value = out.value if type(out) is Box else out
-    if type(out) is not Box:
-        return value, backward.map_tree(wrt, lambda b: _gradient(None, b))
-    seed = np.ones(out.node.shape, out.node.dtype)
-    found, _ = backward.cotangents(trace, out.node, [b.node for b in backward.leaves(wrt)
-                                                     if type(b) is Box],
-                                   lambda node: trace.boxes[node].value, seed)
-    del trace  # the recording (and every intermediate value) goes now
+    found = {}
+    if type(out) is Box:
+        seed = np.ones(out.node.shape, out.node.dtype)
+        wrt_nodes = [b.node for b in backward.leaves(wrt) if type(b) is Box]
+        found, _ = backward.cotangents(trace, out.node, wrt_nodes, _values(trace.boxes), seed)
     return value, backward.map_tree(wrt, lambda b: _gradient(found.get(b.node), b)
                                     if type(b) is Box else None)
+
+
+def _values(boxes):
+    return lambda node: boxes[node].value
 
 
 def _gradient(g, leaf):

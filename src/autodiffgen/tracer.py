@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from .errors import TracingError, UnsupportedOperationError, at, is_internal
+from .errors import ArgumentError, TracingError, UnsupportedOperationError, at, is_internal
 from .graph import Node
 
 UFUNCS = {}  # np.ufunc -> Primitive, for ufunc(...) calls
@@ -134,7 +134,7 @@ _CONTROL = ("its value is not known while tracing; data-dependent Python control
 class Box:
     """A traced value. Shape queries are concrete; everything else is recorded."""
 
-    __slots__ = ("value", "node")
+    __slots__ = ("node", "value")
     __array_priority__ = 1000.0
     __hash__ = None  # like ndarray: == is elementwise
 
@@ -240,35 +240,36 @@ Box.__invert__ = lambda self: np.invert(self)
 def trace(fun, args, argnums, names):
     """Call `fun` on Boxes: every array argument (and every float under `argnums`) becomes
     an input of the recording. Returns the Trace, the boxed arguments and the output."""
-    from .errors import ArgumentError
-
     recording = Trace()
     with recording:
-        boxed = [_box_tree(recording, a, (i,), names[i], i in argnums, ArgumentError)
-                 for i, a in enumerate(args)]
+        boxed = [_box_tree(recording, a, (i,), names[i], i in argnums) for i, a in enumerate(args)]
         out = fun(*boxed)
     return recording, boxed, out
 
 
-def _box_tree(recording, x, path, name, diff, error):
+def _box_tree(recording, x, path, name, diff):
     kind = type(x)
     if kind is np.ndarray or isinstance(x, np.generic) or (diff and kind is float):
         if diff and not np.issubdtype(result_dtype(x), np.inexact):
-            raise error(f"argument {name!r} is under argnums but has dtype "
+            raise _argument_error(f"argument {name!r} is under argnums but has dtype "
                         f"{result_dtype(x)}: only floating-point arrays have gradients. "
                         "Remove it from argnums or convert it with .astype(np.float64)")
         return recording.new_input(x, name, path)
     if isinstance(x, np.ndarray):
-        raise error(f"argument {name!r} is a {kind.__name__}, an ndarray subclass; "
+        raise _argument_error(f"argument {name!r} is a {kind.__name__}, an ndarray subclass; "
                     "pass np.asarray(...) of it")
     if diff and kind in (int, bool, complex):
-        raise error(f"argument {name!r} is under argnums but is a Python {kind.__name__} "
+        raise _argument_error(f"argument {name!r} is under argnums but is a Python {kind.__name__} "
                     f"({x!r}): only floats and floating-point arrays have gradients. "
                     "Pass a float (e.g. 2.0) or remove it from argnums")
     if kind in (tuple, list):
-        return kind(_box_tree(recording, v, path + (i,), f"{name}_{i}", diff, error)
+        return kind(_box_tree(recording, v, path + (i,), f"{name}_{i}", diff)
                     for i, v in enumerate(x))
     if kind is dict:
-        return {k: _box_tree(recording, x[k], path + (k,), f"{name}_{k}", diff, error)
+        return {k: _box_tree(recording, x[k], path + (k,), f"{name}_{k}", diff)
                 for k in x}
     return x
+
+
+def _argument_error(message):
+    return ArgumentError(at(user_loc(), message))
