@@ -2,6 +2,7 @@
 cache, the emitted source as a product, and graphs large enough to break recursion."""
 
 import ast
+import os
 import linecache
 import subprocess
 import sys
@@ -289,3 +290,23 @@ def test_check_grads_reports_a_wrong_rule(monkeypatch):
 def test_public_api():
     assert callable(autodiffgen.grad) and callable(autodiffgen.tape.grad)
     assert autodiffgen.__version__
+
+
+def test_source_is_byte_identical_across_processes(tmp_path):
+    script = tmp_path / "model.py"
+    script.write_text(
+        "import numpy as np\n"
+        "import autodiffgen\n"
+        "def loss(p, x, y):\n"
+        "    h = np.tanh(x @ p['W'] + p['b'])\n"
+        "    return -np.log(np.exp(h)[np.arange(len(y)), y]).sum() + (h ** 2).mean()\n"
+        "rng = np.random.default_rng(0)\n"
+        "p = {'W': rng.normal(size=(4, 3)), 'b': rng.normal(size=3)}\n"
+        "print(autodiffgen.emit(loss, p, rng.normal(size=(5, 4)), rng.integers(0, 3, 5)))\n")
+    outputs = set()
+    for hashseed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": hashseed}
+        result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                                env=env, check=True)
+        outputs.add(result.stdout)
+    assert len(outputs) == 1
