@@ -2,8 +2,8 @@
 cache, the emitted source as a product, and graphs large enough to break recursion."""
 
 import ast
-import os
 import linecache
+import os
 import subprocess
 import sys
 import traceback
