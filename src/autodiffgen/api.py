@@ -18,6 +18,14 @@ _MAX_ARGS = 256
 
 def compile_gradient(fun, args, argnums, names, standalone=False):
     """Trace `fun` at `args` and return (source, namespace, graph) of its value-and-grad."""
+    graph, cotangent_of = trace_gradient(fun, args, argnums, names)
+    source, namespace = emit_module([graph], standalone, {graph.name: cotangent_of})
+    return source, namespace, graph
+
+
+def trace_gradient(fun, args, argnums, names):
+    """The fused value-and-grad Graph of `fun` at `args`, and which cotangent is whose
+    (the emitter names `g_h` after `h`)."""
     trace, boxed, out = tracer.trace(fun, args, argnums, names)
     backward.check_output(out, fun, scalar=True)
     naming.name_forward(list(trace.boxes))
@@ -29,8 +37,25 @@ def compile_gradient(fun, args, argnums, names, standalone=False):
     name = f"{_value_name(fun)}_value_and_grad"
     graph = backward.fused_graph(name, names, trace, out, grads)
     graph.signature = describe(args, names)
-    source, namespace = emit_module([graph], standalone, {name: cotangent_of})
-    return source, namespace, graph
+    return graph, cotangent_of
+
+
+def emit_functions(calls, standalone=True):
+    """One module with the value-and-grad of several (GradFunction, args) pairs, and the
+    functions' names: the CLI's `-o`. A name already taken gets a `_1` suffix rather than
+    hiding another function."""
+    graphs, cotangents = [], {}
+    for gf, args in calls:
+        gf._check_argnums(len(args))
+        graph, cotangent_of = trace_gradient(gf.fun, args, gf._argnums,
+                                             gf._arg_names(len(args)))
+        base, n = graph.name, 0
+        while graph.name in cotangents:
+            n += 1
+            graph.name = f"{base}_{n}"
+        graphs.append(graph)
+        cotangents[graph.name] = cotangent_of
+    return emit_module(graphs, standalone, cotangents)[0], [g.name for g in graphs]
 
 
 class _Single(tuple):
