@@ -22,8 +22,9 @@ def _numpy_dir():
 
 
 def is_internal(filename):
-    """True for frames of autodiffgen itself or of NumPy's Python layer."""
-    return filename.startswith((_PACKAGE_DIR, _numpy_dir()))
+    """True for frames of autodiffgen, NumPy's Python layer, and frozen stdlib modules
+    (runpy, importlib), none of which is the user's line."""
+    return filename.startswith((_PACKAGE_DIR, _numpy_dir(), "<frozen "))
 
 
 def user_frame(depth=1):
