@@ -122,23 +122,23 @@ def axes_tuple(axis, ndim):
     return (axis,) if isinstance(axis, int) else axis
 
 
-def unbroadcast(g, shape, dtype):
-    """Bring a cotangent to the shape and dtype of the value it belongs to.
+def unbroadcast(g, target, dtype):
+    """Bring a cotangent to the shape `target` and the dtype of the value it belongs to.
 
     The one place where broadcasting is undone: sum over the axes that broadcasting added
     or stretched, then reshape, then cast (gradients keep their input's dtype).
     """
     gshape = np.shape(g)
-    if gshape != shape:
-        lead = len(gshape) - len(shape)
+    if gshape != target:
+        lead = len(gshape) - len(target)
         axes = tuple(range(max(lead, 0))) + tuple(
-            lead + i for i, n in enumerate(shape)
+            lead + i for i, n in enumerate(target)
             if n == 1 and lead + i >= 0 and gshape[lead + i] != 1)
         if axes:
             g = np.sum(g, axis=axes[0] if len(axes) == 1 else axes, keepdims=lead == 0)
-        if np.shape(g) != shape:
-            g = (np.reshape(g, shape) if np.size(g) == int(np.prod(shape))
-                 else np.broadcast_to(g, shape))
+        if np.shape(g) != target:
+            g = (np.reshape(g, target) if np.size(g) == int(np.prod(target))
+                 else np.broadcast_to(g, target))
     if result_dtype(g) != dtype:
         g = astype(g, dtype)
     return g
@@ -148,7 +148,7 @@ def astype(x, dtype):
     return bind(PRIMITIVES["astype"], (x,), {"dtype": np.dtype(dtype)})
 
 
-from . import elementwise, reductions, shape, indexing, linalg  # noqa: E402,F401  registers
+from . import elementwise, indexing, linalg, reductions, shape  # noqa: F401  registers
 
-__all__ = ["PRIMITIVES", "Primitive", "defprimitive", "defvjp", "register_ufunc",
-           "register_function", "boxmethod", "unbroadcast"]
+__all__ = ["PRIMITIVES", "Primitive", "boxmethod", "defprimitive", "defvjp", "register_function",
+           "register_ufunc", "unbroadcast"]

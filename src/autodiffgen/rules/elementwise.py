@@ -5,6 +5,8 @@ argument's shape. Python scalars in the rules are weakly typed (NEP 50), so a fl
 gradient stays float32.
 """
 
+import math
+
 import numpy as np
 
 from ..errors import TracingError, at
@@ -31,9 +33,13 @@ def _drop_seed(args, params, value):
     return None
 
 
-def _balanced(x, ans, other):
-    """1 where x won a max/min, 1/2 on ties, so tied arguments share the gradient."""
-    return (x == ans) / (1.0 + (x == other))
+def _balanced(g, x, ans, other):
+    """g where x won a max/min, g/2 on ties (so tied arguments share it), else 0.
+
+    Written with `where` rather than dividing by 1 + tie, which is an integer array and
+    would promote a float32 gradient to float64.
+    """
+    return np.where(x == other, 0.5 * g, g * (x == ans))
 
 
 def _power_x(g, ans, x, y):
@@ -43,6 +49,8 @@ def _power_x(g, ans, x, y):
 
 
 def _power_y(g, ans, x, y):
+    if type(x) in (int, float):  # 2.0 ** y: keep log(2.0) a weak Python float, as the base was
+        return g * (ans * (math.log(x) if x > 0 else 0.0))
     return g * (ans * np.log(np.where(x > 0, x, 1)))
 
 
@@ -68,10 +76,10 @@ ufunc(np.power, "{0} ** {1}", _power_x, _power_y)
 ufunc(np.square, "np.square({0})", lambda g, ans, x: g * (2 * x))
 ufunc(np.reciprocal, "np.reciprocal({0})", lambda g, ans, x: -(g * (ans * ans)))
 ufunc(np.absolute, "np.abs({0})", lambda g, ans, x: g * np.sign(x))
-ufunc(np.maximum, "np.maximum({0}, {1})", lambda g, ans, x, y: g * _balanced(x, ans, y),
-      lambda g, ans, x, y: g * _balanced(y, ans, x))
-ufunc(np.minimum, "np.minimum({0}, {1})", lambda g, ans, x, y: g * _balanced(x, ans, y),
-      lambda g, ans, x, y: g * _balanced(y, ans, x))
+ufunc(np.maximum, "np.maximum({0}, {1})", lambda g, ans, x, y: _balanced(g, x, ans, y),
+      lambda g, ans, x, y: _balanced(g, y, ans, x))
+ufunc(np.minimum, "np.minimum({0}, {1})", lambda g, ans, x, y: _balanced(g, x, ans, y),
+      lambda g, ans, x, y: _balanced(g, y, ans, x))
 
 # ---- exponentials, logarithms, roots ----------------------------------------------------
 ufunc(np.exp, "np.exp({0})", lambda g, ans, x: g * ans)

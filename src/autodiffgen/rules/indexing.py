@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import TracingError, at
 from ..graph import Index, Slot
 from ..runtime import scatter_add as _scatter_add_impl
-from ..tracer import Box, user_loc
+from ..tracer import Box, result_dtype, user_loc
 from . import boxmethod, defprimitive
 
 
@@ -46,12 +46,12 @@ def _selects_once(index, args):
     if not slots:
         return True
     arrays = [args[s.k] for s in slots]
-    if len(arrays) == 1 and np.result_type(arrays[0]) == np.bool_:
-        return True
+    if any(result_dtype(a) == np.bool_ for a in arrays):  # a mask selects once; with other
+        return len(arrays) == 1  # arrays its shape is not theirs, so do not compare them
     shape = np.broadcast_shapes(*[np.shape(a) for a in arrays])
-    for a in arrays:
-        if type(a) is not Box and np.issubdtype(np.result_type(a), np.integer) \
-                and np.shape(a) == shape and np.unique(a).size == np.size(a):
+    for a in arrays:  # negative indices may alias positive ones: [2, -1] on length 3
+        if type(a) is not Box and np.issubdtype(result_dtype(a), np.integer) \
+                and np.shape(a) == shape and np.all(a >= 0) and np.unique(a).size == np.size(a):
             return True
     return False
 

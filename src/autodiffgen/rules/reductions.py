@@ -6,8 +6,15 @@ broadcasts it; max and min share the gradient equally among tied maxima, as Auto
 
 import numpy as np
 
-from . import (axes_tuple, boxmethod, check_no_out, defprimitive, normalize_axis,
-               register_function, register_ufunc_method)
+from . import (
+    axes_tuple,
+    boxmethod,
+    check_no_out,
+    defprimitive,
+    normalize_axis,
+    register_function,
+    register_ufunc_method,
+)
 
 
 def _kept(v, x, axis, keepdims):
