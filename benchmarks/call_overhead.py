@@ -41,7 +41,8 @@ def measure(cases, rounds=15, number=2000):
     times = {name: [] for name in cases}
     for _ in range(rounds):  # interleaved, so drift hits every case alike
         for name, (fn, args) in cases.items():
-            times[name].append(timeit.timeit(lambda: fn(*args), number=number) / number)
+            timer = timeit.Timer("fn(*args)", globals={"fn": fn, "args": args})
+            times[name].append(timer.timeit(number=number) / number)
     return {name: statistics.median(t) for name, t in times.items()}
 
 

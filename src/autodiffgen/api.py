@@ -37,6 +37,11 @@ def trace_gradient(fun, args, argnums, names):
     name = f"{_value_name(fun)}_value_and_grad"
     graph = backward.fused_graph(name, names, trace, out, grads)
     graph.signature = describe(args, names)
+    wrt = ", ".join(names[i] for i in argnums)
+    graph.doc = (f"Value of {_value_name(fun)} and its gradient with respect to {wrt}, "
+                 f"traced at ({graph.signature}).")
+    graph.statics = {names[i]: a for i, a in enumerate(args)
+                     if i not in argnums and type(a) in (int, float, bool, str, type(None))}
     return graph, cotangent_of
 
 

@@ -66,6 +66,7 @@ def load(source, namespace, name):
     """Compile generated source under a filename that tracebacks and pdb can show."""
     filename = f"<autodiffgen-{next(_counter)}:{name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    scope = {"np": np, "__name__": f"autodiffgen.generated.{name}", **HELPERS, **namespace}
+    scope = {"np": np, "__name__": f"autodiffgen.generated.{name}", **HELPERS}
     exec(compile(source, filename, "exec"), scope)  # noqa: S102  our own generated code
+    scope.update(namespace)  # constants too big to print in the source
     return scope[name]

@@ -30,8 +30,8 @@ def render(tree):
         warnings.simplefilter("ignore", DeprecationWarning)
         import astor
 
-        try:
-            return astor.to_source(tree).rstrip("\n")
+        try:  # "".join: one statement stays on one line, however long
+            return astor.to_source(tree, pretty_source="".join).rstrip("\n")
         except AttributeError:  # astor predates the running Python's ast module
             return ast.unparse(tree)
 
@@ -264,8 +264,22 @@ class Emitter:
             if dead:
                 body.append((f"del {', '.join(sorted(dead))}", ""))
         body.append(("return " + render(self.output_ast(self.graph.outputs)), ""))
-        head = f"def {self.graph.name}({', '.join(self.graph.params)}):"
-        return [head] + [_line(code, comment) for code, comment in body]
+        head = [f"def {self.graph.name}({', '.join(self.graph.params)}):"]
+        if self.graph.doc:
+            head.append("    " + render(ast.Expr(ast.Constant(self.graph.doc))))
+        if self.standalone:
+            head += [_line(line, "") for line in self.static_guards()]
+        return head + [_line(code, comment) for code, comment in body]
+
+    def static_guards(self):
+        """A standalone module cannot retrace: refuse a non-array argument's new value."""
+        lines = []
+        for name, value in self.graph.statics.items():
+            test = f"{name} is not None" if value is None else f"{name} != {value!r}"
+            message = (f"{name}={{{name}!r}}, but this code was generated for "
+                       f"{name}={value!r}: regenerate it")
+            lines += [f"if {test}:", f"    raise ValueError(f{message!r})"]
+        return lines
 
     def unpack_inputs(self):
         lines = []
@@ -312,9 +326,10 @@ class Emitter:
         for name, array in self.constants.values():
             made = constant_ast(array, self.standalone)
             what = f"{array.dtype.name}{list(array.shape)}"
-            if made is None:
+            if made is None:  # too big to print: load() hands it over after exec
                 self.injected[name] = array
-                lines.append(f"# {name}: a {what} constant captured by the traced function")
+                lines.append(f"{name} = None  # a {what} constant captured by the traced "
+                             "function; autodiffgen fills it in when it loads this module")
             else:
                 lines.append(_line(f"{name} = {render(made)}", what, indent=""))
         return lines

@@ -97,9 +97,9 @@ class Graph:
     inputs: list
     nodes: list
     outputs: object
-    source_file: str = ""
     signature: str = ""
-    notes: list = field(default_factory=list)
+    doc: str = ""  # the generated function's docstring
+    statics: dict = field(default_factory=dict)  # parameter -> the value it was traced at
 
 
 class Slot:
