@@ -310,3 +310,33 @@ def test_source_is_byte_identical_across_processes(tmp_path):
                                 env=env, check=True)
         outputs.add(result.stdout)
     assert len(outputs) == 1
+
+
+def _ruff(source):
+    return subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated",
+                           "--stdin-filename", "generated.py", "-"], input=source,
+                          capture_output=True, text=True, check=False)
+
+
+def test_large_captured_constants_are_handed_over_and_source_still_lints():
+    W = RNG.normal(size=(30, 4))
+    f = value_and_grad(lambda x: np.tanh(x @ W).sum())
+    x = RNG.normal(size=(2, 30))
+    _, g = f(x)
+    np.testing.assert_allclose(g, (1 - np.tanh(x @ W) ** 2) @ W.T)
+    source = f.source(x)
+    assert "= None  # a float64[30, 4] constant" in source
+    result = _ruff(source)
+    assert result.returncode == 0, result.stdout
+
+
+def test_standalone_source_refuses_other_static_values():
+    source = emit(lambda x, k: (np.tanh(x) * k).sum(), np.ones(3), 3, standalone=True)
+    assert _ruff(source).returncode == 0
+    scope = {}
+    exec(compile(source, "standalone.py", "exec"), scope)  # noqa: S102  generated code
+    fn = scope["f_value_and_grad"]
+    value, _ = fn(np.ones(3), 3)
+    assert np.isclose(value, 3 * np.tanh(1.0) * 3)
+    with pytest.raises(ValueError, match="generated for k=3"):
+        fn(np.ones(3), 4)
