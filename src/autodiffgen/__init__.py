@@ -1,4 +1,4 @@
-"""autodiffgen: trace a NumPy function once, emit its gradient as readable NumPy code.
+"""autodiffgen: trace a NumPy function once, emit its derivatives as readable NumPy code.
 
     from autodiffgen import grad, value_and_grad
     loss_and_grads = value_and_grad(loss, argnums=(0, 1))
@@ -16,16 +16,8 @@ from .errors import (
                      TracingError,
                      UnsupportedOperationError,
 )
+from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp
 
-__all__ = [
-                     "ArgumentError",
-                     "AutodiffgenError",
-                     "GradFunction",
-                     "OutputError",
-                     "TracingError",
-                     "UnsupportedOperationError",
-                     "__version__",
-                     "emit",
-                     "grad",
-                     "value_and_grad",
-]
+__all__ = ["ArgumentError", "AutodiffgenError", "GradFunction", "OutputError", "TracingError",
+           "UnsupportedOperationError", "__version__", "emit", "grad", "hessian", "hvp",
+           "jacfwd", "jacobian", "jacrev", "jvp", "value_and_grad", "vjp"]

@@ -35,7 +35,7 @@ def trace_gradient(fun, args, argnums, names):
         tuple(boxed[i] for i in argnums)
     grads, cotangent_of = backward.traced_gradients(trace, out, wrt)
     name = f"{_value_name(fun)}_value_and_grad"
-    graph = backward.fused_graph(name, names, trace, out, grads)
+    graph = backward.fused_graph(name, names, trace, (out, grads))
     graph.signature = describe(args, names)
     wrt = ", ".join(names[i] for i in argnums)
     graph.doc = (f"Value of {_value_name(fun)} and its gradient with respect to {wrt}, "
@@ -148,12 +148,16 @@ class GradFunction:
             raise ArgumentError(at(_caller(), f"at most {_MAX_ARGS} positional arguments"))
         names = self._arg_names(len(args))
         with self._lock:
-            source, namespace, _ = compile_gradient(self.fun, args, self._argnums, names)
-            entry = load(source, namespace, f"{_value_name(self.fun)}_value_and_grad")
+            source, namespace, graph = self._build(tracer.unbox(args), names)
+            entry = load(source, namespace, graph.name)
             self._entries[key] = entry
             self._sources[key] = source
             self.misses += 1
         return entry
+
+    def _build(self, args, names):
+        """(source, injected constants, graph) of the generated function for `args`."""
+        return compile_gradient(self.fun, args, self._argnums, names)
 
     def _arg_names(self, n):
         names = list(self._names[:n])

@@ -81,24 +81,28 @@ def _needs_grad(order, wrt):
     return needs
 
 
-def traced_gradients(trace, out, wrt_tree):
-    """Record the backward pass; returns the gradient tree (Boxes or constants)."""
+def traced_gradients(trace, out, wrt_tree, seed=None):
+    """Record the backward pass; returns the gradient tree (Boxes or constants).
+
+    The output cotangent is `seed` (a Box, e.g. an input of a VJP function) or ones.
+    """
     wrt = [b.node for b in leaves(wrt_tree) if type(b) is Box]
     if type(out) is not Box:
         return map_tree(wrt_tree, _zeros), {}
     out_node = out.node
     with trace:
-        trace.grad_of = out_node
-        seed = trace.box(PRIMITIVES["ones"], (), {"shape": out_node.shape,
-                                                  "dtype": out_node.dtype},
-                         np.ones(out_node.shape, out_node.dtype))
-        trace.grad_of = None
+        if seed is None:
+            trace.grad_of = out_node
+            seed = trace.box(PRIMITIVES["ones"], (), {"shape": out_node.shape,
+                                                      "dtype": out_node.dtype},
+                             np.ones(out_node.shape, out_node.dtype))
+            trace.grad_of = None
         found, cotangent_of = cotangents(trace, out_node, wrt, trace.boxes.__getitem__, seed)
-        grads = map_tree(wrt_tree, lambda b: _fresh(trace, found.get(b.node), b, out))
+        grads = map_tree(wrt_tree, lambda b: fresh(trace, found.get(b.node), b, out))
     return grads, cotangent_of
 
 
-def _fresh(trace, g, leaf, out):
+def fresh(trace, g, leaf, out):
     """The gradient for one input, never aliasing a user's array or another output."""
     if g is None:
         return _zeros(leaf)
@@ -124,9 +128,9 @@ def _zeros(leaf):
     return np.zeros(np.shape(value), result_dtype(value)) if type(leaf) is Box else None
 
 
-def fused_graph(name, params, trace, value, grads):
-    """The nodes the outputs need, in creation order, with the inputs they read."""
-    outputs = (value, grads)
+def fused_graph(name, params, trace, outputs):
+    """The nodes the outputs (a tree of Boxes and constants) need, in creation order,
+    with the inputs they read."""
     roots = [leaf.node for leaf in leaves(outputs) if type(leaf) is Box]
     order = toposort(roots)
     live = set(order)

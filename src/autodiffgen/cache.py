@@ -13,7 +13,9 @@ from collections import namedtuple
 import numpy as np
 
 from .errors import ArgumentError, user_frame, where
+from .rules import TRACEABLE_HELPERS
 from .runtime import HELPERS
+from .tracer import Box
 
 CacheInfo = namedtuple("CacheInfo", "hits misses entries")
 _counter = itertools.count()
@@ -26,6 +28,8 @@ def leaf_key(x, diff):
         return (x.shape, x.dtype)
     if kind is float and diff:
         return float
+    if kind is Box:  # an enclosing trace's value: same code as for its array
+        return (x.shape, x.dtype) if isinstance(x.value, np.ndarray) else leaf_key(x.value, diff)
     if kind in _STATIC:
         return (kind, x)
     if kind is tuple or kind is list:
@@ -69,4 +73,5 @@ def load(source, namespace, name):
     scope = {"np": np, "__name__": f"autodiffgen.generated.{name}", **HELPERS}
     exec(compile(source, filename, "exec"), scope)  # noqa: S102  our own generated code
     scope.update(namespace)  # constants too big to print in the source
+    scope.update(TRACEABLE_HELPERS)  # same results, and an enclosing trace can see into them
     return scope[name]

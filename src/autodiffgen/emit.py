@@ -191,15 +191,16 @@ def literal_ast_list(value):
 
 
 # ---- the function -----------------------------------------------------------------------
-def _base_name(node, cotangent_of, names):
-    if node in cotangent_of:
-        return "g_" + names[cotangent_of[node]]
+def _base_name(node, cotangent_of, names, prefix="g_"):
+    if node in cotangent_of:  # named after its value, even if that value is never computed
+        of = cotangent_of[node]
+        return prefix + (names.get(of) or of.name or (of.prim.name if of.prim else "input"))
     if node.name:
         return node.name
     return node.prim.name
 
 
-def _comment(node):
+def _comment(node, kind="grad"):
     if node.loc is None:
         return ""
     where = f"{os.path.basename(node.loc[0])}:{node.loc[1]}"
@@ -207,7 +208,7 @@ def _comment(node):
         return f"seed: d {node.grad_of.name or 'output'} / d itself"
     if node.grad_of is not None:
         of = node.grad_of.prim.name if node.grad_of.prim else "argument"
-        return f"grad of {of}, {where}"
+        return f"{'tangent' if kind == 'jvp' else 'grad'} of {of}, {where}"
     return where
 
 
@@ -245,7 +246,8 @@ class Emitter:
         section = None
         run_loc = None
         for i, node in enumerate(self.graph.nodes):
-            name = self.ns.fresh(_base_name(node, self.cotangent_of, self.names))
+            prefix = "t_" if self.graph.kind == "jvp" else "g_"
+            name = self.ns.fresh(_base_name(node, self.cotangent_of, self.names, prefix))
             self.names[node] = name
             if node.prim.helper:
                 self.helpers.add(node.prim.helper)
@@ -255,7 +257,7 @@ class Emitter:
                 section = kind
             stmt = ast.Assign([ast.Name(name, ast.Store())],
                               expression(node, [self.arg_ast(a) for a in node.args]))
-            comment = _comment(node)
+            comment = _comment(node, self.graph.kind)
             if node.grad_of is None and node.loc is not None and node.loc != run_loc:
                 comment = f"{comment}  {source_line(node.loc)}".rstrip()
                 run_loc = node.loc

@@ -25,6 +25,7 @@ class Node:
         "prim",
         "shape",
         "stack",
+        "trace_id",
     )
 
     def __init__(self, id, prim, args, params, shape, dtype, loc=None, stack=(), grad_of=None):
@@ -38,6 +39,7 @@ class Node:
         self.stack = stack  # user frames, innermost first: used to name values
         self.name = None  # a hint taken from the user's variables, if any
         self.grad_of = grad_of  # for backward nodes: the forward Node whose rule made it
+        self.trace_id = None  # which recording made it: nested grads must not mix them
 
     @property
     def parents(self):
@@ -99,6 +101,7 @@ class Graph:
     outputs: object
     signature: str = ""
     doc: str = ""  # the generated function's docstring
+    kind: str = "grad"  # "grad" or "jvp": how the emitter labels derivative lines
     statics: dict = field(default_factory=dict)  # parameter -> the value it was traced at
 
 

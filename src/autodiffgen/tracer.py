@@ -9,6 +9,7 @@ Values are computed eagerly while tracing (they give shapes and dtypes, and the 
 needs them), but Nodes keep no values, so dropping the Trace frees every array.
 """
 
+import itertools
 import linecache
 import sys
 import threading
@@ -23,6 +24,7 @@ UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)
 FUNCTIONS = {}  # NumPy function -> handler(*args, **kwargs)
 
 _state = threading.local()
+_trace_ids = itertools.count(1)
 
 
 def current_trace():
@@ -33,6 +35,7 @@ class Trace:
     """One recording: the node counter, the boxes made so far, and the backward context."""
 
     def __init__(self):
+        self.id = next(_trace_ids)
         self.next_id = 0
         self.boxes = {}  # Node -> Box, so the backward pass can see forward values
         self.grad_of = None  # set while a derivative rule runs: the forward Node
@@ -56,6 +59,7 @@ class Trace:
             stack = user_stack()
         node = Node(self.next_id, prim, args, params, np.shape(value), result_dtype(value),
                     stack[0] if stack else None, stack, self.grad_of)
+        node.trace_id = self.id
         self.next_id += 1
         return node
 
@@ -108,6 +112,12 @@ def bind(prim, args, params):
     if trace is None:
         raise TracingError(at(user_loc(), "a traced value was used after its trace ended "
                               "(was it stored in a global or returned inside a closure?)"))
+    for a in args:
+        if type(a) is Box and a.node.trace_id != trace.id:
+            raise TracingError(at(user_loc(), "a value traced by an enclosing transformation "
+                                  "(e.g. the outer grad of grad(grad(f))) reached the function "
+                                  "an inner one is tracing, probably through a closure. Pass "
+                                  "it to the inner function as an argument instead"))
     value = prim.impl(*[a.value if type(a) is Box else a for a in args], **params)
     if prim.simplify is not None:
         same = prim.simplify(args, params, value)
@@ -245,6 +255,23 @@ def trace(fun, args, argnums, names):
         boxed = [_box_tree(recording, a, (i,), names[i], i in argnums) for i, a in enumerate(args)]
         out = fun(*boxed)
     return recording, boxed, out
+
+
+def box_inputs(recording, tree, path, name):
+    """Make every array (and float) leaf of `tree` an input of the recording."""
+    return _box_tree(recording, tree, path, name, True)
+
+
+def unbox(tree):
+    """The concrete values of a tree that may hold Boxes of an enclosing trace."""
+    kind = type(tree)
+    if kind is Box:
+        return tree.value
+    if kind in (tuple, list):
+        return kind(unbox(t) for t in tree)
+    if kind is dict:
+        return {k: unbox(v) for k, v in tree.items()}
+    return tree
 
 
 def _box_tree(recording, x, path, name, diff):

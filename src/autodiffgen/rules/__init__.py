@@ -1,10 +1,19 @@
-"""The primitive registry: each primitive's NumPy forward, its emitted form and its VJPs.
+"""The primitive registry: each primitive's NumPy forward, its emitted form, VJPs and JVPs.
 
 A VJP rule is an ordinary function of NumPy-level operations, `rule(g, ans, *args,
 **params)`, returning the cotangent contribution for one argument. Called on Boxes while
 tracing, it records the backward pass as more nodes of the same primitives; called on
 plain arrays, it is the dynamic tape's backward. `None` in place of a rule means "not
 differentiable in this argument". Broadcasting is undone once, in `unbroadcast`.
+
+A JVP is declared in one of four ways, whichever says it shortest:
+- `jvp_from="vjp"`: elementwise primitives, whose VJP `g * df/dx` is also the JVP `t * df/dx`;
+- `linear_in=(0,)` (or "all"): the primitive is jointly linear in those arguments, so its
+  tangent is the primitive applied to their tangents (zeros where an argument has none);
+- `jvp_from="multilinear"`: linear in each argument on its own (matmul, einsum), so each
+  tangent's contribution is the primitive with that argument replaced by its tangent;
+- `jvps=[...]`: explicit rules `jvp(t, ans, *args, **params)`, one per argument.
+Forward mode broadcasts and casts each tangent to its value's shape and dtype in one place.
 
 A primitive's emitted form is a template such as "np.sum({0})" where {0}, {1} are its
 arguments, {*} all of them and {name} a parameter; parameters listed in `defaults` are
@@ -17,13 +26,14 @@ from ..errors import TracingError, UnsupportedOperationError, at
 from ..tracer import FUNCTIONS, UFUNC_METHODS, UFUNCS, Box, bind, result_dtype, user_loc
 
 PRIMITIVES = {}
+TRACEABLE_HELPERS = {}  # runtime helper name -> a version that records a primitive on Boxes
 
 
 class Primitive:
     """A named operation the tracer records and the emitter writes as one line."""
 
     def __init__(self, name, impl, template, defaults=None, vjps=(), simplify=None,
-                 variadic_vjp=None, helper=None):
+                 variadic_vjp=None, helper=None, jvps=(), jvp_from=None, linear_in=None):
         self.name = name
         self.impl = impl
         self.template = template
@@ -32,6 +42,9 @@ class Primitive:
         self.variadic_vjp = variadic_vjp
         self.simplify = simplify
         self.helper = helper  # name of a runtime helper the emitted code calls, if any
+        self.jvps = tuple(jvps)
+        self.jvp_from = jvp_from
+        self.linear_in = linear_in
 
     def __call__(self, *args, **params):
         return bind(self, args, params)
@@ -42,8 +55,48 @@ class Primitive:
             return lambda g, ans, *args, **p: self.variadic_vjp(argnum, g, ans, *args, **p)
         return self.vjps[argnum] if argnum < len(self.vjps) else None
 
+    @property
+    def has_jvp(self):
+        return bool(self.jvps or self.jvp_from or self.linear_in is not None)
+
+    def tangent(self, tangents, ans, args, params):
+        """The output tangent given one tangent (or None) per argument; None if zero."""
+        if self.linear_in is not None:
+            return self._linear_tangent(tangents, args, params)
+        parts = []
+        for i, t in enumerate(tangents):
+            if t is None:
+                continue
+            if self.jvp_from == "multilinear":
+                parts.append(self(*args[:i], t, *args[i + 1:], **params))
+                continue
+            rule = self.vjp(i) if self.jvp_from == "vjp" else (
+                self.jvps[i] if i < len(self.jvps) else None)
+            part = None if rule is None else rule(t, ans, *args, **params)
+            if part is not None:
+                parts.append(part)
+        return _total(parts)
+
+    def _linear_tangent(self, tangents, args, params):
+        linear = range(len(args)) if self.linear_in == "all" else self.linear_in
+        if all(tangents[i] is None for i in linear if i < len(tangents)):
+            return None
+        new = list(args)
+        for i in linear:
+            new[i] = tangents[i] if tangents[i] is not None else np.zeros_like(args[i])
+        return self(*new, **params)
+
     def __repr__(self):
         return f"<primitive {self.name}>"
+
+
+def _total(parts):
+    if not parts:
+        return None
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
 
 
 def defprimitive(name, impl, template, defaults=None, vjps=(), **options):
@@ -65,6 +118,12 @@ def defprimitive(name, impl, template, defaults=None, vjps=(), **options):
 def defvjp(prim, *rules):
     """Set (or replace) the VJP rules of a primitive, one per argument."""
     prim.vjps = tuple(rules)
+
+
+def defjvp(prim, *rules):
+    """Set (or replace) the JVP rules of a primitive, one per argument."""
+    prim.jvps = tuple(rules)
+    prim.jvp_from = prim.linear_in = None
 
 
 def register_ufunc(ufunc, prim):
@@ -148,7 +207,16 @@ def astype(x, dtype):
     return bind(PRIMITIVES["astype"], (x,), {"dtype": np.dtype(dtype)})
 
 
-from . import elementwise, indexing, linalg, reductions, shape  # noqa: F401  registers
+def broadcast_up(t, shape, dtype):
+    """Bring a tangent to the shape and dtype of the value it belongs to (forward mode)."""
+    if np.shape(t) != shape:
+        t = np.broadcast_to(t, shape)
+    if result_dtype(t) != dtype:
+        t = astype(t, dtype)
+    return t
 
-__all__ = ["PRIMITIVES", "Primitive", "boxmethod", "defprimitive", "defvjp", "register_function",
-           "register_ufunc", "unbroadcast"]
+
+from . import elementwise, indexing, linalg, reductions, shapes  # noqa: F401  registers
+
+__all__ = ["PRIMITIVES", "Primitive", "boxmethod", "broadcast_up", "defjvp", "defprimitive",
+           "defvjp", "register_function", "register_ufunc", "unbroadcast"]

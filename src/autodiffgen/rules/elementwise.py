@@ -15,7 +15,8 @@ from . import boxmethod, check_no_out, defprimitive, register_function, register
 
 
 def ufunc(ufunc_, template, *vjps, name=None, simplify=None):
-    prim = defprimitive(name or ufunc_.__name__, ufunc_, template, vjps=vjps, simplify=simplify)
+    prim = defprimitive(name or ufunc_.__name__, ufunc_, template, vjps=vjps, simplify=simplify,
+                        jvp_from="vjp")
     register_ufunc(ufunc_, prim)
     return prim
 
@@ -60,8 +61,8 @@ ones = defprimitive("ones", lambda shape, dtype: np.ones(shape, dtype),
 astype = defprimitive("astype", lambda x, dtype: np.asarray(x).astype(dtype),
                       "{0}.astype({dtype})",
                       vjps=[lambda g, ans, x, dtype: g if np.issubdtype(dtype, np.inexact)
-                            else None])
-copy = defprimitive("copy", np.copy, "np.copy({0})", vjps=[lambda g, ans, x: g])
+                            else None], jvp_from="vjp")
+copy = defprimitive("copy", np.copy, "np.copy({0})", vjps=[lambda g, ans, x: g], linear_in=(0,))
 
 # ---- arithmetic -------------------------------------------------------------------------
 ufunc(np.add, "{0} + {1}", lambda g, ans, x, y: g, lambda g, ans, x, y: g)
@@ -118,7 +119,8 @@ def _where_impl(cond, x, y):
 
 
 where = defprimitive("where", _where_impl, "np.where({0}, {1}, {2})", vjps=[
-    None, lambda g, ans, c, x, y: np.where(c, g, 0), lambda g, ans, c, x, y: np.where(c, 0, g)])
+    None, lambda g, ans, c, x, y: np.where(c, g, 0), lambda g, ans, c, x, y: np.where(c, 0, g)],
+    jvp_from="vjp")
 
 
 @register_function(np.where)
@@ -140,7 +142,8 @@ def _clip_x(g, ans, x, lo, hi):
 
 
 clip = defprimitive("clip", np.clip, "np.clip({0}, {1}, {2})", vjps=[
-    _clip_x, lambda g, ans, x, lo, hi: g * (x < lo), lambda g, ans, x, lo, hi: g * (x > hi)])
+    _clip_x, lambda g, ans, x, lo, hi: g * (x < lo), lambda g, ans, x, lo, hi: g * (x > hi)],
+    jvp_from="vjp")
 
 
 @register_function(np.clip)

@@ -13,7 +13,7 @@ from ..errors import TracingError, at
 from ..graph import Index, Slot
 from ..runtime import scatter_add as _scatter_add_impl
 from ..tracer import Box, result_dtype, user_loc
-from . import boxmethod, defprimitive
+from . import TRACEABLE_HELPERS, boxmethod, defprimitive
 
 
 def _getitem_impl(x, *arrays, index):
@@ -31,13 +31,14 @@ def _scatter_add_vjp(i, g, ans, g_in, *arrays, index, shape, unique):
     return getitem(g, *arrays, index=index) if i == 0 else None
 
 
-getitem = defprimitive("getitem", _getitem_impl, "{0}[{index}]", variadic_vjp=_getitem_vjp)
+getitem = defprimitive("getitem", _getitem_impl, "{0}[{index}]", variadic_vjp=_getitem_vjp,
+                       linear_in=(0,))
 scatter_add = defprimitive(
     "scatter_add",
     lambda g, *arrays, index, shape, unique: _scatter_add_impl(
         g, index.fill((g,) + arrays), shape, unique),
     "_scatter_add({0}, {index}, {shape})", {"unique": False},
-    variadic_vjp=_scatter_add_vjp, helper="_scatter_add")
+    variadic_vjp=_scatter_add_vjp, helper="_scatter_add", linear_in=(0,))
 
 
 def _selects_once(index, args):
@@ -97,3 +98,14 @@ def _slice_bound(b):
 def _getitem(self, key):
     index, arrays = parse_index(key)
     return getitem(self, *arrays, index=index)
+
+
+def _traceable_scatter_add(g, index, shape, unique=False):
+    """runtime._scatter_add for generated code, recorded as a primitive when traced."""
+    if type(g) is not Box and not any(type(i) is Box for i in index):
+        return _scatter_add_impl(g, index, shape, unique)
+    parsed, arrays = parse_index(index)
+    return scatter_add(g, *arrays, index=parsed, shape=tuple(shape), unique=unique)
+
+
+TRACEABLE_HELPERS["_scatter_add"] = _traceable_scatter_add

@@ -27,7 +27,8 @@ def _matmul_b(g, ans, a, b):
     return np.swapaxes(a, -1, -2) @ g
 
 
-matmul = defprimitive("matmul", np.matmul, "{0} @ {1}", vjps=[_matmul_a, _matmul_b])
+matmul = defprimitive("matmul", np.matmul, "{0} @ {1}", vjps=[_matmul_a, _matmul_b],
+                      jvp_from="multilinear")
 register_ufunc(np.matmul, matmul)
 
 
@@ -83,7 +84,8 @@ def _einsum_vjp(i, g, ans, *operands, subscripts):
 
 
 einsum = defprimitive("einsum", lambda *ops, subscripts: np.einsum(subscripts, *ops),
-                      "np.einsum({subscripts}, {*})", variadic_vjp=_einsum_vjp)
+                      "np.einsum({subscripts}, {*})", variadic_vjp=_einsum_vjp,
+                      jvp_from="multilinear")
 
 
 @register_function(np.einsum)

@@ -46,17 +46,25 @@ def _extremum_vjp(g, ans, x, axis, keepdims):
     return g * hit / np.sum(hit, axis=axis, keepdims=True, dtype=g.dtype)
 
 
+def _extremum_jvp(t, ans, x, axis, keepdims):
+    """The mean of the tangents at the tied extrema."""
+    hit = x == _kept(ans, x, axis, keepdims)
+    dtype = np.result_type(t.dtype, x.dtype)
+    return (np.sum(t * hit, axis=axis, keepdims=keepdims)
+            / np.sum(hit, axis=axis, keepdims=keepdims, dtype=dtype))
+
+
 _REDUCE = {"axis": None, "keepdims": False}
 sum_ = defprimitive("sum", lambda x, axis, keepdims, dtype:
                     np.sum(x, axis=axis, keepdims=keepdims, dtype=dtype),
-                    "np.sum({0})", dict(_REDUCE, dtype=None), vjps=[_sum_vjp])
+                    "np.sum({0})", dict(_REDUCE, dtype=None), vjps=[_sum_vjp], linear_in=(0,))
 mean = defprimitive("mean", lambda x, axis, keepdims, dtype:
                     np.mean(x, axis=axis, keepdims=keepdims, dtype=dtype),
-                    "np.mean({0})", dict(_REDUCE, dtype=None), vjps=[_mean_vjp])
+                    "np.mean({0})", dict(_REDUCE, dtype=None), vjps=[_mean_vjp], linear_in=(0,))
 max_ = defprimitive("max", lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims),
-                    "np.max({0})", _REDUCE, vjps=[_extremum_vjp])
+                    "np.max({0})", _REDUCE, vjps=[_extremum_vjp], jvps=[_extremum_jvp])
 min_ = defprimitive("min", lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims),
-                    "np.min({0})", _REDUCE, vjps=[_extremum_vjp])
+                    "np.min({0})", _REDUCE, vjps=[_extremum_vjp], jvps=[_extremum_jvp])
 
 
 def _reducer(prim, name, with_dtype):

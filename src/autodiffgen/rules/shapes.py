@@ -22,18 +22,20 @@ def _inverse(axes):
 
 reshape = defprimitive("reshape", lambda x, shape: np.reshape(x, shape),
                        "np.reshape({0}, {shape})",
-                       vjps=[lambda g, ans, x, shape: np.reshape(g, np.shape(x))])
+                       vjps=[lambda g, ans, x, shape: np.reshape(g, np.shape(x))], linear_in=(0,))
 transpose = defprimitive("transpose", lambda x, axes: np.transpose(x, axes), _transpose_template,
-                         vjps=[lambda g, ans, x, axes: transpose(g, axes=_inverse(axes))])
+                         vjps=[lambda g, ans, x, axes: transpose(g, axes=_inverse(axes))],
+                         linear_in=(0,))
 squeeze = defprimitive("squeeze", lambda x, axis: np.squeeze(x, axis), "np.squeeze({0})",
                        {"axis": None},
-                       vjps=[lambda g, ans, x, axis: np.reshape(g, np.shape(x))])
+                       vjps=[lambda g, ans, x, axis: np.reshape(g, np.shape(x))], linear_in=(0,))
 expand_dims = defprimitive("expand_dims", lambda x, axis: np.expand_dims(x, axis),
                            "np.expand_dims({0}, {axis})",
-                           vjps=[lambda g, ans, x, axis: np.reshape(g, np.shape(x))])
+                           vjps=[lambda g, ans, x, axis: np.reshape(g, np.shape(x))],
+                           linear_in=(0,))
 broadcast_to = defprimitive("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
                             "np.broadcast_to({0}, {shape})",
-                            vjps=[lambda g, ans, x, shape: g])
+                            vjps=[lambda g, ans, x, shape: g], linear_in=(0,))
 
 
 def _concatenate_vjp(i, g, ans, *arrays, axis):
@@ -47,9 +49,10 @@ def _stack_vjp(i, g, ans, *arrays, axis):
 
 
 concatenate = defprimitive("concatenate", lambda *xs, axis: np.concatenate(xs, axis=axis),
-                           "np.concatenate([{*}])", {"axis": 0}, variadic_vjp=_concatenate_vjp)
+                           "np.concatenate([{*}])", {"axis": 0}, variadic_vjp=_concatenate_vjp,
+                           linear_in="all")
 stack = defprimitive("stack", lambda *xs, axis: np.stack(xs, axis=axis), "np.stack([{*}])",
-                     {"axis": 0}, variadic_vjp=_stack_vjp)
+                     {"axis": 0}, variadic_vjp=_stack_vjp, linear_in="all")
 
 
 def _shape_arg(shape, args):

@@ -1,0 +1,37 @@
+"""Forward mode: push tangents through the recorded nodes in creation order.
+
+Like `backward.cotangents`, one loop serves both engines: on Boxes the JVP rules record
+the tangent computation as more nodes (and the emitter writes them out), on arrays they
+simply compute. A node with no incoming tangent, or with an integer or boolean value,
+gets none.
+"""
+
+import numpy as np
+
+from .graph import Node
+from .rules import broadcast_up
+from .tracer import Box
+
+
+def tangents(trace, nodes, seeds, lookup):
+    """{node: tangent} for every node the seeded inputs reach, seeds included, and (for
+    naming) which node each recorded tangent belongs to."""
+    tangent = dict(seeds)
+    tangent_of = {}
+    for node in nodes:
+        if node.prim is None or not np.issubdtype(node.dtype, np.inexact):
+            continue
+        ts = [tangent.get(a) if type(a) is Node else None for a in node.args]
+        if all(t is None for t in ts):
+            continue
+        args = [lookup(a) if type(a) is Node else a for a in node.args]
+        trace.grad_of = node
+        try:
+            t = node.prim.tangent(ts, lookup(node), args, node.params)
+            if t is not None:
+                tangent[node] = t = broadcast_up(t, node.shape, node.dtype)
+                if type(t) is Box and t.node.grad_of is not None:
+                    tangent_of.setdefault(t.node, node)
+        finally:
+            trace.grad_of = None
+    return tangent, tangent_of

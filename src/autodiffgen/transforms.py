@@ -1,0 +1,203 @@
+"""Forward mode, VJPs, Jacobians and Hessians, each emitted as code and cached.
+
+    jvp(f, primals, tangents) -> (out, tangent_out)   generated forward-mode code
+    vjp(f, *primals) -> (out, vjp_fn)                 vjp_fn runs generated code
+    jacfwd / jacobian (= jacrev) / hessian / hvp      built on the two above
+
+Higher derivatives need no rules of their own: generated code is ordinary NumPy, so when
+an outer transformation calls it on its Boxes, the tracer records it like user code.
+"""
+
+import weakref
+
+import numpy as np
+
+from . import backward, forward, naming, tracer
+from .api import GradFunction, _value_name, grad
+from .cache import describe
+from .emit import emit_module
+from .errors import ArgumentError, at
+
+_JVPS = weakref.WeakKeyDictionary()
+_VJPS = weakref.WeakKeyDictionary()
+_GRADS = weakref.WeakKeyDictionary()
+
+
+def _cached(table, fun, cls):
+    made = table.get(fun)
+    if made is None:
+        made = table[fun] = cls(fun)
+    return made
+
+
+class _Transformed(GradFunction):
+    """A GradFunction whose generated function takes extra inputs after the primals."""
+
+    extra_prefix = "t_"
+
+    def __init__(self, fun):
+        super().__init__(fun, argnums=0)
+        self._diff = [True] * len(self._diff)  # every float argument is an input
+
+    def _check_argnums(self, nargs):
+        return None
+
+    def _arg_names(self, n):
+        primals = super()._arg_names(self._n_primals(n))
+        return primals + [self.extra_prefix + name for name in primals][:n - len(primals)]
+
+    def _emit(self, graph, names_of):
+        source, injected = emit_module([graph], False, {graph.name: names_of})
+        return source, injected, graph
+
+
+class JVPFunction(_Transformed):
+    """f's forward mode: generated `f_jvp(*primals, *tangents) -> (out, tangent_out)`."""
+
+    def _n_primals(self, n):
+        return n // 2
+
+    def _build(self, args, names):
+        n = len(args) // 2
+        primals, tangents = args[:n], args[n:]
+        seeded = [i for i in range(n) if tangents[i] is not None]
+        argnums = tuple(i for i in range(n) if i in seeded or _differentiable(primals[i]))
+        trace, boxed, out = tracer.trace(self.fun, primals, argnums, names[:n])
+        naming.name_forward(list(trace.boxes))
+        seeds = {}
+        for i in seeded:
+            _check_tangent(primals[i], tangents[i], names[i])
+            t_boxed = tracer.box_inputs(trace, tangents[i], (n + i,), names[n + i])
+            for p, t in zip(backward.leaves(boxed[i]), backward.leaves(t_boxed)):
+                if type(p) is tracer.Box:
+                    seeds[p.node] = t
+        nodes = [node for node in trace.boxes if node.prim is not None]
+        with trace:
+            found, tangent_of = forward.tangents(trace, nodes, seeds, trace.boxes.__getitem__)
+            t_out = backward.map_tree(out, lambda o: backward.fresh(
+                trace, found.get(o.node), o, None) if type(o) is tracer.Box
+                else np.zeros(np.shape(o), np.result_type(o)))
+        name = f"{_value_name(self.fun)}_jvp"
+        graph = backward.fused_graph(name, names, trace, (out, t_out))
+        graph.kind = "jvp"
+        graph.doc = (f"Value of {_value_name(self.fun)} and its directional derivative "
+                     f"along the tangents, traced at ({describe(primals, names)}).")
+        return self._emit(graph, tangent_of)
+
+
+class VJPFunction(_Transformed):
+    """f's reverse mode at a given cotangent: generated `f_vjp(*primals, g) -> grads`."""
+
+    extra_prefix = "g_"
+
+    def _n_primals(self, n):
+        return n - 1
+
+    def _arg_names(self, n):
+        return super(_Transformed, self)._arg_names(n - 1) + ["g"]
+
+    def _build(self, args, names):
+        primals, g = args[:-1], args[-1]
+        argnums = tuple(i for i, p in enumerate(primals) if _differentiable(p))
+        trace, boxed, out = tracer.trace(self.fun, primals, argnums, names[:-1])
+        naming.name_forward(list(trace.boxes))
+        backward.check_output(out, self.fun, scalar=False)
+        if np.shape(g) != np.shape(out.value if type(out) is tracer.Box else out):
+            raise ArgumentError(at(tracer.user_loc(), f"the cotangent has shape {np.shape(g)} "
+                                   f"but {_value_name(self.fun)} returned shape "
+                                   f"{np.shape(out.value if type(out) is tracer.Box else out)}"))
+        seed = tracer.box_inputs(trace, g, (len(primals),), "g")
+        wrt = tuple(boxed[i] for i in argnums)
+        grads, cotangent_of = backward.traced_gradients(trace, out, wrt, seed)
+        by_position = dict(zip(argnums, grads))
+        outputs = tuple(by_position.get(i) for i in range(len(primals)))
+        name = f"{_value_name(self.fun)}_vjp"
+        graph = backward.fused_graph(name, names, trace, outputs)
+        graph.doc = (f"The cotangents of {_value_name(self.fun)}'s arguments for the output "
+                     f"cotangent g, traced at ({describe(primals, names)}).")
+        return self._emit(graph, cotangent_of)
+
+
+def _differentiable(tree):
+    leaves = [x for x in backward.leaves(tree) if isinstance(x, (np.ndarray, np.generic, float))]
+    return bool(leaves) and all(np.issubdtype(np.result_type(x), np.inexact) for x in leaves)
+
+
+def _check_tangent(primal, tangent, name):
+    for p, t in zip(backward.leaves(primal), backward.leaves(tangent)):
+        if np.shape(p) != np.shape(t):
+            raise ArgumentError(at(tracer.user_loc(), f"the tangent of {name!r} has shape "
+                                   f"{np.shape(t)}, but the argument has shape {np.shape(p)}"))
+
+
+# ---- the public functions ----------------------------------------------------------------
+def jvp(fun, primals, tangents):
+    """(f(*primals), the derivative of f at primals along tangents), from generated code.
+
+    `tangents` matches `primals` in structure; use None for an argument that has no
+    tangent (integer labels, say)."""
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ArgumentError(at(tracer.user_loc(), f"jvp got {len(primals)} primals but "
+                               f"{len(tangents)} tangents"))
+    return _cached(_JVPS, fun, JVPFunction)(*primals, *tangents)
+
+
+def vjp(fun, *primals):
+    """(f(*primals), vjp_fn) where vjp_fn(g) returns one cotangent per primal (None for
+    integer arguments), computed by generated code."""
+    made = _cached(_VJPS, fun, VJPFunction)
+    out = fun(*primals)
+    return out, lambda g: made(*primals, g)
+
+
+def jacfwd(fun, argnums=0):
+    """The Jacobian by forward mode: one generated-JVP call per input element."""
+    def jacobian_fn(*args):
+        x = args[argnums]
+        columns = []
+        for k in range(max(np.size(x), 1)):
+            tangents = [None] * len(args)
+            tangents[argnums] = _basis(x, k)
+            out, t_out = jvp(fun, args, tangents)
+            columns.append(t_out)
+        return np.stack(columns, axis=-1).reshape(np.shape(out) + np.shape(x))
+    return jacobian_fn
+
+
+def jacobian(fun, argnums=0):
+    """The Jacobian by reverse mode (jacrev): one generated-VJP call per output element."""
+    def jacobian_fn(*args):
+        out, vjp_fn = vjp(fun, *args)
+        rows = [vjp_fn(_basis(out, k))[argnums] for k in range(max(np.size(out), 1))]
+        return np.stack(rows).reshape(np.shape(out) + np.shape(args[argnums]))
+    return jacobian_fn
+
+
+jacrev = jacobian
+
+
+def hessian(fun, argnums=0):
+    """The Hessian of a scalar function: the reverse-mode Jacobian of its generated grad."""
+    if not isinstance(argnums, int):
+        raise ArgumentError("hessian takes one argnums (an int)")
+    return jacobian(_grad_of(fun, argnums), argnums)
+
+
+def hvp(fun, primals, tangents):
+    """Hessian-vector product: forward mode over the generated gradient of `fun` with
+    respect to its first argument."""
+    return jvp(_grad_of(fun, 0), primals, tangents)[1]
+
+
+def _grad_of(fun, argnums):
+    table = _GRADS.setdefault(fun, {})
+    if argnums not in table:
+        table[argnums] = grad(fun, argnums=argnums)
+    return table[argnums]
+
+
+def _basis(like, k):
+    e = np.zeros(np.shape(like), dtype=np.result_type(like))
+    e.reshape(-1)[k] = 1
+    return e
