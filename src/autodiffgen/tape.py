@@ -7,7 +7,7 @@ purpose; tests compare the generated code against it.
 
 import numpy as np
 
-from . import backward, tracer
+from . import backward, forward, tracer
 from .api import GradFunction, _decorator
 from .tracer import Box, result_dtype
 
@@ -59,3 +59,26 @@ def _gradient(g, leaf):
 
 grad = _decorator(with_value=False, cls=TapeFunction)
 value_and_grad = _decorator(with_value=True, cls=TapeFunction)
+
+
+def jvp(fun, primals, tangents):
+    """Forward mode on the tape: (out, tangent_out) computed on concrete arrays."""
+    primals, tangents = tuple(primals), tuple(tangents)
+    argnums = tuple(i for i, t in enumerate(tangents) if t is not None)
+    names = [f"arg{i}" for i in range(len(primals))]
+    trace, boxed, out = tracer.trace(fun, primals, argnums, names)
+    seeds = {}
+    for i in argnums:
+        for p, t in zip(backward.leaves(boxed[i]), backward.leaves(tangents[i])):
+            if type(p) is Box:
+                seeds[p.node] = np.asarray(t, dtype=p.node.dtype)
+    nodes = [node for node in trace.boxes if node.prim is not None]
+    found, _ = forward.tangents(trace, nodes, seeds, _values(trace.boxes))
+
+    def tangent_of(o):
+        if type(o) is Box and o.node in found:
+            return np.array(found[o.node], dtype=o.node.dtype, copy=True)
+        return np.zeros(np.shape(o.value if type(o) is Box else o), result_dtype(
+            o.value if type(o) is Box else o))
+    return (backward.map_tree(out, lambda o: o.value if type(o) is Box else o),
+            backward.map_tree(out, tangent_of))

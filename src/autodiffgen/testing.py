@@ -1,4 +1,5 @@
-"""check_grads: generated code vs the dynamic tape vs central finite differences.
+"""check_grads: generated code vs the dynamic tape vs central finite differences, in
+reverse mode and in forward mode, plus the transposition test <vjp(u), v> == <u, jvp(v)>.
 
 For your own tests:
 
@@ -23,9 +24,11 @@ class GradientMismatch(AssertionError):
 
 
 def check_grads(f, *args, argnums=0, rtol=1e-5, atol=1e-6, eps=1e-6, max_fd_elements=64,
-                directions=3, seed=0, fd=True):
+                directions=3, seed=0, fd=True, fwd=True):
     """Raise GradientMismatch with a readable report if the gradients disagree.
 
+    With `fwd`, also checks the generated JVP against the tape's and against finite
+    differences along a random direction, and that it is the transpose of the gradient.
     Returns (value, grads) from the generated code, so a test can check more.
     """
     fun = f.fun if isinstance(f, GradFunction) else f
@@ -47,6 +50,10 @@ def check_grads(f, *args, argnums=0, rtol=1e-5, atol=1e-6, eps=1e-6, max_fd_elem
         rng = np.random.default_rng(seed)
         for n, g in zip(numbers, grad_list):
             _check_fd(fun, args, n, g, eps, rtol, atol, max_fd_elements, directions, rng, report)
+    if fwd:
+        rng = np.random.default_rng(seed + 1)
+        for n, g in zip(numbers, grad_list):
+            _check_jvp(fun, args, n, g, eps, rtol, atol, rng, report)
     if report:
         raise GradientMismatch(f"gradients of {getattr(fun, '__name__', 'f')} disagree:\n  "
                                + "\n  ".join(report))
@@ -118,6 +125,58 @@ def _check_fd(fun, args, n, g, eps, rtol, atol, max_elements, directions, rng, r
         where = f"argument {n}{_show(path)}"
         _compare(where, "generated", np.array(an_vals), "finite differences",
                  np.array(fd_vals), max(rtol, 1e-4), max(atol, 1e-6), report)
+
+
+def _check_jvp(fun, args, n, g, eps, rtol, atol, rng, report):
+    """Forward mode along a random direction v: generated vs tape vs finite differences,
+    and <grad, v> == jvp(v), which for a scalar output is the transposition test."""
+    from .transforms import jvp
+
+    v = map_tree(args[n], lambda a: _direction(a, rng))
+    tangents = [None] * len(args)
+    tangents[n] = v
+    _, t_gen = jvp(fun, args, tangents)
+    _, t_tape = tape.jvp(fun, args, tangents)
+    where = f"argument {n}, forward mode"
+    _compare(where, "generated JVP", t_gen, "tape JVP", t_tape, rtol, atol, report)
+    base = [_as64(a) for a in args]
+    plus = _replace_tree(base, n, v, eps)
+    minus = _replace_tree(base, n, v, -eps)
+    fd = (np.asarray(fun(*plus), np.float64) - np.asarray(fun(*minus), np.float64)) / (2 * eps)
+    _compare(where, "generated JVP", t_gen, "finite differences", fd,
+             max(rtol, 1e-4), max(atol, 1e-6), report)
+    dot = sum(float(np.sum(np.asarray(gl, np.float64) * np.asarray(vl, np.float64)))
+              for gl, vl in zip(leaves(g), leaves(v)) if vl is not None)
+    _compare(where, "<grad, v>", np.array(dot), "jvp(v)", np.asarray(t_gen, np.float64),
+             max(rtol, 1e-4), max(atol, 1e-6), report)
+
+
+def _direction(a, rng):
+    if isinstance(a, (np.ndarray, np.generic)) and np.issubdtype(a.dtype, np.inexact):
+        return rng.standard_normal(np.shape(a)).astype(a.dtype)
+    if isinstance(a, float):
+        return float(rng.standard_normal())
+    return None
+
+
+def _replace_tree(args, n, v, step):
+    def move(a, d):
+        return a if d is None else a + step * np.asarray(d, np.float64)
+    args = list(args)
+    if isinstance(args[n], (dict, list, tuple)):
+        args[n] = _zip_map(args[n], v, move)
+    else:
+        args[n] = move(args[n], v) if not isinstance(args[n], float) else \
+            float(args[n] + step * v)
+    return args
+
+
+def _zip_map(tree, other, fn):
+    if isinstance(tree, dict):
+        return {k: _zip_map(tree[k], other[k], fn) for k in tree}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_zip_map(a, b, fn) for a, b in zip(tree, other))
+    return fn(tree, other)
 
 
 def _as64(a):

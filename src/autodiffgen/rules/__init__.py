@@ -216,7 +216,8 @@ def broadcast_up(t, shape, dtype):
     return t
 
 
-from . import elementwise, indexing, linalg, reductions, shapes  # noqa: F401  registers
+# each module registers its primitives when imported
+from . import assembly, decompositions, elementwise, indexing, linalg, reductions, shapes, special  # noqa: F401
 
 __all__ = ["PRIMITIVES", "Primitive", "boxmethod", "broadcast_up", "defjvp", "defprimitive",
            "defvjp", "register_function", "register_ufunc", "unbroadcast"]

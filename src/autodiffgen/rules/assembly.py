@@ -1,0 +1,2 @@
+"""Assembling and rearranging arrays: stacking, splitting, tiling, flipping, padding,
+triangles and diagonals, take and take_along_axis."""

@@ -1,0 +1,1 @@
+"""np.linalg: inv, det, slogdet, solve, cholesky, eigh, pinv, norm."""
