@@ -9,6 +9,7 @@
 from . import rules  # noqa: F401  (registers every primitive)
 from ._version import __version__
 from .api import GradFunction, emit, grad, value_and_grad
+from .custom import defjvp, defvjp, primitive, stop_gradient
 from .errors import (
                      ArgumentError,
                      AutodiffgenError,
@@ -18,6 +19,26 @@ from .errors import (
 )
 from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp
 
-__all__ = ["ArgumentError", "AutodiffgenError", "GradFunction", "OutputError", "TracingError",
-           "UnsupportedOperationError", "__version__", "emit", "grad", "hessian", "hvp",
-           "jacfwd", "jacobian", "jacrev", "jvp", "value_and_grad", "vjp"]
+__all__ = [
+                     "ArgumentError",
+                     "AutodiffgenError",
+                     "GradFunction",
+                     "OutputError",
+                     "TracingError",
+                     "UnsupportedOperationError",
+                     "__version__",
+                     "defjvp",
+                     "defvjp",
+                     "emit",
+                     "grad",
+                     "hessian",
+                     "hvp",
+                     "jacfwd",
+                     "jacobian",
+                     "jacrev",
+                     "jvp",
+                     "primitive",
+                     "stop_gradient",
+                     "value_and_grad",
+                     "vjp",
+]

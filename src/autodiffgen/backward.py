@@ -10,7 +10,7 @@ import numpy as np
 
 from .errors import OutputError, at
 from .graph import Graph, Node, toposort
-from .rules import PRIMITIVES, unbroadcast
+from .rules import PRIMITIVES, missing_rule, unbroadcast
 from .tracer import Box, result_dtype
 
 _VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem"}
@@ -61,6 +61,8 @@ def cotangents(trace, out_node, wrt, lookup, seed):
                 if type(parent) is not Node or parent not in needs:
                     continue
                 rule = node.prim.vjp(i)
+                if rule is None and node.prim.strict:
+                    raise missing_rule(node.prim, "VJP", i, node.loc)
                 contribution = None if rule is None else rule(g, ans, *args, **node.params)
                 if contribution is None:
                     continue

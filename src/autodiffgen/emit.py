@@ -147,10 +147,10 @@ def literal_ast(value, args=()):
     return ast.Constant(value)
 
 
-def expression(node, arg_asts):
+def expression(node, arg_asts, param_ast=literal_ast):
     prim = node.prim
     template = prim.template(node.params) if callable(prim.template) else prim.template
-    tree = _Fill(arg_asts, node.params, literal_ast).visit(_parse_template(template))
+    tree = _Fill(arg_asts, node.params, param_ast).visit(_parse_template(template))
     if isinstance(tree, ast.Call):
         for key, default in prim.defaults.items():
             value = node.params.get(key, default)
@@ -232,11 +232,18 @@ class Emitter:
             return ast.Name(self.constant_name(arg), ast.Load())
         return literal_ast(arg)
 
-    def constant_name(self, array):
-        entry = self.constants.get(id(array))
+    def param_ast(self, value, args=()):
+        """Parameters are literals, except a custom primitive's function: a module name."""
+        if callable(value) and not isinstance(value, type):
+            return ast.Name(self.constant_name(value), ast.Load())
+        return literal_ast(value, args)
+
+    def constant_name(self, value):
+        entry = self.constants.get(id(value))
         if entry is None:
-            entry = (self.ns.fresh("const"), array)
-            self.constants[id(array)] = entry
+            base = "const" if isinstance(value, np.ndarray) else value.__name__
+            entry = (self.ns.fresh(base), value)
+            self.constants[id(value)] = entry
         return entry[0]
 
     def function(self):
@@ -256,7 +263,8 @@ class Emitter:
                 body.append((kind, ""))
                 section = kind
             stmt = ast.Assign([ast.Name(name, ast.Store())],
-                              expression(node, [self.arg_ast(a) for a in node.args]))
+                              expression(node, [self.arg_ast(a) for a in node.args],
+                                         self.param_ast))
             comment = _comment(node, self.graph.kind)
             if node.grad_of is None and node.loc is not None and node.loc != run_loc:
                 comment = f"{comment}  {source_line(node.loc)}".rstrip()
@@ -323,9 +331,28 @@ class Emitter:
             return _call("np.copy", [self.arg_ast(out)])
         return self.arg_ast(out)
 
+    def function_line(self, name, fn):
+        """A custom primitive's function: imported by a standalone module, handed over to
+        an in-memory one."""
+        module = getattr(fn, "__module__", None)
+        if self.standalone:
+            if module in (None, "__main__") or "<" in fn.__qualname__:
+                raise ValueError(f"the custom primitive {fn.__qualname__} is defined in "
+                                 f"{module or 'no module'}, so a standalone module cannot "
+                                 "import it: define it at the top level of an importable "
+                                 "module")
+            return (f"{name} = __import__({module!r}, fromlist=[{fn.__name__!r}])"
+                    f".{fn.__qualname__}")
+        self.injected[name] = fn
+        return (f"{name} = None  # the custom primitive {module}.{fn.__qualname__}; "
+                "autodiffgen fills it in when it loads this module")
+
     def constant_lines(self):
         lines = []
         for name, array in self.constants.values():
+            if not isinstance(array, np.ndarray):
+                lines.append(self.function_line(name, array))
+                continue
             made = constant_ast(array, self.standalone)
             what = f"{array.dtype.name}{list(array.shape)}"
             if made is None:  # too big to print: load() hands it over after exec

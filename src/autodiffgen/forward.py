@@ -27,7 +27,7 @@ def tangents(trace, nodes, seeds, lookup):
         args = [lookup(a) if type(a) is Node else a for a in node.args]
         trace.grad_of = node
         try:
-            t = node.prim.tangent(ts, lookup(node), args, node.params)
+            t = node.prim.tangent(ts, lookup(node), args, node.params, node.loc)
             if t is not None:
                 tangent[node] = t = broadcast_up(t, node.shape, node.dtype)
                 if type(t) is Box and t.node.grad_of is not None:

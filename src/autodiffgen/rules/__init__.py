@@ -33,7 +33,8 @@ class Primitive:
     """A named operation the tracer records and the emitter writes as one line."""
 
     def __init__(self, name, impl, template, defaults=None, vjps=(), simplify=None,
-                 variadic_vjp=None, helper=None, jvps=(), jvp_from=None, linear_in=None):
+                 variadic_vjp=None, helper=None, jvps=(), jvp_from=None, linear_in=None,
+                 strict=False):
         self.name = name
         self.impl = impl
         self.template = template
@@ -45,6 +46,7 @@ class Primitive:
         self.jvps = tuple(jvps)
         self.jvp_from = jvp_from
         self.linear_in = linear_in
+        self.strict = strict  # a missing rule is an error (user primitives), not a zero
 
     def __call__(self, *args, **params):
         return bind(self, args, params)
@@ -59,7 +61,7 @@ class Primitive:
     def has_jvp(self):
         return bool(self.jvps or self.jvp_from or self.linear_in is not None)
 
-    def tangent(self, tangents, ans, args, params):
+    def tangent(self, tangents, ans, args, params, loc=None):
         """The output tangent given one tangent (or None) per argument; None if zero."""
         if self.linear_in is not None:
             return self._linear_tangent(tangents, args, params)
@@ -72,6 +74,8 @@ class Primitive:
                 continue
             rule = self.vjp(i) if self.jvp_from == "vjp" else (
                 self.jvps[i] if i < len(self.jvps) else None)
+            if rule is None and self.strict:
+                raise missing_rule(self, "JVP", i, loc)
             part = None if rule is None else rule(t, ans, *args, **params)
             if part is not None:
                 parts.append(part)
@@ -88,6 +92,13 @@ class Primitive:
 
     def __repr__(self):
         return f"<primitive {self.name}>"
+
+
+def missing_rule(prim, kind, argnum, loc=None):
+    return UnsupportedOperationError(at(
+        loc or user_loc(), f"{prim.name} has no {kind} rule for argument {argnum}, and a derivative "
+        f"was asked for through it; add one with autodiffgen.def{kind.lower()}({prim.name}, "
+        "...) (one rule per argument)"))
 
 
 def _total(parts):

@@ -1,0 +1,78 @@
+"""Your own primitives: a function autodiffgen should not trace into, with your rules.
+
+    @autodiffgen.primitive
+    def softplus(x):                       # e.g. a numerically careful formula
+        return np.logaddexp(0.0, x)
+
+    autodiffgen.defvjp(softplus, lambda g, ans, x: g / (1.0 + np.exp(-x)))
+    autodiffgen.defjvp(softplus, lambda t, ans, x: t / (1.0 + np.exp(-x)))
+
+The generated code calls `softplus` itself (a standalone module imports it from its
+module). Rules are written with NumPy operations like the built-in ones, so they are
+traced into the generated backward too. Asking for a derivative whose rule is missing
+raises an error naming the primitive and the argument, never a silent zero.
+"""
+
+import functools
+
+import numpy as np
+
+from .rules import Primitive, defprimitive
+from .tracer import bind
+
+
+class CustomPrimitive:
+    """A user function recorded as one primitive (see the module docstring)."""
+
+    def __init__(self, fun):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.prim = Primitive(f"{fun.__name__}", lambda *args, fn: fn.fun(*args), "{fn}({*})",
+                              strict=True)
+
+    def __call__(self, *args):
+        """Plain values: the function itself. Traced values: one recorded step, which the
+        generated code writes as a call of this object (so it nests, too)."""
+        return bind(self.prim, args, {"fn": self})
+
+    def __repr__(self):
+        return f"<autodiffgen.primitive {self.fun.__qualname__}>"
+
+
+def primitive(fun):
+    """Make `fun` a primitive: traced calls record it as one step of the generated code."""
+    return CustomPrimitive(fun)
+
+
+def _primitive_of(f):
+    if isinstance(f, CustomPrimitive):
+        return f.prim
+    if isinstance(f, Primitive):
+        return f
+    raise TypeError(f"expected a function made with autodiffgen.primitive, got {f!r}")
+
+
+def _drop_fn(rule):
+    return None if rule is None else (lambda g, ans, *args, fn=None: rule(g, ans, *args))
+
+
+def defvjp(f, *rules):
+    """VJP rules for a primitive, one per argument: rule(g, ans, *args) -> cotangent.
+    None marks an argument with no derivative (asking for one raises)."""
+    prim = _primitive_of(f)
+    prim.vjps = tuple(_drop_fn(r) if isinstance(f, CustomPrimitive) else r for r in rules)
+
+
+def defjvp(f, *rules):
+    """JVP rules for a primitive, one per argument: rule(t, ans, *args) -> tangent."""
+    prim = _primitive_of(f)
+    prim.jvps = tuple(_drop_fn(r) if isinstance(f, CustomPrimitive) else r for r in rules)
+    prim.jvp_from = prim.linear_in = None
+
+
+stop_gradient_prim = defprimitive("stop_gradient", lambda x: x, "{0}")
+
+
+def stop_gradient(x):
+    """x, as a constant for differentiation: no gradient flows through it."""
+    return bind(stop_gradient_prim, (x,), {}) if not isinstance(x, (np.ndarray, float)) else x

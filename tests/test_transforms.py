@@ -1,0 +1,164 @@
+"""Forward mode, VJPs, Jacobians, Hessians and nested grads, all from generated code."""
+
+import numpy as np
+import pytest
+
+import autodiffgen as ad
+from autodiffgen import tape
+
+RNG = np.random.default_rng(7)
+
+
+def vector_fn(x):
+    return np.tanh(x) * np.sin(x[::-1]) + x.sum() ** 2
+
+
+def scalar_fn(x):
+    return np.sum(np.exp(-x * x) * x[0]) + np.log(np.sum(x * x))
+
+
+def matrix_fn(W, x):
+    return np.tanh(x @ W).sum() * W[0, 0]
+
+
+def numeric_jacobian(f, x, eps=1e-6):
+    columns = []
+    for k in range(x.size):
+        e = np.zeros_like(x)
+        e.reshape(-1)[k] = eps
+        columns.append((np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * eps))
+    return np.stack(columns, axis=-1).reshape(np.shape(f(x)) + x.shape)
+
+
+def test_jvp_matches_finite_differences_and_tape():
+    x, v = RNG.normal(size=4), RNG.normal(size=4)
+    out, t = ad.jvp(vector_fn, (x,), (v,))
+    np.testing.assert_allclose(out, vector_fn(x))
+    eps = 1e-6
+    np.testing.assert_allclose(t, (vector_fn(x + eps * v) - vector_fn(x - eps * v)) / (2 * eps),
+                               rtol=1e-6, atol=1e-8)
+    tape_out, t_tape = tape.jvp(vector_fn, (x,), (v,))
+    np.testing.assert_allclose(t, t_tape)
+    np.testing.assert_allclose(tape_out, out)
+
+
+def test_jvp_is_cached_and_takes_new_values():
+    x, v = RNG.normal(size=4), RNG.normal(size=4)
+    ad.jvp(vector_fn, (x,), (v,))
+    made = ad.transforms._JVPS[vector_fn]
+    misses = made.cache_info().misses
+    x2, v2 = RNG.normal(size=4), RNG.normal(size=4)
+    _, t2 = ad.jvp(vector_fn, (x2,), (v2,))
+    assert made.cache_info().misses == misses
+    np.testing.assert_allclose(t2, tape.jvp(vector_fn, (x2,), (v2,))[1])
+
+
+def test_jvp_with_an_untangented_integer_argument():
+    def pick(x, idx):
+        return np.sin(x[idx]).sum()
+    x, idx = RNG.normal(size=5), np.array([0, 3, 3])
+    out, t = ad.jvp(pick, (x, idx), (np.ones(5), None))
+    np.testing.assert_allclose(t, np.cos(x[idx]).sum())
+    np.testing.assert_allclose(out, pick(x, idx))
+
+
+def test_jvp_source_labels_tangents():
+    ad.jvp(vector_fn, (np.ones(3),), (np.ones(3),))
+    source = ad.transforms._JVPS[vector_fn].source(np.ones(3), np.ones(3))
+    assert "def vector_fn_jvp(x, t_x):" in source
+    assert "tangent of tanh" in source
+
+
+def test_vjp_function_is_generated_and_transposes_jvp():
+    x, u, v = RNG.normal(size=4), RNG.normal(size=4), RNG.normal(size=4)
+    out, vjp_fn = ad.vjp(vector_fn, x)
+    np.testing.assert_allclose(out, vector_fn(x))
+    (gx,) = vjp_fn(u)
+    _, t = ad.jvp(vector_fn, (x,), (v,))
+    assert np.isclose(np.dot(gx, v), np.dot(u, t))
+    with pytest.raises(ad.ArgumentError, match="cotangent has shape"):
+        vjp_fn(np.ones(3))
+
+
+@pytest.mark.parametrize("jac", [ad.jacfwd, ad.jacobian, ad.jacrev])
+def test_jacobians_match_finite_differences(jac):
+    x = RNG.normal(size=4)
+    np.testing.assert_allclose(jac(vector_fn)(x), numeric_jacobian(vector_fn, x),
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_jacobian_of_matrix_argument():
+    W, x = RNG.normal(size=(3, 2)), RNG.normal(size=(4, 3))
+    J = ad.jacobian(lambda W, x: np.tanh(x @ W), argnums=0)(W, x)
+    assert J.shape == (4, 2, 3, 2)
+    np.testing.assert_allclose(J, numeric_jacobian(lambda W: np.tanh(x @ W), W), atol=1e-7)
+
+
+def test_hessian_matches_finite_differences_of_the_gradient():
+    x = RNG.normal(size=4)
+    H = ad.hessian(scalar_fn)(x)
+    np.testing.assert_allclose(H, numeric_jacobian(ad.grad(scalar_fn), x), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(H, H.T, atol=1e-10)
+
+
+def test_hessian_of_a_matrix_argument():
+    W, x = RNG.normal(size=(3, 2)), RNG.normal(size=(4, 3))
+    H = ad.hessian(matrix_fn)(W, x)
+    assert H.shape == (3, 2, 3, 2)
+    np.testing.assert_allclose(H, numeric_jacobian(lambda W: ad.grad(matrix_fn)(W, x), W),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_hvp_equals_hessian_times_vector():
+    x, v = RNG.normal(size=4), RNG.normal(size=4)
+    np.testing.assert_allclose(ad.hvp(scalar_fn, (x,), (v,)), ad.hessian(scalar_fn)(x) @ v,
+                               rtol=1e-8, atol=1e-10)
+
+
+def test_nested_grad_of_grad():
+    d2 = ad.grad(ad.grad(lambda t: np.sin(t) * t))
+    for t in (0.5, -1.3):
+        assert np.isclose(d2(t), -np.sin(t) * t + 2 * np.cos(t))
+    d3 = ad.grad(ad.grad(ad.grad(lambda t: t ** 4)))
+    assert np.isclose(d3(1.5), 24 * 1.5)
+
+
+def test_second_order_through_indexing_and_reductions():
+    def loss(W, x, y):
+        z = x @ W
+        z = z - z.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        return -logp[np.arange(len(y)), y].mean()
+    W, x, y = RNG.normal(size=(3, 2)), RNG.normal(size=(5, 3)), RNG.integers(0, 2, 5)
+    H = ad.hessian(loss)(W, x, y)
+    np.testing.assert_allclose(H, numeric_jacobian(lambda W: ad.grad(loss)(W, x, y), W),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_second_order_source_is_code_and_lints():
+    import subprocess
+    import sys
+    x = RNG.normal(size=3)
+    ad.hessian(scalar_fn)(x)
+    made = ad.transforms._VJPS[ad.transforms._GRADS[scalar_fn][0]]
+    source = made.source(x, np.ones(3))
+    assert "def scalar_fn_vjp(x, g):" in source
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache",
+                             "--stdin-filename", "h.py", "-"], input=source, text=True,
+                            capture_output=True, check=False)
+    assert result.returncode == 0, result.stdout
+
+
+def test_closure_over_an_outer_traced_value_is_refused():
+    def outer(x):
+        return ad.grad(lambda y: (x * y).sum())(x).sum()  # closure
+    with pytest.raises(ad.TracingError, match="enclosing transformation"):
+        ad.grad(outer)(np.ones(3))
+
+
+def test_float32_is_kept_by_jvp_and_hessian():
+    x = RNG.normal(size=3).astype(np.float32)
+    _, t = ad.jvp(vector_fn, (x,), (np.ones(3, np.float32),))
+    assert t.dtype == np.float32
+    assert ad.hessian(scalar_fn)(x).dtype == np.float32
