@@ -1,1 +1,264 @@
-"""np.linalg: inv, det, slogdet, solve, cholesky, eigh, pinv, norm."""
+"""np.linalg: inv, det, slogdet, solve, cholesky, eigh, pinv, norm.
+
+Every primitive works on stacks of matrices (the last two axes), as NumPy does, and its
+rules are written with matmul, solve and inv, so a rule is itself differentiable (second
+derivatives). Functions that return a pair (slogdet, eigh) are one primitive per half,
+each with its own rules. cholesky and eigh read one triangle of a symmetric input; like
+Autograd and JAX, their derivatives treat the input as symmetric: a tangent is
+symmetrized first and a cotangent comes out symmetric. norm is composed of traced
+elementwise ops and reductions and needs no rule of its own.
+"""
+
+import numpy as np
+
+from ..errors import UnsupportedOperationError, at
+from ..tracer import result_dtype, user_loc
+from . import defprimitive, register_function
+
+
+def _T(x):
+    return np.swapaxes(x, -1, -2)
+
+
+def _sym(x):
+    return (x + _T(x)) / 2
+
+
+def _mat(x):
+    """A stack of scalars as a stack of 1x1 matrices, to broadcast against matrices."""
+    return np.expand_dims(x, (-2, -1))
+
+
+def _trace_of_product(a, b):
+    """trace(a @ b) over the last two axes, without forming the product."""
+    return np.sum(_T(a) * b, axis=(-2, -1))
+
+
+def _eye(x):
+    return np.eye(np.shape(x)[-1], dtype=result_dtype(x))
+
+
+# ---- inverse, determinant, solve ----------------------------------------------------------
+inv = defprimitive("inv", np.linalg.inv, "np.linalg.inv({0})",
+                   vjps=[lambda g, ans, a: -(_T(ans) @ g @ _T(ans))],
+                   jvps=[lambda t, ans, a: -(ans @ t @ ans)])
+det = defprimitive("det", np.linalg.det, "np.linalg.det({0})",
+                   vjps=[lambda g, ans, a: _mat(g * ans) * _T(inv(a))],
+                   jvps=[lambda t, ans, a: ans * _trace_of_product(inv(a), t)])
+slogdet_sign = defprimitive("slogdet_sign", lambda a: np.linalg.slogdet(a)[0],
+                            "np.linalg.slogdet({0})[0]")
+logabsdet = defprimitive("logabsdet", lambda a: np.linalg.slogdet(a)[1],
+                         "np.linalg.slogdet({0})[1]",
+                         vjps=[lambda g, ans, a: _mat(g) * _T(inv(a))],
+                         jvps=[lambda t, ans, a: _trace_of_product(inv(a), t)])
+
+
+def _column(b, x):
+    """solve's right-hand side as a stack of matrices: a vector b becomes one column."""
+    return np.expand_dims(x, -1) if np.ndim(b) == 1 else x
+
+
+def _uncolumn(b, x):
+    return np.squeeze(x, -1) if np.ndim(b) == 1 else x
+
+
+def _solve_a(g, ans, a, b):
+    gb = solve(_T(a), _column(b, g))
+    return -(gb @ _T(_column(b, ans)))
+
+
+def _solve_b(g, ans, a, b):
+    return _uncolumn(b, solve(_T(a), _column(b, g)))
+
+
+solve = defprimitive("solve", np.linalg.solve, "np.linalg.solve({0}, {1})",
+                     vjps=[_solve_a, _solve_b],
+                     jvps=[lambda t, ans, a, b: -_uncolumn(b, solve(a, t @ _column(b, ans))),
+                           lambda t, ans, a, b: solve(a, t)])
+
+
+@register_function(np.linalg.inv)
+def _inv(a):
+    return inv(a)
+
+
+@register_function(np.linalg.det)
+def _det(a):
+    return det(a)
+
+
+@register_function(np.linalg.slogdet)
+def _slogdet(a):
+    return _SlogdetResult(slogdet_sign(a), logabsdet(a))
+
+
+@register_function(np.linalg.solve)
+def _solve(a, b):
+    return solve(a, b)
+
+
+_SlogdetResult = type(np.linalg.slogdet(np.eye(1)))
+_EighResult = type(np.linalg.eigh(np.eye(1)))
+
+
+# ---- cholesky ----------------------------------------------------------------------------
+def _phi(x):
+    """The lower triangle of x with its diagonal halved."""
+    n = np.shape(x)[-1]
+    return x * (np.tri(n, dtype=result_dtype(x)) - 0.5 * np.eye(n, dtype=result_dtype(x)))
+
+
+def _cholesky_vjp(g, ans, a):
+    """sym(L^-T phi(L^T g) L^-1) (Murray 2016), with the triangular solves done by solve."""
+    lt = _T(ans)
+    return _sym(solve(lt, _T(solve(lt, _T(_phi(lt @ g))))))
+
+
+def _cholesky_jvp(t, ans, a):
+    """L phi(L^-1 sym(t) L^-T)."""
+    return ans @ _phi(solve(ans, _T(solve(ans, _sym(t)))))
+
+
+cholesky = defprimitive("cholesky", np.linalg.cholesky, "np.linalg.cholesky({0})",
+                        vjps=[_cholesky_vjp], jvps=[_cholesky_jvp])
+
+
+@register_function(np.linalg.cholesky)
+def _cholesky(a, /, *, upper=False):
+    if upper:  # NumPy reads the upper triangle: the lower one of a's transpose
+        return _T(cholesky(_T(a)))
+    return cholesky(a)
+
+
+# ---- eigh --------------------------------------------------------------------------------
+def _gaps(w):
+    """F[i, j] = 1 / (w[j] - w[i]) off the diagonal, 0 on it (distinct eigenvalues)."""
+    eye = _eye(w)
+    return (1 - eye) / (np.expand_dims(w, -2) - np.expand_dims(w, -1) + eye)
+
+
+def _eigh_vectors_vjp(g, ans, a, UPLO):
+    w = eigh_values(a, UPLO=UPLO)
+    return _sym(ans @ (_gaps(w) * (_T(ans) @ g)) @ _T(ans))
+
+
+def _eigh_vectors_jvp(t, ans, a, UPLO):
+    w = eigh_values(a, UPLO=UPLO)
+    return ans @ (_gaps(w) * (_T(ans) @ _sym(t) @ ans))
+
+
+def _eigh_values_vjp(g, ans, a, UPLO):
+    v = eigh_vectors(a, UPLO=UPLO)
+    return (v * np.expand_dims(g, -2)) @ _T(v)
+
+
+def _eigh_values_jvp(t, ans, a, UPLO):
+    v = eigh_vectors(a, UPLO=UPLO)
+    return np.sum(v * (t @ v), axis=-2)
+
+
+def _eigh_template(part):
+    def template(params):
+        uplo = "" if params["UPLO"] == "L" else ", UPLO={UPLO}"
+        return f"np.linalg.eigh({{0}}{uplo})[{part}]"
+    return template
+
+
+eigh_values = defprimitive("eigh_values", lambda a, UPLO: np.linalg.eigh(a, UPLO)[0],
+                           _eigh_template(0), vjps=[_eigh_values_vjp], jvps=[_eigh_values_jvp])
+eigh_vectors = defprimitive("eigh_vectors", lambda a, UPLO: np.linalg.eigh(a, UPLO)[1],
+                            _eigh_template(1), vjps=[_eigh_vectors_vjp],
+                            jvps=[_eigh_vectors_jvp])
+
+
+@register_function(np.linalg.eigh)
+def _eigh(a, UPLO="L"):
+    UPLO = UPLO.upper()
+    return _EighResult(eigh_values(a, UPLO=UPLO), eigh_vectors(a, UPLO=UPLO))
+
+
+@register_function(np.linalg.eigvalsh)
+def _eigvalsh(a, UPLO="L"):
+    return eigh_values(a, UPLO=UPLO.upper())
+
+
+# ---- pinv (full rank) --------------------------------------------------------------------
+def _pinv_vjp(g, ans, a):
+    """The transpose of the JVP below (Golub and Pereyra 1973), for full-rank a."""
+    x, gt = ans, _T(g)
+    xxt, xtx = x @ _T(x), _T(x) @ x
+    return (-(_T(x) @ g @ _T(x)) + (gt - a @ (x @ gt)) @ xxt
+            + xtx @ (gt - (gt @ x) @ a))
+
+
+def _pinv_jvp(t, ans, a):
+    """-X t X + X X^T t^T (I - A X) + (I - X A) t^T X^T X, with X = pinv(a)."""
+    x, tt = ans, _T(t)
+    return (-(x @ t @ x) + x @ _T(x) @ (tt - (tt @ a) @ x)
+            + (tt - x @ (a @ tt)) @ _T(x) @ x)
+
+
+pinv = defprimitive("pinv", np.linalg.pinv, "np.linalg.pinv({0})", vjps=[_pinv_vjp],
+                    jvps=[_pinv_jvp])
+
+
+@register_function(np.linalg.pinv)
+def _pinv(a, rcond=None, hermitian=False, **kwargs):
+    if rcond is not None or hermitian or kwargs:
+        raise UnsupportedOperationError(at(user_loc(), "np.linalg.pinv of a traced value is "
+                                           "supported with its default rcond/rtol and "
+                                           "hermitian=False only"))
+    return pinv(a)
+
+
+# ---- norm: composed of elementwise ops and reductions ------------------------------------
+@register_function(np.linalg.norm)
+def _norm(x, ord=None, axis=None, keepdims=False):
+    ndim = np.ndim(x)
+    if axis is None and ord is None:  # the 2-norm of the flattened array
+        return np.sqrt(np.sum(x * x, axis=None, keepdims=keepdims))
+    if axis is None:
+        if ndim not in (1, 2):
+            raise ValueError(at(user_loc(), f"np.linalg.norm with ord={ord!r} and no axis "
+                                "needs a 1-D or 2-D array"))
+        axis = (0,) if ndim == 1 else (0, 1)
+    if np.ndim(axis) == 0 or len(axis) == 1:
+        axis = int(axis if np.ndim(axis) == 0 else axis[0]) % ndim
+        return _vector_norm(x, ord, axis, keepdims)
+    if len(axis) != 2:
+        raise ValueError(at(user_loc(), f"np.linalg.norm: axis={axis!r} names more than two "
+                            "axes"))
+    return _matrix_norm(x, ord, tuple(int(a) % ndim for a in axis), keepdims)
+
+
+def _vector_norm(x, ord, axis, keepdims):
+    if ord is None or ord == 2:
+        return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
+    if ord == np.inf:
+        return np.max(np.abs(x), axis=axis, keepdims=keepdims)
+    if ord == -np.inf:
+        return np.min(np.abs(x), axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return np.sum((x != 0).astype(result_dtype(x)), axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return np.sum(np.abs(x), axis=axis, keepdims=keepdims)
+    if ord in ("fro", "f", "nuc"):
+        raise ValueError(at(user_loc(), f"np.linalg.norm: ord={ord!r} is a matrix norm; "
+                            "a vector norm takes a number"))
+    return np.sum(np.abs(x) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+
+
+def _matrix_norm(x, ord, axes, keepdims):
+    rows, cols = axes
+    if ord in (None, "fro", "f"):
+        return np.sqrt(np.sum(x * x, axis=axes, keepdims=keepdims))
+    if ord in (1, -1, np.inf, -np.inf):
+        inner, outer = (rows, cols) if ord in (1, -1) else (cols, rows)
+        sums = np.sum(np.abs(x), axis=inner, keepdims=True)
+        pick = np.max if ord > 0 else np.min
+        result = pick(sums, axis=outer, keepdims=True)
+        return result if keepdims else np.squeeze(result, axis=axes)
+    raise UnsupportedOperationError(at(user_loc(), f"np.linalg.norm with ord={ord!r} on "
+                                       "matrices needs singular values, which autodiffgen "
+                                       "cannot differentiate yet; use ord='fro', 1 or inf, "
+                                       "or compute it outside the traced function"))
