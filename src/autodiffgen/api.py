@@ -19,8 +19,8 @@ _MAX_ARGS = 256
 def compile_gradient(fun, args, argnums, names, standalone=False):
     """Trace `fun` at `args` and return (source, namespace, graph) of its value-and-grad."""
     graph, cotangent_of = trace_gradient(fun, args, argnums, names)
-    source, namespace = emit_module([graph], standalone, {graph.name: cotangent_of})
-    return source, namespace, graph
+    source, namespace, locs = emit_module([graph], standalone, {graph.name: cotangent_of})
+    return source, namespace, graph, locs
 
 
 def trace_gradient(fun, args, argnums, names):
@@ -148,15 +148,16 @@ class GradFunction:
             raise ArgumentError(at(_caller(), f"at most {_MAX_ARGS} positional arguments"))
         names = self._arg_names(len(args))
         with self._lock:
-            source, namespace, graph = self._build(tracer.unbox(args), names)
-            entry = load(source, namespace, graph.name)
+            source, namespace, graph, locs = self._build(tracer.unbox(args), names)
+            entry = load(source, namespace, graph.name, locs)
             self._entries[key] = entry
             self._sources[key] = source
             self.misses += 1
         return entry
 
     def _build(self, args, names):
-        """(source, injected constants, graph) of the generated function for `args`."""
+        """(source, injected constants, graph, source locations) of the generated function
+        for `args`."""
         return compile_gradient(self.fun, args, self._argnums, names)
 
     def _arg_names(self, n):

@@ -142,6 +142,32 @@ def fused_graph(name, params, trace, outputs):
                  map_tree(outputs, lambda b: b.node if type(b) is Box else b))
 
 
+def split_graphs(name, params, trace, value, grads, seed):
+    """A forward function returning (value, residuals) and a backward function of
+    (residuals, g): the forward values the backward reads are computed once and saved."""
+    grad_roots = [leaf.node for leaf in leaves(grads) if type(leaf) is Box]
+    order = toposort(grad_roots) if grad_roots else []
+    bwd_nodes = sorted((n for n in order if n.prim is not None and n.grad_of is not None),
+                       key=lambda n: n.id)
+    needed = {a for n in bwd_nodes for a in n.args if type(a) is Node and a.grad_of is None}
+    needed |= {leaf.node for leaf in leaves(grads)
+               if type(leaf) is Box and leaf.node.grad_of is None}
+    residuals = sorted((n for n in needed if n is not seed.node), key=lambda n: n.id)
+    value_node = value.node if type(value) is Box else value
+    fwd_roots = [r for r in residuals if r.prim is not None]
+    if type(value_node) is Node:
+        fwd_roots.append(value_node)
+    fwd_order = set(toposort(fwd_roots)) if fwd_roots else set()
+    fwd = Graph(f"{name}_fwd", params, [n for n in trace.inputs if n in fwd_order],
+                sorted((n for n in fwd_order if n.prim is not None), key=lambda n: n.id),
+                (value_node, tuple(residuals)))
+    paths = {r: (0, i) for i, r in enumerate(residuals)}
+    paths[seed.node] = (1,)
+    bwd = Graph(f"{name}_bwd", ["residuals", "g"], residuals + [seed.node], bwd_nodes,
+                map_tree(grads, lambda b: b.node if type(b) is Box else b), paths=paths)
+    return fwd, bwd
+
+
 def leaves(tree):
     if type(tree) in (tuple, list):
         return [leaf for t in tree for leaf in leaves(t)]

@@ -15,7 +15,7 @@ import numpy as np
 from .errors import ArgumentError, user_frame, where
 from .rules import TRACEABLE_HELPERS
 from .runtime import HELPERS
-from .tracer import Box
+from .tracer import GENERATED_LOCS, Box
 
 CacheInfo = namedtuple("CacheInfo", "hits misses entries")
 _counter = itertools.count()
@@ -66,10 +66,12 @@ def describe(args, names):
     return ", ".join(parts)
 
 
-def load(source, namespace, name):
-    """Compile generated source under a filename that tracebacks and pdb can show."""
+def load(source, namespace, name, locs=None):
+    """Compile generated source under a filename that tracebacks and pdb can show, and
+    remember which user line each generated line came from (see tracer.user_stack)."""
     filename = f"<autodiffgen-{next(_counter)}:{name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    GENERATED_LOCS[filename] = locs or {}
     scope = {"np": np, "__name__": f"autodiffgen.generated.{name}", **HELPERS}
     exec(compile(source, filename, "exec"), scope)  # noqa: S102  our own generated code
     scope.update(namespace)  # constants too big to print in the source

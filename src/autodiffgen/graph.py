@@ -102,6 +102,7 @@ class Graph:
     signature: str = ""
     doc: str = ""  # the generated function's docstring
     kind: str = "grad"  # "grad" or "jvp": how the emitter labels derivative lines
+    paths: dict = field(default_factory=dict)  # inputs that are not the function's own
     statics: dict = field(default_factory=dict)  # parameter -> the value it was traced at
 
 

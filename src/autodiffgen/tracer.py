@@ -25,6 +25,7 @@ FUNCTIONS = {}  # NumPy function -> handler(*args, **kwargs)
 
 _state = threading.local()
 _trace_ids = itertools.count(1)
+GENERATED_LOCS = {}  # generated code's filename -> {line: the user's (file, line)}
 
 
 def current_trace():
@@ -90,7 +91,12 @@ def user_stack():
     stack = []
     while frame is not None:
         filename = frame.f_code.co_filename
-        if is_internal(filename):
+        generated = GENERATED_LOCS.get(filename)
+        if generated is not None:  # tracing generated code: the user's line it came from
+            loc = generated.get(frame.f_lineno)
+            if loc is not None:
+                stack.append(loc)
+        elif is_internal(filename):
             if stack:
                 break
         else:

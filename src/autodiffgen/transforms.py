@@ -14,7 +14,7 @@ import numpy as np
 
 from . import backward, forward, naming, tracer
 from .api import GradFunction, _value_name, grad
-from .cache import describe
+from .cache import describe, signature_key
 from .emit import emit_module
 from .errors import ArgumentError, at
 
@@ -47,8 +47,8 @@ class _Transformed(GradFunction):
         return primals + [self.extra_prefix + name for name in primals][:n - len(primals)]
 
     def _emit(self, graph, names_of):
-        source, injected = emit_module([graph], False, {graph.name: names_of})
-        return source, injected, graph
+        source, injected, locs = emit_module([graph], False, {graph.name: names_of})
+        return source, injected, graph, locs
 
 
 class JVPFunction(_Transformed):
@@ -86,36 +86,55 @@ class JVPFunction(_Transformed):
 
 
 class VJPFunction(_Transformed):
-    """f's reverse mode at a given cotangent: generated `f_vjp(*primals, g) -> grads`."""
-
-    extra_prefix = "g_"
+    """f's reverse mode, as two generated functions: `f_fwd(*primals) -> (out, residuals)`
+    computes the forward pass once and saves what the backward reads, and
+    `f_bwd(residuals, g) -> cotangents` runs the backward for any output cotangent g."""
 
     def _n_primals(self, n):
-        return n - 1
+        return n
 
     def _arg_names(self, n):
-        return super(_Transformed, self)._arg_names(n - 1) + ["g"]
+        return super(_Transformed, self)._arg_names(n)
 
-    def _build(self, args, names):
-        primals, g = args[:-1], args[-1]
+    def __call__(self, *primals):
+        key = signature_key(primals, self._diff)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._miss(primals, key)
+        else:
+            self.hits += 1
+        out, residuals = entry(*primals)
+        backward_fn = entry.__globals__[entry.__name__[:-len("_fwd")] + "_bwd"]
+        shape = np.shape(out)
+
+        def vjp_fn(g):
+            if np.shape(g) != shape:
+                raise ArgumentError(at(tracer.user_loc(), f"the cotangent has shape "
+                                       f"{np.shape(g)} but the function returned shape {shape}"))
+            return backward_fn(residuals, g)
+        return out, vjp_fn
+
+    def _build(self, primals, names):
         argnums = tuple(i for i, p in enumerate(primals) if _differentiable(p))
-        trace, boxed, out = tracer.trace(self.fun, primals, argnums, names[:-1])
+        trace, boxed, out = tracer.trace(self.fun, primals, argnums, names)
         naming.name_forward(list(trace.boxes))
         backward.check_output(out, self.fun, scalar=False)
-        if np.shape(g) != np.shape(out.value if type(out) is tracer.Box else out):
-            raise ArgumentError(at(tracer.user_loc(), f"the cotangent has shape {np.shape(g)} "
-                                   f"but {_value_name(self.fun)} returned shape "
-                                   f"{np.shape(out.value if type(out) is tracer.Box else out)}"))
+        value = out.value if type(out) is tracer.Box else out
+        g = np.ones(np.shape(value), tracer.result_dtype(value))  # any value: only its type matters
         seed = tracer.box_inputs(trace, g, (len(primals),), "g")
         wrt = tuple(boxed[i] for i in argnums)
         grads, cotangent_of = backward.traced_gradients(trace, out, wrt, seed)
         by_position = dict(zip(argnums, grads))
         outputs = tuple(by_position.get(i) for i in range(len(primals)))
-        name = f"{_value_name(self.fun)}_vjp"
-        graph = backward.fused_graph(name, names, trace, outputs)
-        graph.doc = (f"The cotangents of {_value_name(self.fun)}'s arguments for the output "
-                     f"cotangent g, traced at ({describe(primals, names)}).")
-        return self._emit(graph, cotangent_of)
+        fwd, bwd = backward.split_graphs(f"{_value_name(self.fun)}", names, trace, out,
+                                         outputs, seed)
+        traced_at = describe(primals, names)
+        fwd.doc = (f"Value of {_value_name(self.fun)} and the forward values its backward "
+                   f"pass reads, traced at ({traced_at}).")
+        bwd.doc = (f"The cotangents of {_value_name(self.fun)}'s arguments for the output "
+                   f"cotangent g, traced at ({traced_at}).")
+        source, injected, locs = emit_module([fwd, bwd], False, {bwd.name: cotangent_of})
+        return source, injected, fwd, locs
 
 
 def _differentiable(tree):
@@ -145,10 +164,8 @@ def jvp(fun, primals, tangents):
 
 def vjp(fun, *primals):
     """(f(*primals), vjp_fn) where vjp_fn(g) returns one cotangent per primal (None for
-    integer arguments), computed by generated code."""
-    made = _cached(_VJPS, fun, VJPFunction)
-    out = fun(*primals)
-    return out, lambda g: made(*primals, g)
+    integer arguments). Both come from generated code; the forward runs once."""
+    return _cached(_VJPS, fun, VJPFunction)(*primals)
 
 
 def jacfwd(fun, argnums=0):
