@@ -164,3 +164,12 @@ def test_float32_is_kept_by_jvp_and_hessian():
     _, t = ad.jvp(vector_fn, (x,), (np.ones(3, np.float32),))
     assert t.dtype == np.float32
     assert ad.hessian(scalar_fn)(x).dtype == np.float32
+
+
+def test_second_order_code_points_back_to_the_users_lines():
+    x = RNG.normal(size=3)
+    ad.hessian(scalar_fn)(x)
+    source = ad.transforms._VJPS[ad.transforms._GRADS[scalar_fn][0]].source(x)
+    line = scalar_fn.__code__.co_firstlineno + 1
+    assert f"test_transforms.py:{line}" in source
+    assert "<autodiffgen-" not in source
