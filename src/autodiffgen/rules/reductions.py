@@ -1,11 +1,16 @@
-"""Reductions: sum, mean, max, min, with axis None / int / negative / tuple and keepdims.
+"""Reductions: sum, mean, max, min, prod, with axis None / int / negative / tuple and
+keepdims; cumsum and cumprod; var, std and average written with these.
 
 Every rule first puts the cotangent back into the reduced array's rank (`_kept`), then
 broadcasts it; max and min share the gradient equally among tied maxima, as Autograd does.
+prod's rule is the product of the other elements, computed without dividing by zero.
 """
 
 import numpy as np
 
+from ..errors import UnsupportedOperationError, at
+from ..graph import Index
+from ..tracer import user_loc
 from . import (
     axes_tuple,
     boxmethod,
@@ -15,6 +20,7 @@ from . import (
     register_function,
     register_ufunc_method,
 )
+from .indexing import getitem
 
 
 def _kept(v, x, axis, keepdims):
@@ -67,6 +73,54 @@ min_ = defprimitive("min", lambda x, axis, keepdims: np.min(x, axis=axis, keepdi
                     "np.min({0})", _REDUCE, vjps=[_extremum_vjp], jvps=[_extremum_jvp])
 
 
+
+def _others(x, axis):
+    """Each element's product of the others in its group, exact when the group has zeros:
+    with no zero it is prod / x, with one zero it is prod of the rest at the zero and 0
+    elsewhere, with two or more it is 0 everywhere."""
+    zero = x == 0
+    safe = np.where(zero, 1, x)
+    rest = np.prod(safe, axis=axis, keepdims=True)
+    zeros = np.sum(zero, axis=axis, keepdims=True)
+    return np.where(zeros == 0, rest / safe, np.where(zero & (zeros == 1), rest, 0))
+
+
+def _prod_vjp(g, ans, x, axis, keepdims):
+    return _kept(g, x, axis, keepdims) * _others(x, axis)
+
+
+def _prod_jvp(t, ans, x, axis, keepdims):
+    return np.sum(t * _others(x, axis), axis=axis, keepdims=keepdims)
+
+
+prod = defprimitive("prod", lambda x, axis, keepdims: np.prod(x, axis=axis, keepdims=keepdims),
+                    "np.prod({0})", _REDUCE, vjps=[_prod_vjp], jvps=[_prod_jvp])
+
+
+# ---- cumulative sums and products -------------------------------------------------------
+def _reversed(x, axis):
+    return getitem(x, index=Index((slice(None),) * axis + (slice(None, None, -1),)))
+
+
+def _reverse_cumsum(g, axis):
+    """sum over j >= i of g[j]: the transpose of cumsum."""
+    return _reversed(np.cumsum(_reversed(g, axis), axis=axis), axis)
+
+
+def _cumprod_vjp(g, ans, x, axis):
+    return _reverse_cumsum(g * ans, axis) / x
+
+
+def _cumprod_jvp(t, ans, x, axis):
+    return ans * np.cumsum(t / x, axis=axis)
+
+
+cumsum = defprimitive("cumsum", lambda x, axis: np.cumsum(x, axis=axis),
+                      "np.cumsum({0}, axis={axis})",
+                      vjps=[lambda g, ans, x, axis: _reverse_cumsum(g, axis)], linear_in=(0,))
+cumprod = defprimitive("cumprod", lambda x, axis: np.cumprod(x, axis=axis),
+                       "np.cumprod({0}, axis={axis})", vjps=[_cumprod_vjp], jvps=[_cumprod_jvp])
+
 def _reducer(prim, name, with_dtype):
     """The handler for np.<name>(a, axis, ...) and for the method a.<name>(axis, ...)."""
     def handler(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
@@ -105,3 +159,81 @@ def _maximum_reduce(a, axis=0, out=None, keepdims=False):
 @register_ufunc_method(np.minimum, "reduce")
 def _minimum_reduce(a, axis=0, out=None, keepdims=False):
     return _extremum(min_, "minimum.reduce")(a, axis, out, keepdims)
+
+
+@register_ufunc_method(np.multiply, "reduce")
+def _multiply_reduce(a, axis=0, dtype=None, out=None, keepdims=False):
+    return _prod(a, axis, dtype, out, keepdims)
+
+
+def _refuse_dtype(dtype, name):
+    if dtype is not None:
+        raise UnsupportedOperationError(at(user_loc(), f"{name}(..., dtype=...) is not supported "
+                                           "on traced values; cast with .astype() first"))
+
+
+@register_function(np.prod)
+@boxmethod("prod")
+def _prod(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    check_no_out(out, "np.prod", {k: v for k, v in kwargs.items() if v is not np._NoValue})
+    _refuse_dtype(dtype, "np.prod")
+    return prod(a, axis=normalize_axis(axis, np.ndim(a)), keepdims=bool(keepdims))
+
+
+def _cumulative(prim, name):
+    """np.<name>(a, axis=None): axis None works on the flattened array, as NumPy does."""
+    def handler(a, axis=None, dtype=None, out=None):
+        check_no_out(out, f"np.{name}")
+        _refuse_dtype(dtype, f"np.{name}")
+        if axis is None:
+            a, axis = np.reshape(a, (-1,)), 0
+        return prim(a, axis=int(axis) % max(np.ndim(a), 1))
+    return handler
+
+
+register_function(np.cumsum)(boxmethod("cumsum")(_cumulative(cumsum, "cumsum")))
+register_function(np.cumprod)(boxmethod("cumprod")(_cumulative(cumprod, "cumprod")))
+
+
+# ---- var, std and average: written with the primitives above ----------------------------
+@register_function(np.var)
+@boxmethod("var")
+def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np._NoValue,
+         mean=np._NoValue, correction=np._NoValue):
+    """As NumPy computes it: the mean of the squared deviations, divided by n - ddof."""
+    check_no_out(out, "np.var", {k: v for k, v in {"where": where, "mean": mean}.items()
+                                 if v is not np._NoValue})
+    _refuse_dtype(dtype, "np.var")
+    ddof = ddof if correction is np._NoValue else correction
+    axis = normalize_axis(axis, np.ndim(a))
+    centered = a - np.mean(a, axis=axis, keepdims=True)
+    return np.sum(np.square(centered), axis=axis, keepdims=keepdims) / (_count(a, axis) - ddof)
+
+
+@register_function(np.std)
+@boxmethod("std")
+def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    return np.sqrt(_var(a, axis, dtype, out, ddof, keepdims, **kwargs))
+
+
+@register_function(np.average)
+def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    """sum(a * w) / sum(w), with 1-D weights laid along `axis` as NumPy does."""
+    axis = normalize_axis(axis, np.ndim(a))
+    if weights is None:
+        avg = np.mean(a, axis=axis, keepdims=keepdims)
+        total = np.full(np.shape(avg), _count(a, axis), dtype=avg.dtype)
+    else:
+        if np.shape(weights) != np.shape(a):
+            if axis is None:
+                raise TypeError(at(user_loc(), "np.average: weights of a shape different "
+                                   "from a's need an axis"))
+            shape = [1] * np.ndim(a)
+            for ax, n in zip(axes_tuple(axis, np.ndim(a)), np.shape(weights), strict=True):
+                shape[ax] = n
+            weights = np.reshape(weights, tuple(shape))
+        total = np.sum(weights, axis=axis, keepdims=keepdims)
+        avg = np.sum(a * weights, axis=axis, keepdims=keepdims) / total
+        if returned and np.shape(total) != np.shape(avg):
+            total = np.broadcast_to(total, np.shape(avg))
+    return (avg, total) if returned else avg

@@ -1,6 +1,7 @@
 """Shape primitives: reshape, transpose, squeeze, expand_dims, broadcast_to, concatenate,
 stack. Their cotangents are the inverse rearrangement; nothing here does arithmetic
-except broadcast_to, whose rule leaves the summing to `unbroadcast`.
+except broadcast_to, whose rule leaves the summing to `unbroadcast`. moveaxis and the
+atleast_nd family are written with transpose and reshape.
 """
 
 import numpy as np
@@ -98,6 +99,8 @@ boxmethod("ravel", "flatten")(lambda self, order="C": _ravel(self, order))
 def _transpose(a, axes=None):
     ndim = np.ndim(a)
     axes = None if axes is None else tuple(int(i) % ndim for i in axes)
+    if axes == tuple(range(ndim)):
+        return a
     if axes == tuple(range(ndim - 1, -1, -1)):
         axes = None
     return transpose(a, axes=axes)
@@ -118,6 +121,41 @@ def _swapaxes(a, axis1, axis2):
 
 
 boxmethod("swapaxes")(_swapaxes)
+
+
+@register_function(np.moveaxis)
+def _moveaxis(a, source, destination):
+    ndim = np.ndim(a)
+    source = [int(s) % ndim for s in np.atleast_1d(source)]
+    destination = [int(d) % ndim for d in np.atleast_1d(destination)]
+    order = [n for n in range(ndim) if n not in source]
+    for dest, src in sorted(zip(destination, source, strict=True)):
+        order.insert(dest, src)
+    return _transpose(a, order)
+
+
+def atleast(a, ndim):
+    """a reshaped as np.atleast_<ndim>d does: (n,) -> (1, n) and (1, n, 1); (m, n) -> (m, n, 1)."""
+    shape = tuple(np.shape(a))
+    if len(shape) >= ndim:
+        return a
+    if ndim == 3:
+        new = {0: (1, 1, 1), 1: (1,) + shape + (1,), 2: shape + (1,)}[len(shape)]
+    else:
+        new = (1,) * (ndim - len(shape)) + shape
+    return reshape(a, shape=new)
+
+
+def _atleast_handler(ndim):
+    def handler(*arys):
+        out = tuple(atleast(a, ndim) for a in arys)
+        return out[0] if len(out) == 1 else out
+    return handler
+
+
+register_function(np.atleast_1d)(_atleast_handler(1))
+register_function(np.atleast_2d)(_atleast_handler(2))
+register_function(np.atleast_3d)(_atleast_handler(3))
 
 
 @register_function(np.squeeze)

@@ -1,0 +1,487 @@
+"""Reductions, shape and assembly functions, and indexing: every rule against the tape and
+central finite differences, in reverse and forward mode (issue 3).
+
+Laid out like tests/test_rules.py: one table, `CASES`, of a name, a function in plain
+NumPy, a generator per argument and the argnums. Every row goes through `check_grads`
+in float64, a subset again in float32, a subset through second derivatives, and every
+row's generated source must pass `ruff check`. Functions end in `_s(z) = sum(sin(z))` so
+that cotangents differ from element to element.
+"""
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+import autodiffgen
+from autodiffgen import tape
+from autodiffgen.errors import UnsupportedOperationError
+from autodiffgen.testing import check_grads
+
+
+# ---- argument domains: each is rng -> value ---------------------------------------------
+def normal(*shape):
+    return lambda rng: rng.standard_normal(shape)
+
+
+def positive(*shape):
+    return lambda rng: rng.uniform(0.5, 1.5, shape)
+
+
+def nonzero(*shape):
+    """|x| in [0.5, 1.5] with a random sign: products stay moderate, never near zero."""
+    return lambda rng: rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
+
+
+def with_zeros(shape, *where):
+    """nonzero(*shape) with exact zeros at the given flat positions."""
+    def make(rng):
+        x = nonzero(*shape)(rng)
+        x.reshape(-1)[list(where)] = 0.0
+        return x
+    return make
+
+
+def f64(gen):
+    return lambda rng: np.float64(gen(rng))
+
+
+def const(value):
+    return lambda rng: value
+
+
+@dataclass
+class Case:
+    name: str
+    f: object
+    args: tuple
+    argnums: object = 0
+    check: dict = field(default_factory=dict)
+
+    def make_args(self, dtype=np.float64):
+        rng = np.random.default_rng(zlib.crc32(self.name.encode()))
+        return tuple(_cast(gen(rng), dtype) for gen in self.args)
+
+
+def _cast(value, dtype):
+    if isinstance(value, (np.ndarray, np.generic)) and value.dtype == np.float64:
+        return value.astype(dtype) if isinstance(value, np.ndarray) else dtype(value)
+    return value
+
+
+def _s(z):
+    return np.sum(np.sin(z))
+
+
+def _shape_id(shape):
+    return "x".join(map(str, shape)) if shape else "0d"
+
+
+def _axis_id(axis):
+    return "None" if axis is None else str(axis).replace(" ", "")
+
+
+CASES = []
+
+
+def case(name, f, *args, argnums=0, **check):
+    CASES.append(Case(name, f, args, argnums, check))
+
+
+# ---- reductions: prod, var, std over axes, with keepdims --------------------------------
+_REDUCE_AXES = {(5,): [None, 0, -1],
+                (3, 4): [None, 0, 1, -1, (0, 1)],
+                (2, 3, 4): [None, 1, -1, (0, 2), (-1, 0)]}
+for _shape, _axes in _REDUCE_AXES.items():
+    for _axis in _axes:
+        for _keep in (False, True):
+            _id = f"{_shape_id(_shape)}-axis{_axis_id(_axis)}" + "-keepdims" * _keep
+            case(f"prod-{_id}", lambda x, axis=_axis, keep=_keep:
+                 _s(np.prod(x, axis=axis, keepdims=keep)), nonzero(*_shape))
+            case(f"var-{_id}", lambda x, axis=_axis, keep=_keep:
+                 _s(np.var(x, axis=axis, keepdims=keep)), normal(*_shape))
+            case(f"std-ddof1-{_id}", lambda x, axis=_axis, keep=_keep:
+                 _s(np.std(x, axis=axis, ddof=1, keepdims=keep)), normal(*_shape))
+case("prod-0d", lambda x: _s(np.prod(x)), f64(nonzero()))
+case("prod-method", lambda x: _s(x.prod(axis=1)), nonzero(3, 4))
+case("prod-method-all", lambda x: _s(x.prod()), nonzero(2, 3))
+case("np.multiply.reduce", lambda x: _s(np.multiply.reduce(x, axis=-1)), nonzero(3, 4))
+case("prod-one-zero", lambda x: _s(np.prod(x, axis=1)), with_zeros((3, 4), 1))
+case("prod-two-zeros", lambda x: _s(np.prod(x, axis=1)), with_zeros((3, 4), 1, 3))
+case("prod-zeros-in-two-rows", lambda x: _s(np.prod(x, axis=0) * 3),
+     with_zeros((3, 4), 0, 4, 2, 11))
+case("prod-all-one-zero", lambda x: _s(np.prod(x) * 2), with_zeros((2, 3), 4))
+case("prod-all-two-zeros", lambda x: _s(np.prod(x) * 2), with_zeros((2, 3), 0, 5))
+case("var-ddof1", lambda x: _s(np.var(x, ddof=1)), normal(6))
+case("var-correction", lambda x: _s(np.var(x, axis=0, correction=1)), normal(4, 3))
+case("var-0d", lambda x: _s(np.var(x) + x), f64(normal()))
+case("var-method", lambda x: _s(x.var(axis=-1, keepdims=True)), normal(2, 3, 4))
+case("std-method", lambda x: _s(x.std(0)), normal(3, 4))
+case("std-all", lambda x: _s(np.std(x)), normal(3, 4))
+
+# ---- cumulative sums and products -------------------------------------------------------
+for _shape, _axes in {(5,): [None, 0, -1], (3, 4): [None, 0, 1, -1],
+                      (2, 3, 4): [None, 1, -1]}.items():
+    for _axis in _axes:
+        _id = f"{_shape_id(_shape)}-axis{_axis_id(_axis)}"
+        case(f"cumsum-{_id}", lambda x, axis=_axis: _s(np.cumsum(x, axis=axis)), normal(*_shape))
+        case(f"cumprod-{_id}", lambda x, axis=_axis: _s(np.cumprod(x, axis=axis)),
+             nonzero(*_shape))
+case("cumsum-0d", lambda x: _s(np.cumsum(x)), f64(normal()))
+case("cumprod-0d", lambda x: _s(np.cumprod(x)), f64(nonzero()))
+case("cumsum-method", lambda x: _s(x.cumsum(1)), normal(3, 4))
+case("cumprod-method", lambda x: _s(x.cumprod(axis=0)), positive(3, 4))
+case("cumsum-twice", lambda x: _s(np.cumsum(np.cumsum(x, 0), 1)), normal(3, 4))
+
+
+# ---- average and a user's logsumexp -----------------------------------------------------
+def logsumexp(x, axis=None):
+    m = np.max(x, axis=axis, keepdims=True)
+    return np.squeeze(m, axis=axis) + np.log(np.sum(np.exp(x - m), axis=axis))
+
+
+case("average-no-weights", lambda x: _s(np.average(x)), normal(3, 4))
+case("average-no-weights-axis", lambda x: _s(np.average(x, axis=1)), normal(3, 4))
+case("average-weights-same-shape", lambda x, w: _s(np.average(x, axis=0, weights=w)),
+     normal(3, 4), positive(3, 4), argnums=(0, 1))
+case("average-weights-all", lambda x, w: _s(np.average(x, weights=w)), normal(3, 4),
+     positive(3, 4), argnums=(0, 1))
+case("average-weights-1d", lambda x, w: _s(np.average(x, axis=1, weights=w)), normal(3, 4),
+     positive(4), argnums=(0, 1))
+case("average-weights-1d-axis0-keepdims",
+     lambda x, w: _s(np.average(x, axis=0, weights=w, keepdims=True)), normal(3, 4),
+     positive(3), argnums=(0, 1))
+case("average-weights-tuple-axis", lambda x, w: _s(np.average(x, axis=(0, 2), weights=w)),
+     normal(2, 3, 4), positive(2, 4), argnums=(0, 1))
+case("average-returned", lambda x, w: _s(np.average(x, axis=1, weights=w, returned=True)[0])
+     + _s(np.average(x, axis=1, weights=w, returned=True)[1]), normal(3, 4), positive(4),
+     argnums=(0, 1))
+case("average-weights-constant", lambda x: _s(np.average(x, axis=-1, weights=np.arange(1.0, 5))),
+     normal(2, 3, 4))
+case("logsumexp-all", lambda x: _s(logsumexp(x)), normal(3, 4))
+case("logsumexp-axis1", lambda x: _s(logsumexp(x, axis=1)), normal(3, 4))
+case("logsumexp-axis0-3d", lambda x: _s(logsumexp(x, axis=0)), normal(2, 3, 4))
+
+# ---- moveaxis, swapaxes, expand_dims, squeeze, atleast_nd -------------------------------
+case("np.moveaxis", lambda x: _s(np.moveaxis(x, 0, -1)), normal(2, 3, 4))
+case("np.moveaxis-negative", lambda x: _s(np.moveaxis(x, -1, 0)), normal(2, 3, 4))
+case("np.moveaxis-tuple", lambda x: _s(np.moveaxis(x, (0, 1), (2, 0))), normal(2, 3, 4))
+case("np.moveaxis-identity", lambda x: _s(np.moveaxis(x, 1, 1)), normal(3, 4))
+case("swapaxes-method-3d", lambda x: _s(x.swapaxes(0, 2)), normal(2, 3, 4))
+case("np.expand_dims-tuple-negative", lambda x: _s(np.expand_dims(x, (-1, 0))), normal(3, 4))
+case("np.expand_dims-tuple-0d", lambda x: _s(np.expand_dims(x, (0, 1))), f64(normal()))
+case("np.squeeze-tuple", lambda x: _s(np.squeeze(x, axis=(0, 2))), normal(1, 3, 1, 4))
+case("squeeze-method-tuple-negative", lambda x: _s(x.squeeze((-1, 0))), normal(1, 3, 1))
+for _fn, _n in [(np.atleast_1d, 1), (np.atleast_2d, 2), (np.atleast_3d, 3)]:
+    for _shape in [(), (3,), (2, 3), (2, 3, 2)]:
+        _gen = f64(normal()) if _shape == () else normal(*_shape)
+        case(f"atleast_{_n}d-{_shape_id(_shape)}",
+             lambda x, fn=_fn: _s(fn(x) * np.arange(1.0, 1 + np.size(x)).reshape(
+                 fn(np.zeros(np.shape(x))).shape)), _gen)
+case("atleast_2d-two-arrays", lambda x, y: _s(np.atleast_2d(x, y)[0] * np.atleast_2d(x, y)[1].T),
+     normal(3), normal(3, 1), argnums=(0, 1))
+
+# ---- hstack, vstack, dstack, column_stack -----------------------------------------------
+case("hstack-1d", lambda a, b: _s(np.hstack([a, b]) * np.arange(5.0)), normal(3), normal(2),
+     argnums=(0, 1))
+case("hstack-2d", lambda a, b: _s(np.hstack((a, b))), normal(3, 2), normal(3, 1), argnums=(0, 1))
+case("hstack-0d", lambda a, b: _s(np.hstack([a, b, a])), f64(normal()), normal(2),
+     argnums=(0, 1))
+case("vstack-1d", lambda a, b: _s(np.vstack([a, b])), normal(3), normal(3), argnums=(0, 1))
+case("vstack-2d-1d", lambda a, b: _s(np.vstack((a, b))), normal(2, 3), normal(3), argnums=(0, 1))
+case("dstack-2d", lambda a, b: _s(np.dstack([a, b])), normal(2, 3), normal(2, 3), argnums=(0, 1))
+case("dstack-1d", lambda a, b: _s(np.dstack([a, b * 2])), normal(3), normal(3), argnums=(0, 1))
+case("column_stack", lambda a, b: _s(np.column_stack([a, b])), normal(3), normal(3, 2),
+     argnums=(0, 1))
+
+# ---- split and array_split: lists of traced pieces --------------------------------------
+def _weighted(pieces):
+    return sum(_s(p * (i + 1)) for i, p in enumerate(pieces))
+
+
+case("split-sections", lambda x: _weighted(np.split(x, 3)), normal(6, 2))
+case("split-sections-axis1", lambda x: _weighted(np.split(x, 2, axis=1)), normal(3, 4))
+case("split-indices", lambda x: _weighted(np.split(x, [1, 3])), normal(5))
+case("split-indices-axis-neg", lambda x: _weighted(np.split(x, [2], axis=-1)), normal(2, 3, 4))
+case("split-indices-past-end", lambda x: _weighted(np.split(x, [2, 7])[:2]), normal(5))
+case("array_split-uneven", lambda x: _weighted(np.array_split(x, 3)), normal(7))
+case("array_split-uneven-axis1", lambda x: _weighted(np.array_split(x, 3, axis=1)),
+     normal(2, 5))
+case("array_split-indices", lambda x: _weighted(np.array_split(x, [1, 2], axis=0)), normal(4, 2))
+case("split-some-unused", lambda x: _s(np.split(x, 4)[2]), normal(8))
+
+# ---- tile and repeat --------------------------------------------------------------------
+case("tile-int", lambda x: _s(np.tile(x, 3)), normal(4))
+case("tile-int-2d", lambda x: _s(np.tile(x, 2)), normal(2, 3))
+case("tile-tuple", lambda x: _s(np.tile(x, (2, 3))), normal(2, 3))
+case("tile-more-reps", lambda x: _s(np.tile(x, (2, 1, 2))), normal(2, 3))
+case("tile-fewer-reps", lambda x: _s(np.tile(x, (2,))), normal(2, 3, 2))
+case("tile-0d", lambda x: _s(np.tile(x, (2, 2))), f64(normal()))
+case("tile-ones", lambda x: _s(np.tile(x, (1, 1))), normal(2, 3))
+case("repeat-axis-none", lambda x: _s(np.repeat(x, 2)), normal(2, 3))
+case("repeat-axis1", lambda x: _s(np.repeat(x, 3, axis=1)), normal(2, 3))
+case("repeat-axis-negative", lambda x: _s(np.repeat(x, 2, axis=-1)), normal(2, 3, 2))
+case("repeat-per-element", lambda x: _s(np.repeat(x, [2, 0, 1], axis=1)), normal(2, 3))
+case("repeat-per-element-axis-none", lambda x: _s(np.repeat(x, [1, 2, 3, 0])), normal(2, 2))
+case("repeat-0d", lambda x: _s(np.repeat(x, 3)), f64(normal()))
+case("repeat-method", lambda x: _s(x.repeat(2, axis=0)), normal(2, 3))
+case("repeat-method-array", lambda x: _s(x.repeat(np.array([3, 1]), 0)), normal(2, 3))
+
+# ---- flip and roll ----------------------------------------------------------------------
+case("flip-all", lambda x: _s(np.flip(x) * x), normal(3, 4))
+case("flip-axis0", lambda x: _s(np.flip(x, 0) * x), normal(3, 4))
+case("flip-axis-neg", lambda x: _s(np.flip(x, axis=-1) * x), normal(2, 3, 4))
+case("flip-tuple", lambda x: _s(np.flip(x, (0, 2)) * x), normal(2, 3, 4))
+case("flip-1d", lambda x: _s(np.flip(x) * x), normal(5))
+case("flip-0d", lambda x: _s(np.flip(x) * x), f64(normal()))
+case("fliplr", lambda x: _s(np.fliplr(x) * x), normal(3, 4))
+case("flipud", lambda x: _s(np.flipud(x) * x), normal(3, 4))
+case("roll-axis-none", lambda x: _s(np.roll(x, 2) * x), normal(3, 4))
+case("roll-1d", lambda x: _s(np.roll(x, -1) * x), normal(5))
+case("roll-axis1", lambda x: _s(np.roll(x, 1, axis=1) * x), normal(3, 4))
+case("roll-large-shift", lambda x: _s(np.roll(x, 9, axis=0) * x), normal(4, 3))
+case("roll-zero-shift", lambda x: _s(np.roll(x, 4, axis=1) * x), normal(3, 4))
+case("roll-tuple", lambda x: _s(np.roll(x, (1, -2), axis=(0, 2)) * x), normal(2, 3, 4))
+case("roll-same-axis-twice", lambda x: _s(np.roll(x, (1, 1), axis=(1, 1)) * x), normal(2, 4))
+case("roll-int-shift-tuple-axis", lambda x: _s(np.roll(x, 1, axis=(0, 1)) * x), normal(3, 4))
+
+# ---- pad --------------------------------------------------------------------------------
+case("pad-int", lambda x: _s(np.pad(x, 1) + 0.5), normal(2, 3))
+case("pad-pair", lambda x: _s(np.pad(x, (2, 1))), normal(4))
+case("pad-per-axis", lambda x: _s(np.pad(x, ((1, 0), (0, 2)))), normal(2, 3))
+case("pad-constant", lambda x: _s(np.pad(x, ((0, 1), (2, 1)), constant_values=1.5)),
+     normal(2, 3))
+case("pad-constant-np-scalar", lambda x: _s(np.pad(x, 1, mode="constant",
+                                                   constant_values=np.float64(-2.0))), normal(3))
+case("pad-3d", lambda x: _s(np.pad(x, ((0, 0), (1, 1), (2, 0)))), normal(2, 2, 3))
+
+# ---- triangles, diagonals, trace --------------------------------------------------------
+for _k in (0, 1, -1):
+    case(f"triu-k{_k}", lambda x, k=_k: _s(np.triu(x, k)), normal(3, 4))
+    case(f"tril-k{_k}", lambda x, k=_k: _s(np.tril(x, k=k)), normal(4, 3))
+case("triu-batched", lambda x: _s(np.triu(x)), normal(2, 3, 3))
+case("tril-batched-k2", lambda x: _s(np.tril(x, 2)), normal(2, 3, 4))
+for _k in (0, 1, -2):
+    case(f"diag-1d-k{_k}", lambda x, k=_k: _s(np.diag(x, k) + 1), normal(3))
+for _k in (0, 1, -1, 3):
+    case(f"diag-2d-k{_k}", lambda x, k=_k: _s(np.diag(x, k)), normal(3, 4))
+case("diag-of-diag", lambda x: _s(np.diag(np.diag(x)) * 2), normal(3, 3))
+case("diagonal-2d", lambda x: _s(np.diagonal(x)), normal(3, 4))
+case("diagonal-offset", lambda x: _s(np.diagonal(x, 1)), normal(4, 3))
+case("diagonal-negative-offset", lambda x: _s(np.diagonal(x, offset=-2)), normal(4, 3))
+case("diagonal-3d-axes", lambda x: _s(np.diagonal(x, 0, 1, 2)), normal(2, 3, 4))
+case("diagonal-3d-swapped", lambda x: _s(np.diagonal(x, 1, axis1=2, axis2=0)), normal(3, 2, 4))
+case("diagonal-method", lambda x: _s(x.diagonal(-1)), normal(3, 3))
+case("trace-2d", lambda x: np.sin(np.trace(x)), normal(3, 4))
+case("trace-offset", lambda x: np.sin(np.trace(x, 1)), normal(3, 3))
+case("trace-3d", lambda x: _s(np.trace(x, axis1=1, axis2=2)), normal(2, 3, 3))
+case("trace-method", lambda x: np.sin(x.trace(offset=-1)), normal(3, 3))
+
+# ---- take and take_along_axis -----------------------------------------------------------
+case("take-axis-none", lambda x: _s(np.take(x, [0, 5, 2])), normal(2, 3))
+case("take-axis1", lambda x: _s(np.take(x, np.array([2, 0]), axis=1)), normal(3, 4))
+case("take-repeated", lambda x: _s(np.take(x, [1, 1, 0, 1], axis=0)), normal(3, 2))
+case("take-negative", lambda x: _s(np.take(x, [-1, 2], axis=-1)), normal(2, 3))
+case("take-scalar-index", lambda x: _s(np.take(x, 1, axis=1)), normal(3, 4))
+case("take-2d-indices", lambda x: _s(np.take(x, [[0, 1], [1, 1]])), normal(3))
+case("take-method", lambda x: _s(x.take([2, 2, 0])), normal(4))
+case("take-index-argument", lambda x, i: _s(np.take(x, i, axis=0)), normal(4, 2),
+     const(np.array([3, 0, 3])))
+case("take_along_axis-1", lambda x: _s(np.take_along_axis(
+    x, np.array([[0, 0], [3, 1], [2, 2]]), axis=1)), normal(3, 4))
+case("take_along_axis-0", lambda x: _s(np.take_along_axis(
+    x, np.array([[2, 0, 1, 1]]), axis=0)), normal(3, 4))
+case("take_along_axis-neg-3d", lambda x: _s(np.take_along_axis(
+    x, np.array([[[1], [0], [1]]]), axis=-1)), normal(2, 3, 2))
+case("take_along_axis-none", lambda x: _s(np.take_along_axis(x, np.array([4, 4, 0]), None)),
+     normal(2, 3))
+case("take_along_axis-argsort-constant", lambda x, i: _s(np.take_along_axis(x, i, axis=1)),
+     normal(3, 4), lambda rng: np.argsort(rng.standard_normal((3, 4)), axis=1))
+
+# ---- indexing: negative steps, ellipsis, newaxis, arrays, masks, combinations ----------
+case("idx-reverse-step2", lambda x: _s(x[::-2]), normal(7))
+case("idx-negative-start-stop", lambda x: _s(x[-1:0:-1]), normal(5))
+case("idx-negative-bounds-2d", lambda x: _s(x[-2::-1, -1:-4:-2]), normal(3, 5))
+case("idx-ellipsis-middle", lambda x: _s(x[1, ..., ::-1]), normal(2, 3, 4))
+case("idx-ellipsis-newaxis-end", lambda x: _s(x[..., None] * x[..., None, :]), normal(2, 3))
+case("idx-newaxis-twice", lambda x: _s(x[None, :, None, 1:]), normal(3, 4))
+case("idx-int-array-and-slice", lambda x: _s(x[1:, [0, 0, 2]]), normal(3, 4))
+case("idx-int-array-reversed-slice", lambda x: _s(x[[2, 2, 0], ::-1]), normal(3, 4))
+case("idx-int-arrays-split-by-slice", lambda x: _s(x[[0, 1, 1], :, [1, 2, 1]]),
+     normal(2, 3, 4))
+case("idx-int-arrays-broadcast", lambda x: _s(x[np.array([[0], [2]]), np.array([1, 1, 3])]),
+     normal(3, 4))
+case("idx-int-array-newaxis", lambda x: _s(x[None, [1, 1]]), normal(3, 2))
+case("idx-int-array-ellipsis", lambda x: _s(x[..., [0, -1, 0]]), normal(2, 3))
+case("idx-2d-repeated-pairs", lambda x: _s(x[[0, 0, 1, 0], [1, 1, 2, 1]]), normal(2, 3))
+case("idx-negative-array-aliases-2d", lambda x: _s(x[[-1, 2], [0, 0]]), normal(3, 2))
+case("idx-mask-2d-then-slice", lambda x: _s(x[x[:, 0] > 0, 1:]), nonzero(4, 3))
+case("idx-mask-columns", lambda x: _s(x[:, np.array([True, False, True, True])]), normal(3, 4))
+case("idx-mask-full-then-reverse", lambda x: _s(x[x > 0][::-1]), nonzero(3, 4))
+case("idx-mask-3d-leading", lambda x: _s(x[np.array([[True, False, True], [False, True, True]])]),
+     normal(2, 3, 2))
+case("idx-mask-with-newaxis", lambda x: _s(x[None, np.array([True, False, True])]), normal(3))
+case("idx-chained", lambda x: _s(x[::-1][1:][[0, 0]][:, None]), normal(4, 2))
+case("idx-scalar-then-array", lambda x: _s(x[1][[2, 2, 0]]), normal(2, 3))
+case("idx-0d-ellipsis", lambda x: _s(x[...] * x[()]), f64(normal()))
+
+assert len({c.name for c in CASES}) == len(CASES), "case names must be unique"
+BY_NAME = {c.name: c for c in CASES}
+
+
+# ---- the tests --------------------------------------------------------------------------
+@pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
+def test_gradients(c):
+    args = c.make_args()
+    value, _ = check_grads(c.f, *args, argnums=c.argnums, **c.check)
+    np.testing.assert_allclose(value, c.f(*args), rtol=1e-12)  # the forward is NumPy's
+
+
+FLOAT32 = ["prod-3x4-axis1", "prod-one-zero", "var-2x3x4-axis(0,2)", "std-ddof1-3x4-axis0",
+           "cumsum-3x4-axis1", "cumprod-3x4-axisNone", "average-weights-1d", "logsumexp-axis1",
+           "np.moveaxis-tuple", "atleast_2d-two-arrays", "hstack-2d", "split-indices",
+           "array_split-uneven-axis1", "tile-more-reps", "repeat-axis1", "repeat-per-element",
+           "flip-tuple", "roll-tuple", "pad-constant", "triu-k1", "diag-1d-k1",
+           "diagonal-3d-swapped", "trace-3d", "take-repeated", "take_along_axis-1",
+           "idx-int-arrays-split-by-slice", "idx-mask-2d-then-slice", "idx-2d-repeated-pairs"]
+
+
+@pytest.mark.parametrize("name", FLOAT32)
+def test_float32_gradients(name):
+    c = BY_NAME[name]
+    args = c.make_args(np.float32)
+    _, grads = check_grads(c.f, *args, argnums=c.argnums, rtol=1e-3, atol=1e-4)
+    argnums = (c.argnums,) if isinstance(c.argnums, int) else c.argnums
+    grads = (grads,) if isinstance(c.argnums, int) else grads
+    for n, g in zip(argnums, grads, strict=True):
+        assert np.result_type(g) == np.float32, f"argument {n}: {np.result_type(g)}"
+    source = autodiffgen.emit(c.f, *args, argnums=c.argnums)
+    assert "float64" not in source and ".astype(" not in source, source
+
+
+# ---- second derivatives -----------------------------------------------------------------
+SECOND = ["prod-3x4-axis1", "var-3x4-axis0", "cumsum-3x4-axis1", "cumprod-5-axis0",
+          "roll-axis1", "pad-per-axis", "take-repeated", "tile-tuple", "diagonal-offset",
+          "repeat-axis1", "flip-tuple", "logsumexp-axis1"]
+
+
+@pytest.mark.parametrize("name", SECOND)
+def test_hessian_against_finite_differences_of_grad(name):
+    c = BY_NAME[name]
+    (x,) = c.make_args()
+    h = autodiffgen.hessian(c.f)(x).reshape(x.size, x.size)
+    grad = autodiffgen.grad(c.f)
+    eps = 1e-5
+    columns = []
+    for k in range(x.size):
+        step = np.zeros(x.size)
+        step[k] = eps
+        step = step.reshape(x.shape)
+        columns.append(((grad(x + step) - grad(x - step)) / (2 * eps)).reshape(-1))
+    np.testing.assert_allclose(h, np.stack(columns, axis=1), rtol=1e-5, atol=1e-6)
+
+
+# ---- exact values where finite differences would not tell ------------------------------
+def _others(x, axis):
+    """The product of the other elements along `axis`, by brute force."""
+    out = np.empty_like(x)
+    for i in np.ndindex(x.shape):
+        line = list(i)
+        line[axis] = slice(None)
+        row = x[tuple(line)]
+        out[i] = np.prod(np.delete(row, i[axis]))
+    return out
+
+
+@pytest.mark.parametrize("zeros", [(), (1,), (1, 3), (0, 1, 2, 3)])
+def test_prod_gradient_is_exact_at_zeros(zeros):
+    x = np.array([[2.0, -3.0, 0.5, 4.0], [1.5, 2.0, -1.0, 3.0]])
+    x[0, list(zeros)] = 0.0
+    for engine in (autodiffgen, tape):
+        g = engine.grad(lambda x: np.sum(np.prod(x, axis=1) * np.array([1.0, 2.0])))(x)
+        assert np.all(np.isfinite(g))
+        np.testing.assert_array_equal(g[0], _others(x, 1)[0])
+        np.testing.assert_allclose(g[1], 2 * _others(x, 1)[1], rtol=1e-15)
+    _, t = autodiffgen.jvp(lambda x: np.prod(x, axis=1), (x,), (np.ones_like(x),))
+    np.testing.assert_allclose(t, _others(x, 1).sum(axis=1), rtol=1e-15)
+
+
+def test_repeated_take_accumulates_like_add_at():
+    x = np.arange(5.0)
+    idx = np.array([4, 0, 4, 4, 1])
+    w = np.arange(1.0, 6.0)
+    expected = np.zeros(5)
+    np.add.at(expected, idx, w)
+    np.testing.assert_array_equal(autodiffgen.grad(lambda x: np.sum(np.take(x, idx) * w))(x),
+                                  expected)
+    g = autodiffgen.grad(lambda x: np.sum(np.take_along_axis(x, idx, axis=0) * w))(x)
+    np.testing.assert_array_equal(g, expected)
+
+
+def test_split_returns_a_list_of_traced_pieces():
+    seen = []
+
+    def f(x):
+        pieces = np.split(x, 3)
+        seen.append((type(pieces), [type(p).__name__ for p in pieces]))
+        return _s(pieces[0] * pieces[2])
+
+    autodiffgen.grad(f)(np.arange(6.0))
+    assert seen[0] == (list, ["Box", "Box", "Box"])
+    assert np.split(np.arange(6.0), 3)[1].tolist() == [2.0, 3.0]  # plain arrays untouched
+
+
+def test_pad_refuses_other_modes():
+    for kwargs in ({"mode": "edge"}, {"mode": "reflect"},
+                   {"constant_values": ((1.0, 2.0), (3.0, 4.0))}):
+        with pytest.raises(UnsupportedOperationError, match="np.pad"):
+            autodiffgen.grad(lambda x, kw=kwargs: np.sum(np.pad(x, 1, **kw)))(np.ones((2, 2)))
+
+
+def test_generated_code_reads_as_numpy():
+    x = np.ones((3, 4))
+    source = autodiffgen.emit(lambda x: _s(np.cumsum(np.tile(x, 2), axis=1)), x)
+    assert "np.tile(x, (2,))" in source and "np.cumsum(" in source
+    source = autodiffgen.emit(lambda x: _s(np.pad(np.triu(x, 1), 1)), x)
+    assert "np.pad(" in source and "np.triu(x, k=1)" in source
+
+
+# ---- generated source is clean Python ---------------------------------------------------
+@pytest.fixture(scope="module")
+def ruff_report(tmp_path_factory):
+    """Emit every case once and run ruff once over all of them."""
+    folder = tmp_path_factory.mktemp("generated")
+    sources, errors = {}, {}
+    for i, c in enumerate(CASES):
+        try:
+            sources[c.name] = autodiffgen.emit(c.f, *c.make_args(), argnums=c.argnums)
+        except Exception as e:  # noqa: BLE001  re-raised by that case's own test
+            errors[c.name] = e
+            continue
+        (folder / f"case_{i}.py").write_text(sources[c.name])
+    run = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache",
+                          "--output-format", "json", str(folder)],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode in (0, 1), run.stderr
+    found = {}
+    for d in json.loads(run.stdout or "[]"):
+        found.setdefault(os.path.basename(d["filename"]), []).append(
+            f"{d['code']} line {d['location']['row']}: {d['message']}")
+    return sources, errors, found
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=[c.name for c in CASES])
+def test_generated_source_passes_ruff(i, ruff_report):
+    sources, errors, found = ruff_report
+    c = CASES[i]
+    if c.name in errors:
+        raise errors[c.name]
+    ast.parse(sources[c.name])
+    problems = found.get(f"case_{i}.py", [])
+    assert not problems, "\n".join(problems) + "\n\n" + sources[c.name]
