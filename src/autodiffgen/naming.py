@@ -13,7 +13,7 @@ import linecache
 import re
 
 _TARGET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?:[-+*/@]|\*\*|//)?=(?!=)")
-_RESERVED = (set(keyword.kwlist) | set(dir(builtins)) | {"np", "l", "O", "I"})
+_RESERVED = (set(keyword.kwlist) | set(dir(builtins)) | {"np", "scipy", "l", "O", "I"})
 
 
 def assigned_name(loc):

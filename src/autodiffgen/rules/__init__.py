@@ -228,7 +228,17 @@ def broadcast_up(t, shape, dtype):
 
 
 # each module registers its primitives when imported
-from . import assembly, decompositions, elementwise, indexing, linalg, reductions, shapes, special  # noqa: F401
+from . import (  # noqa: F401
+    assembly,
+    decompositions,
+    elementwise,
+    indexing,
+    linalg,
+    passthrough,
+    reductions,
+    shapes,
+    special,
+)
 
 __all__ = ["PRIMITIVES", "Primitive", "boxmethod", "broadcast_up", "defjvp", "defprimitive",
            "defvjp", "register_function", "register_ufunc", "unbroadcast"]

@@ -1,4 +1,5 @@
-"""Elementwise primitives: arithmetic, transcendental functions, comparisons, where, clip.
+"""Elementwise primitives: arithmetic, transcendental functions, comparisons, rounding,
+where, clip, sinc.
 
 Rules return the cotangent in the broadcast shape; `unbroadcast` brings it back to each
 argument's shape. Python scalars in the rules are weakly typed (NEP 50), so a float32
@@ -14,9 +15,10 @@ from ..tracer import Box, bind, user_loc
 from . import boxmethod, check_no_out, defprimitive, register_function, register_ufunc
 
 
-def ufunc(ufunc_, template, *vjps, name=None, simplify=None):
-    prim = defprimitive(name or ufunc_.__name__, ufunc_, template, vjps=vjps, simplify=simplify,
-                        jvp_from="vjp")
+def ufunc(ufunc_, template, *vjps, name=None, **options):
+    """Register a ufunc whose VJP rules `g * df/dx` are also its JVP rules."""
+    prim = defprimitive(name or ufunc_.__name__, ufunc_, template, vjps=vjps, jvp_from="vjp",
+                        **options)
     register_ufunc(ufunc_, prim)
     return prim
 
@@ -41,6 +43,12 @@ def _balanced(g, x, ans, other):
     would promote a float32 gradient to float64.
     """
     return np.where(x == other, 0.5 * g, g * (x == ans))
+
+
+def _safe(x):
+    """x with its zeros replaced by ones: a divisor for rules whose limit at 0 is finite,
+    so that generated code divides by zero nowhere (and warns nowhere)."""
+    return np.where(x == 0, 1, x)
 
 
 def _power_x(g, ans, x, y):
@@ -77,10 +85,15 @@ ufunc(np.power, "{0} ** {1}", _power_x, _power_y)
 ufunc(np.square, "np.square({0})", lambda g, ans, x: g * (2 * x))
 ufunc(np.reciprocal, "np.reciprocal({0})", lambda g, ans, x: -(g * (ans * ans)))
 ufunc(np.absolute, "np.abs({0})", lambda g, ans, x: g * np.sign(x))
-ufunc(np.maximum, "np.maximum({0}, {1})", lambda g, ans, x, y: _balanced(g, x, ans, y),
-      lambda g, ans, x, y: _balanced(g, y, ans, x))
-ufunc(np.minimum, "np.minimum({0}, {1})", lambda g, ans, x, y: _balanced(g, x, ans, y),
-      lambda g, ans, x, y: _balanced(g, y, ans, x))
+ufunc(np.fabs, "np.fabs({0})", lambda g, ans, x: g * np.sign(x))
+for _uf in (np.maximum, np.minimum, np.fmax, np.fmin):
+    ufunc(_uf, f"np.{_uf.__name__}({{0}}, {{1}})", lambda g, ans, x, y: _balanced(g, x, ans, y),
+          lambda g, ans, x, y: _balanced(g, y, ans, x))
+# x % y == x - floor(x / y) * y, and floor is locally constant; likewise fmod with trunc
+ufunc(np.remainder, "{0} % {1}", lambda g, ans, x, y: g,
+      lambda g, ans, x, y: -(g * np.floor(x / y)))
+ufunc(np.fmod, "np.fmod({0}, {1})", lambda g, ans, x, y: g,
+      lambda g, ans, x, y: -(g * np.trunc(x / y)))
 
 # ---- exponentials, logarithms, roots ----------------------------------------------------
 ufunc(np.exp, "np.exp({0})", lambda g, ans, x: g * ans)
@@ -88,6 +101,14 @@ ufunc(np.expm1, "np.expm1({0})", lambda g, ans, x: g * (ans + 1))
 ufunc(np.log, "np.log({0})", lambda g, ans, x: g / x)
 ufunc(np.log1p, "np.log1p({0})", lambda g, ans, x: g / (x + 1))
 ufunc(np.sqrt, "np.sqrt({0})", lambda g, ans, x: g / (2 * ans))
+ufunc(np.cbrt, "np.cbrt({0})", lambda g, ans, x: g / (3 * (ans * ans)))
+ufunc(np.exp2, "np.exp2({0})", lambda g, ans, x: g * (ans * math.log(2)))
+ufunc(np.log2, "np.log2({0})", lambda g, ans, x: g / (x * math.log(2)))
+ufunc(np.log10, "np.log10({0})", lambda g, ans, x: g / (x * math.log(10)))
+ufunc(np.logaddexp, "np.logaddexp({0}, {1})", lambda g, ans, x, y: g * np.exp(x - ans),
+      lambda g, ans, x, y: g * np.exp(y - ans))
+ufunc(np.logaddexp2, "np.logaddexp2({0}, {1})", lambda g, ans, x, y: g * np.exp2(x - ans),
+      lambda g, ans, x, y: g * np.exp2(y - ans))
 
 # ---- trigonometric and hyperbolic -------------------------------------------------------
 ufunc(np.sin, "np.sin({0})", lambda g, ans, x: g * np.cos(x))
@@ -97,6 +118,19 @@ ufunc(np.tanh, "np.tanh({0})", lambda g, ans, x: g * (1 - ans * ans))
 ufunc(np.sinh, "np.sinh({0})", lambda g, ans, x: g * np.cosh(x))
 ufunc(np.cosh, "np.cosh({0})", lambda g, ans, x: g * np.sinh(x))
 ufunc(np.arctan, "np.arctan({0})", lambda g, ans, x: g / (1 + x * x))
+ufunc(np.arcsin, "np.arcsin({0})", lambda g, ans, x: g / np.sqrt(1 - x * x))
+ufunc(np.arccos, "np.arccos({0})", lambda g, ans, x: -g / np.sqrt(1 - x * x))
+ufunc(np.arcsinh, "np.arcsinh({0})", lambda g, ans, x: g / np.sqrt(x * x + 1))
+ufunc(np.arccosh, "np.arccosh({0})", lambda g, ans, x: g / np.sqrt(x * x - 1))
+ufunc(np.arctanh, "np.arctanh({0})", lambda g, ans, x: g / (1 - x * x))
+ufunc(np.arctan2, "np.arctan2({0}, {1})", lambda g, ans, y, x: g * (x / (x * x + y * y)),
+      lambda g, ans, y, x: -(g * (y / (x * x + y * y))))
+ufunc(np.hypot, "np.hypot({0}, {1})", lambda g, ans, x, y: g * (x / ans),
+      lambda g, ans, x, y: g * (y / ans))
+for _uf in (np.deg2rad, np.radians):
+    ufunc(_uf, f"np.{_uf.__name__}({{0}})", lambda g, ans, x: g * (math.pi / 180))
+for _uf in (np.rad2deg, np.degrees):
+    ufunc(_uf, f"np.{_uf.__name__}({{0}})", lambda g, ans, x: g * (180 / math.pi))
 
 # ---- no derivative: comparisons, logic, rounding ----------------------------------------
 for _uf, _template in [
@@ -104,7 +138,7 @@ for _uf, _template in [
         (np.less_equal, "{0} <= {1}"), (np.equal, "{0} == {1}"), (np.not_equal, "{0} != {1}"),
         (np.bitwise_and, "{0} & {1}"), (np.bitwise_or, "{0} | {1}"),
         (np.bitwise_xor, "{0} ^ {1}"), (np.invert, "~{0}"),
-        (np.floor_divide, "{0} // {1}"), (np.remainder, "{0} % {1}"),
+        (np.floor_divide, "{0} // {1}"),
         (np.logical_and, "np.logical_and({0}, {1})"), (np.logical_or, "np.logical_or({0}, {1})"),
         (np.logical_xor, "np.logical_xor({0}, {1})"), (np.logical_not, "np.logical_not({0})"),
         (np.sign, "np.sign({0})"), (np.floor, "np.floor({0})"), (np.ceil, "np.ceil({0})"),
@@ -172,3 +206,29 @@ def _copy_method(self, order="C"):
 @register_function(np.copy)
 def _copy(a, order="K", subok=False):
     return bind(copy, (a,), {})
+
+
+# ---- round: a Python function in NumPy, so it arrives through __array_function__ -----------
+round_ = defprimitive("round", lambda x, decimals: np.round(x, decimals), "np.round({0})",
+                      {"decimals": 0})
+
+
+@register_function(np.round, np.around)
+def _round(a, decimals=0, out=None):
+    check_no_out(out, "np.round")
+    return bind(round_, (a,), {"decimals": int(decimals)})
+
+
+@boxmethod("round", "__round__")
+def _round_method(self, decimals=0, out=None):
+    return _round(self, 0 if decimals is None else decimals, out)
+
+
+# ---- sinc: sin(pi x) / (pi x), with its removable singularity at 0 ------------------------
+def _sinc_vjp(g, ans, x):
+    """(cos(pi x) - sinc(x)) / x, whose limit at 0 is 0: the numerator is exactly 0 there."""
+    return g * ((np.cos(math.pi * x) - ans) / _safe(x))
+
+
+sinc = defprimitive("sinc", np.sinc, "np.sinc({0})", vjps=[_sinc_vjp], jvp_from="vjp")
+register_function(np.sinc)(lambda x: bind(sinc, (x,), {}))

@@ -1,0 +1,104 @@
+"""Values computed from traced inputs that have no derivative: indices, counts, and
+constants of a traced array's shape.
+
+Indices and counts are recorded as primitives without rules, so that the generated code
+recomputes them from its inputs on every call (an argmax baked in as a constant would be
+right only for the values it was traced with). Their results are integers, which neither
+engine differentiates. Functions whose result has a data-dependent shape (np.nonzero,
+np.argwhere) cannot be traced and say so.
+"""
+
+import numpy as np
+
+from ..errors import TracingError, at
+from ..tracer import Box, bind, user_loc
+from . import boxmethod, check_no_out, defprimitive, normalize_axis, register_function
+
+_AXIS = {"axis": None, "keepdims": False}
+
+
+# ---- indices and counts -------------------------------------------------------------------
+def _arg_extremum(name, func):
+    prim = defprimitive(name, lambda x, axis, keepdims: func(x, axis=axis, keepdims=keepdims),
+                        f"np.{name}({{0}})", dict(_AXIS))
+
+    @register_function(func)
+    def handler(a, axis=None, out=None, *, keepdims=False):
+        check_no_out(out, f"np.{name}")
+        axis = None if axis is None else normalize_axis(axis, np.ndim(a))
+        return bind(prim, (a,), {"axis": axis, "keepdims": bool(keepdims)})
+
+    @boxmethod(name)
+    def method(self, axis=None, out=None, *, keepdims=False):
+        return handler(self, axis, out, keepdims=keepdims)
+
+    return prim
+
+
+argmax = _arg_extremum("argmax", np.argmax)
+argmin = _arg_extremum("argmin", np.argmin)
+
+argsort = defprimitive("argsort", lambda x, axis, kind: np.argsort(x, axis=axis, kind=kind),
+                       "np.argsort({0})", {"axis": -1, "kind": None})
+
+
+@register_function(np.argsort)
+def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+    if order is not None:
+        raise TracingError(at(user_loc(), "np.argsort(..., order=...) sorts structured "
+                              "arrays, which cannot be traced"))
+    if stable:
+        kind = "stable"
+    axis = None if axis is None else normalize_axis(axis, np.ndim(a))
+    return bind(argsort, (a,), {"axis": -1 if axis == np.ndim(a) - 1 else axis, "kind": kind})
+
+
+@boxmethod("argsort")
+def _argsort_method(self, axis=-1, kind=None, order=None, *, stable=None):
+    return _argsort(self, axis, kind, order, stable=stable)
+
+
+count_nonzero = defprimitive(
+    "count_nonzero", lambda x, axis, keepdims: np.count_nonzero(x, axis=axis, keepdims=keepdims),
+    "np.count_nonzero({0})", dict(_AXIS))
+
+
+@register_function(np.count_nonzero)
+def _count_nonzero(a, axis=None, *, keepdims=False):
+    axis = None if axis is None else normalize_axis(axis, np.ndim(a))
+    return bind(count_nonzero, (a,), {"axis": axis, "keepdims": bool(keepdims)})
+
+
+# ---- data-dependent shapes ----------------------------------------------------------------
+def _data_dependent(name, alternative):
+    def refuse(*args, **kwargs):
+        raise TracingError(at(user_loc(), f"{name} of a traced value: the shape of its result "
+                              f"depends on the data, which generated code cannot assume. "
+                              f"{alternative}"))
+    return refuse
+
+
+_MASK = "Use a boolean mask (x[mask]) or np.where(condition, x, y) instead"
+register_function(np.nonzero)(_data_dependent("np.nonzero", _MASK))
+register_function(np.argwhere)(_data_dependent("np.argwhere", _MASK))
+register_function(np.flatnonzero)(_data_dependent("np.flatnonzero", _MASK))
+boxmethod("nonzero")(_data_dependent(".nonzero()", _MASK))
+
+
+# ---- constants of a traced shape ----------------------------------------------------------
+@register_function(np.full_like)
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    shape = np.shape(a) if shape is None else shape
+    dtype = np.dtype(a.dtype if dtype is None else dtype)
+    if type(fill_value) is not Box:
+        return np.full(shape, fill_value, dtype)
+    if fill_value.dtype != dtype:  # a traced fill value: its gradient is the sum of g
+        fill_value = fill_value.astype(dtype)
+    return np.broadcast_to(fill_value, shape)
+
+
+@register_function(np.empty_like)
+def _empty_like(prototype, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    """Zeros: an empty array's contents are arbitrary, and zeros are a deterministic choice."""
+    shape = np.shape(prototype) if shape is None else shape
+    return np.zeros(shape, prototype.dtype if dtype is None else dtype)
