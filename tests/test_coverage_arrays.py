@@ -137,6 +137,9 @@ case("cumsum-0d", lambda x: _s(np.cumsum(x)), f64(normal()))
 case("cumprod-0d", lambda x: _s(np.cumprod(x)), f64(nonzero()))
 case("cumsum-method", lambda x: _s(x.cumsum(1)), normal(3, 4))
 case("cumprod-method", lambda x: _s(x.cumprod(axis=0)), positive(3, 4))
+case("cumprod-one-zero", lambda x: _s(np.cumprod(x)), with_zeros((5,), 2))
+case("cumprod-two-zeros-axis1", lambda x: _s(np.cumprod(x, axis=1)), with_zeros((3, 4), 1, 3, 4))
+case("cumprod-leading-zero", lambda x: _s(np.cumprod(x, axis=0)), with_zeros((3, 2), 0, 5))
 case("cumsum-twice", lambda x: _s(np.cumsum(np.cumsum(x, 0), 1)), normal(3, 4))
 
 
@@ -344,7 +347,7 @@ def test_gradients(c):
 
 
 FLOAT32 = ["prod-3x4-axis1", "prod-one-zero", "var-2x3x4-axis(0,2)", "std-ddof1-3x4-axis0",
-           "cumsum-3x4-axis1", "cumprod-3x4-axisNone", "average-weights-1d", "logsumexp-axis1",
+           "cumsum-3x4-axis1", "cumprod-3x4-axisNone", "cumprod-two-zeros-axis1", "average-weights-1d", "logsumexp-axis1",
            "np.moveaxis-tuple", "atleast_2d-two-arrays", "hstack-2d", "split-indices",
            "array_split-uneven-axis1", "tile-more-reps", "repeat-axis1", "repeat-per-element",
            "flip-tuple", "roll-tuple", "pad-constant", "triu-k1", "diag-1d-k1",
@@ -410,6 +413,20 @@ def test_prod_gradient_is_exact_at_zeros(zeros):
         np.testing.assert_allclose(g[1], 2 * _others(x, 1)[1], rtol=1e-15)
     _, t = autodiffgen.jvp(lambda x: np.prod(x, axis=1), (x,), (np.ones_like(x),))
     np.testing.assert_allclose(t, _others(x, 1).sum(axis=1), rtol=1e-15)
+
+
+@pytest.mark.parametrize("x", [[2.0, -1.0, 0.5, 3.0], [2.0, 0.0, 0.5, 3.0],
+                               [0.0, 1.5, 0.0, 3.0], [2.0, 1.5, 0.5, 0.0]])
+def test_cumprod_gradient_is_exact_at_zeros(x):
+    x, w = np.array(x), np.array([1.0, 2.0, -1.0, 3.0])
+    expected = [sum(w[i] * np.prod(np.delete(x[:i + 1], j)) for i in range(j, 4))
+                for j in range(4)]
+    for engine in (autodiffgen, tape):
+        g = engine.grad(lambda x: np.sum(w * np.cumprod(x)))(x)
+        np.testing.assert_allclose(g, expected, rtol=1e-15, atol=0)
+    _, t = autodiffgen.jvp(lambda x: np.cumprod(x), (x,), (w,))
+    np.testing.assert_allclose(t, [sum(w[j] * np.prod(np.delete(x[:i + 1], j))
+                                       for j in range(i + 1)) for i in range(4)], rtol=1e-15)
 
 
 def test_repeated_take_accumulates_like_add_at():

@@ -3,7 +3,7 @@ keepdims; cumsum and cumprod; var, std and average written with these.
 
 Every rule first puts the cotangent back into the reduced array's rank (`_kept`), then
 broadcasts it; max and min share the gradient equally among tied maxima, as Autograd does.
-prod's rule is the product of the other elements, computed without dividing by zero.
+prod's and cumprod's rules are products of the other elements, exact at zeros.
 """
 
 import numpy as np
@@ -107,12 +107,27 @@ def _reverse_cumsum(g, axis):
     return _reversed(np.cumsum(_reversed(g, axis), axis=axis), axis)
 
 
+def _cumprod_parts(x, axis):
+    """For the product of x[:i+1] without x[j]: the running product with zeros read as
+    ones, and masks of the positions i that follow no zero, or exactly one."""
+    zero = x == 0
+    safe = np.where(zero, 1, x)
+    zeros = np.cumsum(zero, axis=axis)
+    return zero, safe, np.cumprod(safe, axis=axis), zeros == 0, zeros == 1
+
+
 def _cumprod_vjp(g, ans, x, axis):
-    return _reverse_cumsum(g * ans, axis) / x
+    """sum over i >= j of g[i] * prod(x[k] for k <= i, k != j), exact where x has zeros:
+    a nonzero x[j] divides out while no zero came before i; a zero x[j] is the only one."""
+    zero, safe, run, none, one = _cumprod_parts(x, axis)
+    return np.where(zero, _reverse_cumsum(g * run * one, axis),
+                    _reverse_cumsum(g * run * none, axis) / safe)
 
 
 def _cumprod_jvp(t, ans, x, axis):
-    return ans * np.cumsum(t / x, axis=axis)
+    zero, safe, run, none, one = _cumprod_parts(x, axis)
+    return run * np.where(none, np.cumsum(t / safe, axis=axis),
+                          np.where(one, np.cumsum(t * zero, axis=axis), 0))
 
 
 cumsum = defprimitive("cumsum", lambda x, axis: np.cumsum(x, axis=axis),
