@@ -260,7 +260,7 @@ class Emitter:
             self.names[node] = name
             if node.prim.helper:
                 self.helpers.add(node.prim.helper)
-            self.imports.update(getattr(node.prim, "imports", ()))
+            self.imports.update(node.prim.imports)
             kind = "# forward" if node.grad_of is None else "# backward"
             if kind != section:
                 body.append((kind, ""))

@@ -34,7 +34,7 @@ class Primitive:
 
     def __init__(self, name, impl, template, defaults=None, vjps=(), simplify=None,
                  variadic_vjp=None, helper=None, jvps=(), jvp_from=None, linear_in=None,
-                 strict=False):
+                 strict=False, imports=()):
         self.name = name
         self.impl = impl
         self.template = template
@@ -47,6 +47,7 @@ class Primitive:
         self.jvp_from = jvp_from
         self.linear_in = linear_in
         self.strict = strict  # a missing rule is an error (user primitives), not a zero
+        self.imports = tuple(imports)  # modules besides NumPy its template names
 
     def __call__(self, *args, **params):
         return bind(self, args, params)
