@@ -340,3 +340,12 @@ def test_standalone_source_refuses_other_static_values():
     assert np.isclose(value, 3 * np.tanh(1.0) * 3)
     with pytest.raises(ValueError, match="generated for k=3"):
         fn(np.ones(3), 4)
+
+
+def test_zeros_like_and_ones_like_keep_an_explicit_dtype():
+    def f(x):
+        z = np.zeros_like(x, dtype=np.dtype("float32"))
+        o = np.ones_like(x, dtype=np.dtype("float32"))
+        assert z.dtype == np.float32 and o.dtype == np.float32
+        return (x * (o + z)).sum()
+    np.testing.assert_array_equal(grad(f)(np.ones(3)), np.ones(3))

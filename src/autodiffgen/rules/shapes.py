@@ -196,7 +196,7 @@ register_function(np.ndim)(lambda a: a.ndim)
 register_function(np.size)(lambda a, axis=None: a.size if axis is None else a.shape[axis])
 register_function(np.zeros_like)(
     lambda a, dtype=None, order="K", subok=True, shape=None:
-    np.zeros(np.shape(a) if shape is None else shape, dtype or a.dtype))
+    np.zeros(np.shape(a) if shape is None else shape, a.dtype if dtype is None else dtype))
 register_function(np.ones_like)(
     lambda a, dtype=None, order="K", subok=True, shape=None:
-    np.ones(np.shape(a) if shape is None else shape, dtype or a.dtype))
+    np.ones(np.shape(a) if shape is None else shape, a.dtype if dtype is None else dtype))
