@@ -1,12 +1,13 @@
-"""np.linalg: inv, det, slogdet, solve, cholesky, eigh, pinv, norm.
+"""np.linalg: inv, det, slogdet, solve, cholesky, eigh, svd, pinv, norm.
 
 Every primitive works on stacks of matrices (the last two axes), as NumPy does, and its
 rules are written with matmul, solve and inv, so a rule is itself differentiable (second
-derivatives). Functions that return a pair (slogdet, eigh) are one primitive per half,
-each with its own rules. cholesky and eigh read one triangle of a symmetric input; like
-Autograd and JAX, their derivatives treat the input as symmetric: a tangent is
-symmetrized first and a cotangent comes out symmetric. norm is composed of traced
-elementwise ops and reductions and needs no rule of its own.
+derivatives). Functions that return several arrays (slogdet, eigh, svd) are one
+primitive per part, each with its own rules. cholesky and eigh read one triangle of a
+symmetric input; like Autograd and JAX, their derivatives treat the input as symmetric:
+a tangent is symmetrized first and a cotangent comes out symmetric. svd is the reduced
+one, differentiable where the singular values are distinct and nonzero. norm is
+composed of traced ops (singular values for 'nuc' and 2) and needs no rule of its own.
 """
 
 import numpy as np
@@ -211,6 +212,94 @@ def _pinv(a, rcond=None, hermitian=False, **kwargs):
     return pinv(a)
 
 
+# ---- svd (reduced; distinct, nonzero singular values) ------------------------------------
+def _svd_gaps(s):
+    """F[i, j] = 1 / (s[j]**2 - s[i]**2) off the diagonal, 0 on it."""
+    eye = _eye(s)
+    row, col = np.expand_dims(s, -2), np.expand_dims(s, -1)
+    return (1 - eye) / ((row + col) * (row - col) + eye)
+
+
+def _svd_values_vjp(g, ans, a):
+    return (svd_u(a) * np.expand_dims(g, -2)) @ svd_vh(a)
+
+
+def _svd_values_jvp(t, ans, a):
+    return np.sum(svd_u(a) * (t @ _T(svd_vh(a))), axis=-2)
+
+
+def _svd_u_vjp(g, ans, a):
+    u, s, vh = ans, svd_values(a), svd_vh(a)
+    x = _svd_gaps(s) * (_T(u) @ g)
+    grad = u @ ((x + _T(x)) * np.expand_dims(s, -2)) @ vh
+    if np.shape(a)[-2] > np.shape(a)[-1]:  # U's columns do not span the output space
+        grad = grad + ((g - u @ (_T(u) @ g)) / np.expand_dims(s, -2)) @ vh
+    return grad
+
+
+def _svd_u_jvp(t, ans, a):
+    u, s, v = ans, svd_values(a), _T(svd_vh(a))
+    p = _T(u) @ t @ v
+    ps = p * np.expand_dims(s, -2)
+    du = u @ (_svd_gaps(s) * (ps + _T(ps)))
+    if np.shape(a)[-2] > np.shape(a)[-1]:
+        tv = t @ v
+        du = du + (tv - u @ (_T(u) @ tv)) / np.expand_dims(s, -2)
+    return du
+
+
+def _svd_vh_vjp(g, ans, a):
+    u, s, v, gv = svd_u(a), svd_values(a), _T(ans), _T(g)
+    y = _svd_gaps(s) * (ans @ gv)
+    grad = u @ ((y + _T(y)) * np.expand_dims(s, -1)) @ ans
+    if np.shape(a)[-1] > np.shape(a)[-2]:  # V's columns do not span the input space
+        grad = grad + u @ _T((gv - v @ (ans @ gv)) / np.expand_dims(s, -2))
+    return grad
+
+
+def _svd_vh_jvp(t, ans, a):
+    u, s, v = svd_u(a), svd_values(a), _T(ans)
+    p = _T(u) @ t @ v
+    sp = np.expand_dims(s, -1) * p
+    dv = v @ (_svd_gaps(s) * (sp + _T(sp)))
+    if np.shape(a)[-1] > np.shape(a)[-2]:
+        tu = _T(t) @ u
+        dv = dv + (tu - v @ (ans @ tu)) / np.expand_dims(s, -2)
+    return _T(dv)
+
+
+svd_values = defprimitive("svd_values", lambda a: np.linalg.svd(a, compute_uv=False),
+                          "np.linalg.svd({0}, compute_uv=False)", vjps=[_svd_values_vjp],
+                          jvps=[_svd_values_jvp])
+svd_u = defprimitive("svd_u", lambda a: np.linalg.svd(a, full_matrices=False)[0],
+                     "np.linalg.svd({0}, full_matrices=False)[0]", vjps=[_svd_u_vjp],
+                     jvps=[_svd_u_jvp])
+svd_vh = defprimitive("svd_vh", lambda a: np.linalg.svd(a, full_matrices=False)[2],
+                      "np.linalg.svd({0}, full_matrices=False)[2]", vjps=[_svd_vh_vjp],
+                      jvps=[_svd_vh_jvp])
+_SVDResult = type(np.linalg.svd(np.eye(1)))
+
+
+@register_function(np.linalg.svd)
+def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    if hermitian:
+        raise UnsupportedOperationError(at(user_loc(), "np.linalg.svd(..., hermitian=True) "
+                                           "of a traced value is not supported; use eigh"))
+    if not compute_uv:
+        return svd_values(a)
+    m, n = np.shape(a)[-2:]
+    if full_matrices and m != n:
+        raise UnsupportedOperationError(at(user_loc(), "np.linalg.svd of a traced non-square "
+                                           "matrix needs full_matrices=False: the extra "
+                                           "singular vectors are not unique"))
+    return _SVDResult(svd_u(a), svd_values(a), svd_vh(a))
+
+
+@register_function(np.linalg.svdvals)
+def _svdvals(x, /):
+    return svd_values(x)
+
+
 # ---- norm: composed of elementwise ops and reductions ------------------------------------
 @register_function(np.linalg.norm)
 def _norm(x, ord=None, axis=None, keepdims=False):
@@ -258,7 +347,11 @@ def _matrix_norm(x, ord, axes, keepdims):
         pick = np.max if ord > 0 else np.min
         result = pick(sums, axis=outer, keepdims=True)
         return result if keepdims else np.squeeze(result, axis=axes)
-    raise UnsupportedOperationError(at(user_loc(), f"np.linalg.norm with ord={ord!r} on "
-                                       "matrices needs singular values, which autodiffgen "
-                                       "cannot differentiate yet; use ord='fro', 1 or inf, "
-                                       "or compute it outside the traced function"))
+    if ord in ("nuc", 2, -2):  # from the singular values of the matrices at `axes`
+        ndim = np.ndim(x)
+        rest = [k for k in range(ndim) if k not in axes]
+        s = svd_values(np.transpose(x, rest + [rows, cols]))
+        result = np.sum(s, axis=-1) if ord == "nuc" else (np.max if ord == 2 else np.min)(
+            s, axis=-1)
+        return np.expand_dims(result, tuple(sorted(axes))) if keepdims else result
+    raise ValueError(at(user_loc(), f"np.linalg.norm: invalid matrix norm order {ord!r}"))
