@@ -27,7 +27,21 @@ def jvp_status(prim):
         return "multilinear"
     if prim.jvps or (prim.jvp_from == "vjp" and vjp_status(prim) == "rule"):
         return "rule"
-    return "zero (no derivative)" if prim.jvp_from == "vjp" else "none"
+    return "error if needed" if prim.strict else "zero (no derivative)"
+
+
+# NumPy functions whose handlers record only derivative-free primitives, or refuse.
+_NO_DERIVATIVE = {np.argmax, np.argmin, np.argsort, np.count_nonzero, np.round, np.around,
+                  np.shape, np.ndim, np.size, np.zeros_like, np.ones_like, np.empty_like}
+_REFUSED = {np.nonzero, np.argwhere, np.flatnonzero}
+
+
+def function_status(func):
+    if func in _REFUSED:
+        return "refused: data-dependent shape"
+    if func in _NO_DERIVATIVE:
+        return "zero (no derivative)"
+    return "rule (recorded as primitives)"
 
 
 def _name(func):
@@ -48,12 +62,11 @@ def entry_rows():
                      jvp_status(prim)))
     for func, handler in FUNCTIONS.items():
         family = handler.__module__.rsplit(".", 1)[-1]
-        derivative = getattr(handler, "derivative", True)
-        status = "via its primitives" if derivative else "zero (no derivative)"
+        status = function_status(func)
         rows.append((_name(func), f"function ({family})", "", status, status))
     for (ufunc, method), handler in UFUNC_METHODS.items():
-        rows.append((f"np.{ufunc.__name__}.{method}", "ufunc method", "", "via its primitives",
-                     "via its primitives"))
+        status = "rule (recorded as primitives)"
+        rows.append((f"np.{ufunc.__name__}.{method}", "ufunc method", "", status, status))
     return sorted(set(rows))
 
 
@@ -71,15 +84,18 @@ def table():
         template = prim.template if isinstance(prim.template, str) else "(depends on parameters)"
         lines.append(f"| `{name}` | `{template}` | {vjp_status(prim)} | {jvp_status(prim)} |")
     counts = summary()
-    lines += ["", (f"Totals: {counts['entries']} NumPy entry points, {counts['primitives']} "
-              f"primitives; {counts['vjp']} primitives with a VJP rule and {counts['jvp']} with "
-              "a JVP rule (the rest have no derivative: comparisons, rounding, argmax, ...).")]
+    lines += ["", (f"Totals: {counts['entries']} NumPy entry points, {counts['differentiable']} "
+                   f"of them with VJP and JVP rules; {counts['primitives']} primitives, "
+                   f"{counts['vjp']} with a VJP rule and {counts['jvp']} with a JVP rule (the "
+                   "rest have no derivative: comparisons, rounding, argmax, ...).")]
     return "\n".join(lines) + "\n"
 
 
 def summary():
     prims = list(PRIMITIVES.values())
-    return {"entries": len(entry_rows()), "primitives": len(prims),
+    rows = entry_rows()
+    return {"entries": len(rows), "primitives": len(prims),
+            "differentiable": sum(row[3].startswith("rule") for row in rows),
             "vjp": sum(vjp_status(p) == "rule" for p in prims),
             "jvp": sum(jvp_status(p) in ("rule", "linear", "multilinear") for p in prims)}
 

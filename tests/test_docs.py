@@ -1,0 +1,21 @@
+"""The generated coverage table in the docs is current."""
+
+import pathlib
+
+import pytest
+
+from autodiffgen import coverage
+
+DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "coverage.md"
+
+
+def test_coverage_table_is_current():
+    pytest.importorskip("scipy")  # the table lists the scipy.special rules too
+    assert DOC.read_text() == coverage.table(), (
+        "docs/coverage.md is stale: run `python -m autodiffgen.coverage > docs/coverage.md`")
+
+
+def test_every_primitive_has_both_rules_or_none():
+    for name, prim in coverage.PRIMITIVES.items():
+        vjp, jvp = coverage.vjp_status(prim), coverage.jvp_status(prim)
+        assert (vjp == "rule") == (jvp in ("rule", "linear", "multilinear")), name
