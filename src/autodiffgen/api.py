@@ -116,14 +116,17 @@ class GradFunction:
     def __call__(self, *args, **kwargs):
         if kwargs:
             args = self._positional(args, kwargs)
+        out = self._entry(args)(*args)
+        return out if self.with_value else out[1]
+
+    def _entry(self, args):
+        """The compiled function for these arguments' signature (compiled on a miss)."""
         key = signature_key(args, self._diff)
         entry = self._entries.get(key)
         if entry is None:
-            entry = self._miss(args, key)
-        else:
-            self.hits += 1
-        out = entry(*args)
-        return out if self.with_value else out[1]
+            return self._miss(args, key)
+        self.hits += 1
+        return entry
 
     def source(self, *args, **kwargs):
         """The generated Python source for these arguments' signature."""

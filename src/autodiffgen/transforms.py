@@ -14,7 +14,7 @@ import numpy as np
 
 from . import backward, forward, naming, tracer
 from .api import GradFunction, _value_name, grad
-from .cache import describe, signature_key
+from .cache import describe
 from .emit import emit_module
 from .errors import ArgumentError, at
 
@@ -97,12 +97,7 @@ class VJPFunction(_Transformed):
         return super(_Transformed, self)._arg_names(n)
 
     def __call__(self, *primals):
-        key = signature_key(primals, self._diff)
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._miss(primals, key)
-        else:
-            self.hits += 1
+        entry = self._entry(primals)
         out, residuals = entry(*primals)
         backward_fn = entry.__globals__[entry.__name__[:-len("_fwd")] + "_bwd"]
         shape = np.shape(out)
