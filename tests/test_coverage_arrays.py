@@ -8,35 +8,23 @@ row's generated source must pass `ruff check`. Functions end in `_s(z) = sum(sin
 that cotangents differ from element to element.
 """
 
-import ast
-import json
-import os
-import subprocess
-import sys
-import zlib
-from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pytest
+import tables
+from tables import axis_id, const, f64, normal, shape_id, signed, uniform
+from tables import sum_sin as _s
 
 import autodiffgen
 from autodiffgen import tape
 from autodiffgen.errors import UnsupportedOperationError
-from autodiffgen.testing import check_grads
 
-
-# ---- argument domains: each is rng -> value ---------------------------------------------
-def normal(*shape):
-    return lambda rng: rng.standard_normal(shape)
-
-
-def positive(*shape):
-    return lambda rng: rng.uniform(0.5, 1.5, shape)
-
-
-def nonzero(*shape):
-    """|x| in [0.5, 1.5] with a random sign: products stay moderate, never near zero."""
-    return lambda rng: rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
+# ---- argument domains beyond the shared ones (tables.py): each is rng -> value ----------
+# Narrower than tables' positive and nonzero, [0.5, 1.5]: products stay moderate, and
+# nonzero's values (random signs) never near zero.
+positive = partial(uniform, 0.5, 1.5)
+nonzero = partial(signed, 0.5, 1.5)
 
 
 def with_zeros(shape, *where):
@@ -48,50 +36,11 @@ def with_zeros(shape, *where):
     return make
 
 
-def f64(gen):
-    return lambda rng: np.float64(gen(rng))
-
-
-def const(value):
-    return lambda rng: value
-
-
-@dataclass
-class Case:
-    name: str
-    f: object
-    args: tuple
-    argnums: object = 0
-    check: dict = field(default_factory=dict)
-
-    def make_args(self, dtype=np.float64):
-        rng = np.random.default_rng(zlib.crc32(self.name.encode()))
-        return tuple(_cast(gen(rng), dtype) for gen in self.args)
-
-
-def _cast(value, dtype):
-    if isinstance(value, (np.ndarray, np.generic)) and value.dtype == np.float64:
-        return value.astype(dtype) if isinstance(value, np.ndarray) else dtype(value)
-    return value
-
-
-def _s(z):
-    return np.sum(np.sin(z))
-
-
-def _shape_id(shape):
-    return "x".join(map(str, shape)) if shape else "0d"
-
-
-def _axis_id(axis):
-    return "None" if axis is None else str(axis).replace(" ", "")
-
-
 CASES = []
 
 
 def case(name, f, *args, argnums=0, **check):
-    CASES.append(Case(name, f, args, argnums, check))
+    CASES.append(tables.Case(name, f, args, argnums, check))
 
 
 # ---- reductions: prod, var, std over axes, with keepdims --------------------------------
@@ -101,7 +50,7 @@ _REDUCE_AXES = {(5,): [None, 0, -1],
 for _shape, _axes in _REDUCE_AXES.items():
     for _axis in _axes:
         for _keep in (False, True):
-            _id = f"{_shape_id(_shape)}-axis{_axis_id(_axis)}" + "-keepdims" * _keep
+            _id = f"{shape_id(_shape)}-axis{axis_id(_axis)}" + "-keepdims" * _keep
             case(f"prod-{_id}", lambda x, axis=_axis, keep=_keep:
                  _s(np.prod(x, axis=axis, keepdims=keep)), nonzero(*_shape))
             case(f"var-{_id}", lambda x, axis=_axis, keep=_keep:
@@ -129,7 +78,7 @@ case("std-all", lambda x: _s(np.std(x)), normal(3, 4))
 for _shape, _axes in {(5,): [None, 0, -1], (3, 4): [None, 0, 1, -1],
                       (2, 3, 4): [None, 1, -1]}.items():
     for _axis in _axes:
-        _id = f"{_shape_id(_shape)}-axis{_axis_id(_axis)}"
+        _id = f"{shape_id(_shape)}-axis{axis_id(_axis)}"
         case(f"cumsum-{_id}", lambda x, axis=_axis: _s(np.cumsum(x, axis=axis)), normal(*_shape))
         case(f"cumprod-{_id}", lambda x, axis=_axis: _s(np.cumprod(x, axis=axis)),
              nonzero(*_shape))
@@ -184,7 +133,7 @@ case("squeeze-method-tuple-negative", lambda x: _s(x.squeeze((-1, 0))), normal(1
 for _fn, _n in [(np.atleast_1d, 1), (np.atleast_2d, 2), (np.atleast_3d, 3)]:
     for _shape in [(), (3,), (2, 3), (2, 3, 2)]:
         _gen = f64(normal()) if _shape == () else normal(*_shape)
-        case(f"atleast_{_n}d-{_shape_id(_shape)}",
+        case(f"atleast_{_n}d-{shape_id(_shape)}",
              lambda x, fn=_fn: _s(fn(x) * np.arange(1.0, 1 + np.size(x)).reshape(
                  fn(np.zeros(np.shape(x))).shape)), _gen)
 case("atleast_2d-two-arrays", lambda x, y: _s(np.atleast_2d(x, y)[0] * np.atleast_2d(x, y)[1].T),
@@ -334,16 +283,13 @@ case("idx-chained", lambda x: _s(x[::-1][1:][[0, 0]][:, None]), normal(4, 2))
 case("idx-scalar-then-array", lambda x: _s(x[1][[2, 2, 0]]), normal(2, 3))
 case("idx-0d-ellipsis", lambda x: _s(x[...] * x[()]), f64(normal()))
 
-assert len({c.name for c in CASES}) == len(CASES), "case names must be unique"
-BY_NAME = {c.name: c for c in CASES}
+BY_NAME = tables.by_name(CASES)
 
 
 # ---- the tests --------------------------------------------------------------------------
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
 def test_gradients(c):
-    args = c.make_args()
-    value, _ = check_grads(c.f, *args, argnums=c.argnums, **c.check)
-    np.testing.assert_allclose(value, c.f(*args), rtol=1e-12)  # the forward is NumPy's
+    tables.check_gradients(c)
 
 
 FLOAT32 = ["prod-3x4-axis1", "prod-one-zero", "var-2x3x4-axis(0,2)", "std-ddof1-3x4-axis0",
@@ -357,15 +303,7 @@ FLOAT32 = ["prod-3x4-axis1", "prod-one-zero", "var-2x3x4-axis(0,2)", "std-ddof1-
 
 @pytest.mark.parametrize("name", FLOAT32)
 def test_float32_gradients(name):
-    c = BY_NAME[name]
-    args = c.make_args(np.float32)
-    _, grads = check_grads(c.f, *args, argnums=c.argnums, rtol=1e-3, atol=1e-4)
-    argnums = (c.argnums,) if isinstance(c.argnums, int) else c.argnums
-    grads = (grads,) if isinstance(c.argnums, int) else grads
-    for n, g in zip(argnums, grads, strict=True):
-        assert np.result_type(g) == np.float32, f"argument {n}: {np.result_type(g)}"
-    source = autodiffgen.emit(c.f, *args, argnums=c.argnums)
-    assert "float64" not in source and ".astype(" not in source, source
+    tables.check_float32(BY_NAME[name], rtol=1e-3, atol=1e-4)
 
 
 # ---- second derivatives -----------------------------------------------------------------
@@ -378,16 +316,7 @@ SECOND = ["prod-3x4-axis1", "var-3x4-axis0", "cumsum-3x4-axis1", "cumprod-5-axis
 def test_hessian_against_finite_differences_of_grad(name):
     c = BY_NAME[name]
     (x,) = c.make_args()
-    h = autodiffgen.hessian(c.f)(x).reshape(x.size, x.size)
-    grad = autodiffgen.grad(c.f)
-    eps = 1e-5
-    columns = []
-    for k in range(x.size):
-        step = np.zeros(x.size)
-        step[k] = eps
-        step = step.reshape(x.shape)
-        columns.append(((grad(x + step) - grad(x - step)) / (2 * eps)).reshape(-1))
-    np.testing.assert_allclose(h, np.stack(columns, axis=1), rtol=1e-5, atol=1e-6)
+    tables.check_hessian(c.f, x)
 
 
 # ---- exact values where finite differences would not tell ------------------------------
@@ -470,35 +399,10 @@ def test_generated_code_reads_as_numpy():
 
 
 # ---- generated source is clean Python ---------------------------------------------------
-@pytest.fixture(scope="module")
-def ruff_report(tmp_path_factory):
-    """Emit every case once and run ruff once over all of them."""
-    folder = tmp_path_factory.mktemp("generated")
-    sources, errors = {}, {}
-    for i, c in enumerate(CASES):
-        try:
-            sources[c.name] = autodiffgen.emit(c.f, *c.make_args(), argnums=c.argnums)
-        except Exception as e:  # noqa: BLE001  re-raised by that case's own test
-            errors[c.name] = e
-            continue
-        (folder / f"case_{i}.py").write_text(sources[c.name])
-    run = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache",
-                          "--output-format", "json", str(folder)],
-                         capture_output=True, text=True, check=False)
-    assert run.returncode in (0, 1), run.stderr
-    found = {}
-    for d in json.loads(run.stdout or "[]"):
-        found.setdefault(os.path.basename(d["filename"]), []).append(
-            f"{d['code']} line {d['location']['row']}: {d['message']}")
-    return sources, errors, found
+# Emits every case once and runs ruff once over all of them (one process, not hundreds).
+ruff_report = tables.ruff_report_fixture(CASES, "generated")
 
 
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[c.name for c in CASES])
 def test_generated_source_passes_ruff(i, ruff_report):
-    sources, errors, found = ruff_report
-    c = CASES[i]
-    if c.name in errors:
-        raise errors[c.name]
-    ast.parse(sources[c.name])
-    problems = found.get(f"case_{i}.py", [])
-    assert not problems, "\n".join(problems) + "\n\n" + sources[c.name]
+    ruff_report.check(i, CASES[i])

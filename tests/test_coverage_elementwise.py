@@ -10,21 +10,19 @@ generated gradient). Rows that need SciPy are skipped without it.
 Functions end in `_s(z) = sum(sin(z))` so that cotangents differ from element to element.
 """
 
-import json
 import operator
 import os
 import re
-import subprocess
-import sys
-import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
+import tables
+from tables import const, f64, nonzero, normal, positive, shape_id, uniform
+from tables import sum_sin as _s
 
 import autodiffgen
 from autodiffgen import tape
-from autodiffgen.testing import check_grads
 
 try:
     from scipy import special
@@ -32,24 +30,7 @@ except ImportError:  # SciPy is optional: its rows are skipped
     special = None
 
 
-# ---- argument domains: each is rng -> value ---------------------------------------------
-def normal(*shape):
-    return lambda rng: rng.standard_normal(shape)
-
-
-def uniform(lo, hi, *shape):
-    return lambda rng: rng.uniform(lo, hi, shape)
-
-
-def positive(*shape):
-    return uniform(0.5, 2.0, *shape)
-
-
-def nonzero(*shape):
-    """|x| in [0.5, 2] with a random sign: away from kinks, poles and branch points."""
-    return lambda rng: rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
-
-
+# ---- argument domains beyond the shared ones (tables.py): each is rng -> value ----------
 def unit(*shape):
     """|x| < 0.9: inside the domain of arcsin, arccos and arctanh."""
     return uniform(-0.9, 0.9, *shape)
@@ -71,47 +52,16 @@ def off_grid(step, *shape):
     return make
 
 
-def f64(gen):
-    return lambda rng: np.float64(gen(rng))
-
-
-def const(value):
-    return lambda rng: value
-
-
 @dataclass
-class Case:
-    name: str
-    f: object
-    args: tuple
-    argnums: object = 0
-    scipy: bool = False
-    check: dict = field(default_factory=dict)
-
-    def make_args(self, dtype=np.float64):
-        rng = np.random.default_rng(zlib.crc32(self.name.encode()))
-        return tuple(_cast(gen(rng), dtype) for gen in self.args)
-
-
-def _cast(value, dtype):
-    if isinstance(value, (np.ndarray, np.generic)) and value.dtype == np.float64:
-        return value.astype(dtype) if isinstance(value, np.ndarray) else dtype(value)
-    return value
-
-
-def _s(z):
-    return np.sum(np.sin(z))
-
-
-def _shape_id(shape):
-    return "x".join(map(str, shape)) if shape else "0d"
+class Case(tables.Case):
+    scipy: bool = False  # the row needs scipy.special: skipped without SciPy
 
 
 CASES = []
 
 
 def case(name, f, *args, argnums=0, scipy=False, **check):
-    CASES.append(Case(name, f, args, argnums, scipy, check))
+    CASES.append(Case(name, f, args, argnums, check, scipy))
 
 
 # ---- unary ufuncs on a matrix and a 0-d array -------------------------------------------
@@ -149,7 +99,7 @@ _BINARY = [
 _PAIRS = [((3, 4), (3, 4)), ((3, 1), (1, 4)), ((2, 3, 4), (3, 1)), ((), (3,)), ((2, 3), ())]
 for _op, _fn, _dx, _dy in _BINARY:
     for _sx, _sy in _PAIRS:
-        case(f"{_op}-{_shape_id(_sx)}-{_shape_id(_sy)}", lambda x, y, fn=_fn: _s(fn(x, y)),
+        case(f"{_op}-{shape_id(_sx)}-{shape_id(_sy)}", lambda x, y, fn=_fn: _s(fn(x, y)),
              _dx(*_sx), _dy(*_sy), argnums=(0, 1))
 case("np.mod", lambda x: _s(np.mod(x, 0.75)), normal(3, 4))
 case("arctan2-constant-x", lambda y: _s(np.arctan2(y, 2.0)), normal(5))
@@ -216,7 +166,7 @@ if special is not None:
         case(f"scipy-{_op}-3x4", lambda x, fn=_fn: _s(fn(x)), _dom(3, 4), scipy=True)
         case(f"scipy-{_op}-0d", lambda x, fn=_fn: _s(fn(x)), f64(_dom()), scipy=True)
     for _sx, _sy in _PAIRS:
-        case(f"scipy-xlogy-{_shape_id(_sx)}-{_shape_id(_sy)}",
+        case(f"scipy-xlogy-{shape_id(_sx)}-{shape_id(_sy)}",
              lambda x, y: _s(special.xlogy(x, y)), normal(*_sx), positive(*_sy),
              argnums=(0, 1), scipy=True)
     case("scipy-xlogy-zero-x", lambda x, y: _s(special.xlogy(x, y)),
@@ -226,8 +176,7 @@ if special is not None:
     case("scipy-gammaln-digamma", lambda x: _s(special.gammaln(x) * special.digamma(x)),
          positive(5), scipy=True)
 
-assert len({c.name for c in CASES}) == len(CASES), "case names must be unique"
-BY_NAME = {c.name: c for c in CASES}
+BY_NAME = tables.by_name(CASES)
 
 
 def _polygamma(n, x):
@@ -245,9 +194,7 @@ def _needs(c):
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
 def test_gradients(c):
     _needs(c)
-    args = c.make_args()
-    value, _ = check_grads(c.f, *args, argnums=c.argnums, **c.check)
-    np.testing.assert_allclose(value, c.f(*args), rtol=1e-12)  # the forward is NumPy's
+    tables.check_gradients(c)
 
 
 ZERO_GRADIENT = [c for c in CASES if c.name.endswith("-alone")]
@@ -280,17 +227,8 @@ PROMOTING = {"scipy-digamma-3x4": "SciPy's polygamma has only a float64 loop; th
 def test_float32_gradients(name):
     if name not in BY_NAME:  # a SciPy row, left out of the table without SciPy
         pytest.importorskip("scipy.special")
-    c = BY_NAME[name]
-    args = c.make_args(np.float32)
-    _, grads = check_grads(c.f, *args, argnums=c.argnums, rtol=1e-3, atol=1e-4, eps=1e-3)
-    argnums = (c.argnums,) if isinstance(c.argnums, int) else c.argnums
-    grads = (grads,) if isinstance(c.argnums, int) else grads
-    for n, g in zip(argnums, grads, strict=True):
-        if isinstance(args[n], (np.ndarray, np.generic)):
-            assert np.result_type(g) == np.float32, f"argument {n}: {np.result_type(g)}"
-    if name not in PROMOTING:  # no rule may compute in float64 and cast back at the end
-        source = autodiffgen.emit(c.f, *args, argnums=c.argnums)
-        assert "float64" not in source and ".astype(" not in source, source
+    tables.check_float32(BY_NAME[name], rtol=1e-3, atol=1e-4, eps=1e-3,
+                         arg_types=(np.ndarray, np.generic), check_source=name not in PROMOTING)
 
 
 # ---- second order: the generated Hessian against differences of the generated gradient --
@@ -320,13 +258,7 @@ SECOND = [
 def test_second_derivatives(name, f, dom):
     if name.startswith("scipy"):
         pytest.importorskip("scipy.special")
-    x = dom(np.random.default_rng(zlib.crc32(name.encode())))
-    h = autodiffgen.hessian(f)(x)
-    g = autodiffgen.grad(f)
-    eps = 1e-5
-    fd = np.stack([(g(x + eps * e) - g(x - eps * e)) / (2 * eps) for e in np.eye(x.size)], 1)
-    np.testing.assert_allclose(h, fd, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(h, h.T, rtol=1e-10, atol=1e-12)
+    tables.check_hessian(f, dom(tables.rng_for(name)), symmetry={"rtol": 1e-10, "atol": 1e-12})
 
 
 # ---- edge values --------------------------------------------------------------------------
@@ -453,12 +385,8 @@ def test_generated_source_passes_ruff_and_runs_standalone(tmp_path):
                 assert "\nimport numpy as np\nimport scipy.special\n" in source, source
             else:
                 assert "scipy" not in source, source
-    run = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache",
-                          "--output-format", "json", str(tmp_path)],
-                         capture_output=True, text=True, check=False)
-    assert run.returncode in (0, 1), run.stderr
     problems = [f"{os.path.basename(d['filename'])} {d['code']}: {d['message']}"
-                for d in json.loads(run.stdout or "[]")]
+                for d in tables.run_ruff(tmp_path)]
     assert not problems, "\n".join(problems)
     for i, c in enumerate(cases):  # a standalone module runs on its own, in a fresh namespace
         scope = {"__name__": "standalone"}
@@ -468,7 +396,7 @@ def test_generated_source_passes_ruff_and_runs_standalone(tmp_path):
         expected = autodiffgen.value_and_grad(c.f, argnums=c.argnums)(*args)
         got = scope[name](*args)
         np.testing.assert_allclose(got[0], expected[0], rtol=1e-12)
-        single = isinstance(c.argnums, int)
-        for a, b in zip((got[1],) if single else got[1],
-                        (expected[1],) if single else expected[1], strict=True):
+        _, got_grads = tables.per_argument(c.argnums, got[1])
+        _, expected_grads = tables.per_argument(c.argnums, expected[1])
+        for a, b in zip(got_grads, expected_grads, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-12)

@@ -11,26 +11,17 @@ functions symmetrize the argument first; eigh's inputs have well-separated eigen
 its eigenvector losses are invariant to each eigenvector's sign.
 """
 
-import ast
-import json
-import os
-import subprocess
-import sys
-import zlib
-from dataclasses import dataclass, field
-
 import numpy as np
 import pytest
+import tables
+from tables import normal
+from tables import shape_id as _id
+from tables import sum_sin as _s
 
 import autodiffgen
-from autodiffgen.testing import check_grads
 
 
-# ---- argument domains: each is rng -> value ---------------------------------------------
-def normal(*shape):
-    return lambda rng: rng.standard_normal(shape)
-
-
+# ---- argument domains beyond the shared ones (tables.py): each is rng -> value ----------
 def wellcond(*shape):
     """A stack of n x n matrices n * I + 0.3 * noise: far from singular."""
     n = shape[-1]
@@ -61,46 +52,15 @@ def apart(*shape):
     return make
 
 
-def const(value):
-    return lambda rng: value
-
-
-@dataclass
-class Case:
-    name: str
-    f: object
-    args: tuple
-    argnums: object = 0
-    check: dict = field(default_factory=dict)
-
-    def make_args(self, dtype=np.float64):
-        rng = np.random.default_rng(zlib.crc32(self.name.encode()))
-        return tuple(_cast(gen(rng), dtype) for gen in self.args)
-
-
-def _cast(value, dtype):
-    if isinstance(value, np.ndarray) and value.dtype == np.float64:
-        return value.astype(dtype)
-    return value
-
-
-def _s(z):
-    return np.sum(np.sin(z))
-
-
 def _sym(a):
     return (a + np.swapaxes(a, -1, -2)) / 2
-
-
-def _id(shape):
-    return "x".join(map(str, shape)) if shape else "0d"
 
 
 CASES = []
 
 
 def case(name, f, *args, argnums=0, **check):
-    CASES.append(Case(name, f, args, argnums, check))
+    CASES.append(tables.Case(name, f, args, argnums, check))
 
 
 def pairs(op, fn, shape_pairs, dom_a=normal, dom_b=normal):
@@ -225,16 +185,13 @@ for _ord in [None, "fro", 1, -1, np.inf, -np.inf, "nuc", 2, -2]:
     case(f"norm-matrix-axes-reversed-keepdims-ord{_ord}",
          lambda x, o=_ord: _s(np.linalg.norm(x, o, axis=(2, 0), keepdims=True)), apart(3, 2, 4))
 
-assert len({c.name for c in CASES}) == len(CASES), "case names must be unique"
-BY_NAME = {c.name: c for c in CASES}
+BY_NAME = tables.by_name(CASES)
 
 
 # ---- the tests --------------------------------------------------------------------------
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
 def test_gradients(c):
-    args = c.make_args()
-    value, _ = check_grads(c.f, *args, argnums=c.argnums, **c.check)
-    np.testing.assert_allclose(value, c.f(*args), rtol=1e-12)  # the forward is NumPy's
+    tables.check_gradients(c)
 
 
 FLOAT32 = ["matmul-2x1x3x4-5x4x2", "dot-2x3x4-5x4x2", "vdot-3x4-12", "inner-3x4-5x4",
@@ -249,15 +206,7 @@ FLOAT32 = ["matmul-2x1x3x4-5x4x2", "dot-2x3x4-5x4x2", "vdot-3x4-12", "inner-3x4-
 
 @pytest.mark.parametrize("name", FLOAT32)
 def test_float32_gradients(name):
-    c = BY_NAME[name]
-    args = c.make_args(np.float32)
-    _, grads = check_grads(c.f, *args, argnums=c.argnums, rtol=2e-3, atol=1e-3)
-    argnums = (c.argnums,) if isinstance(c.argnums, int) else c.argnums
-    grads = (grads,) if isinstance(c.argnums, int) else grads
-    for n, g in zip(argnums, grads, strict=True):
-        assert np.result_type(g) == np.float32, f"argument {n}: {np.result_type(g)}"
-    source = autodiffgen.emit(c.f, *args, argnums=c.argnums)
-    assert "float64" not in source and ".astype(" not in source, source
+    tables.check_float32(BY_NAME[name], rtol=2e-3, atol=1e-3)
 
 
 # ---- second derivatives: the generated Hessian vs differences of the generated gradient --
@@ -285,14 +234,8 @@ HESSIAN = {
 
 @pytest.mark.parametrize("name", list(HESSIAN))
 def test_second_derivatives(name):
-    f = HESSIAN[name]
-    x = np.random.default_rng(zlib.crc32(name.encode())).standard_normal(9) * 0.5
-    h = autodiffgen.hessian(f)(x)
-    grad = autodiffgen.grad(f)
-    eps = 1e-5
-    fd = np.stack([(grad(x + eps * e) - grad(x - eps * e)) / (2 * eps) for e in np.eye(9)])
-    np.testing.assert_allclose(h, fd.T, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(h, h.T, rtol=1e-8, atol=1e-10)
+    x = tables.rng_for(name).standard_normal(9) * 0.5
+    tables.check_hessian(HESSIAN[name], x, symmetry={"rtol": 1e-8, "atol": 1e-10})
 
 
 # ---- errors and the emitted form ---------------------------------------------------------
@@ -333,35 +276,10 @@ def test_eigh_gradient_is_symmetric():
 
 
 # ---- generated source is clean Python ---------------------------------------------------
-@pytest.fixture(scope="module")
-def ruff_report(tmp_path_factory):
-    """Emit every case once and run ruff once over all of them."""
-    folder = tmp_path_factory.mktemp("generated_linalg")
-    sources, errors = {}, {}
-    for i, c in enumerate(CASES):
-        try:
-            sources[c.name] = autodiffgen.emit(c.f, *c.make_args(), argnums=c.argnums)
-        except Exception as e:  # noqa: BLE001  re-raised by that case's own test
-            errors[c.name] = e
-            continue
-        (folder / f"case_{i}.py").write_text(sources[c.name])
-    run = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache",
-                          "--output-format", "json", str(folder)],
-                         capture_output=True, text=True, check=False)
-    assert run.returncode in (0, 1), run.stderr  # 1: ruff found problems, listed below
-    found = {}
-    for d in json.loads(run.stdout or "[]"):
-        found.setdefault(os.path.basename(d["filename"]), []).append(
-            f"{d['code']} line {d['location']['row']}: {d['message']}")
-    return sources, errors, found
+# Emits every case once and runs ruff once over all of them (one process, not hundreds).
+ruff_report = tables.ruff_report_fixture(CASES, "generated_linalg")
 
 
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[c.name for c in CASES])
 def test_generated_source_passes_ruff(i, ruff_report):
-    sources, errors, found = ruff_report
-    c = CASES[i]
-    if c.name in errors:
-        raise errors[c.name]
-    ast.parse(sources[c.name])
-    problems = found.get(f"case_{i}.py", [])
-    assert not problems, "\n".join(problems) + "\n\n" + sources[c.name]
+    ruff_report.check(i, CASES[i])

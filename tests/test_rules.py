@@ -10,40 +10,17 @@ element to element: a plain sum seeds ones, which a wrong transpose or broadcast
 permute or sum into the same ones and pass unnoticed.
 """
 
-import ast
-import json
-import os
-import subprocess
-import sys
-import zlib
-from dataclasses import dataclass, field
-
 import numpy as np
 import pytest
+import tables
+from tables import axis_id, const, f64, ints, nonzero, normal, positive, pyfloat, shape_id, uniform
+from tables import sum_sin as _s
 
 import autodiffgen
 from autodiffgen import tape
-from autodiffgen.testing import check_grads
 
 
-# ---- argument domains: each is rng -> value ---------------------------------------------
-def normal(*shape):
-    return lambda rng: rng.standard_normal(shape)
-
-
-def uniform(lo, hi, *shape):
-    return lambda rng: rng.uniform(lo, hi, shape)
-
-
-def positive(*shape):
-    return uniform(0.5, 2.0, *shape)
-
-
-def nonzero(*shape):
-    """|x| in [0.5, 2] with a random sign: away from the kink of abs and the pole of 1/x."""
-    return lambda rng: rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
-
-
+# ---- argument domains beyond the shared ones (tables.py): each is rng -> value ----------
 def distinct(*shape):
     """No two values within 0.2 of each other: max, min and maximum have no ties."""
     def make(rng):
@@ -58,54 +35,11 @@ def off_bounds(*shape):
     return lambda rng: rng.choice([-1.0, 0.0, 1.0], shape) + rng.uniform(-0.3, 0.3, shape)
 
 
-def f64(gen):
-    return lambda rng: np.float64(gen(rng))
-
-
-def pyfloat(gen):
-    return lambda rng: float(gen(rng))
-
-
-def ints(high, *shape):
-    return lambda rng: rng.integers(0, high, shape)
-
-
-def const(value):
-    return lambda rng: value
-
-
-@dataclass
-class Case:
-    name: str
-    f: object
-    args: tuple
-    argnums: object = 0
-    check: dict = field(default_factory=dict)  # extra check_grads options (tolerances)
-
-    def make_args(self, dtype=np.float64):
-        rng = np.random.default_rng(zlib.crc32(self.name.encode()))
-        return tuple(_cast(gen(rng), dtype) for gen in self.args)
-
-
-def _cast(value, dtype):
-    if isinstance(value, (np.ndarray, np.generic)) and value.dtype == np.float64:
-        return value.astype(dtype) if isinstance(value, np.ndarray) else dtype(value)
-    return value
-
-
-def _s(z):
-    return np.sum(np.sin(z))
-
-
-def _shape_id(shape):
-    return "x".join(map(str, shape)) if shape else "0d"
-
-
 CASES = []
 
 
 def case(name, f, *args, argnums=0, **check):
-    CASES.append(Case(name, f, args, argnums, check))
+    CASES.append(tables.Case(name, f, args, argnums, check))
 
 
 # ---- elementwise binary ops on broadcasting shape pairs ---------------------------------
@@ -125,7 +59,7 @@ _PAIRS = [((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 1), (1, 4)), ((2, 3, 4), (3, 1)
           ((4,), (3, 4)), ((), (3,)), ((2, 3), ())]
 for _op, _f, _dx, _dy in _BINARY:
     for _sx, _sy in _PAIRS:
-        case(f"{_op}-{_shape_id(_sx)}-{_shape_id(_sy)}", _f, _dx(*_sx), _dy(*_sy),
+        case(f"{_op}-{shape_id(_sx)}-{shape_id(_sy)}", _f, _dx(*_sx), _dy(*_sy),
              argnums=(0, 1))
     case(f"{_op}-f64scalar-3", _f, f64(_dx()), _dy(3), argnums=(0, 1))
     case(f"{_op}-3-f64scalar", _f, _dx(3), f64(_dy()), argnums=(0, 1))
@@ -192,14 +126,14 @@ _MATMUL = [((4,), (4,)), ((4,), (4, 3)), ((3, 4), (4,)), ((3, 4), (4, 2)),
            ((2, 3, 4), (2, 4, 5)), ((3, 4), (2, 4, 5)), ((2, 3, 4), (4, 5)),
            ((4,), (2, 4, 3)), ((2, 3, 4), (4,)), ((2, 1, 3, 4), (5, 4, 2))]
 for _sa, _sb in _MATMUL:
-    case(f"matmul-{_shape_id(_sa)}-{_shape_id(_sb)}", lambda a, b: _s(a @ b), normal(*_sa),
+    case(f"matmul-{shape_id(_sa)}-{shape_id(_sb)}", lambda a, b: _s(a @ b), normal(*_sa),
          normal(*_sb), argnums=(0, 1))
 case("np.matmul-3x4-4x2", lambda a, b: _s(np.matmul(a, b)), normal(3, 4), normal(4, 2),
      argnums=(0, 1))
 case("matmul-wrt-b-only", lambda a, b: _s(a @ b), normal(2, 3, 4), normal(4, 2), argnums=1)
 case("matmul-constant-a", lambda b: _s(np.array([[1.0, -2.0], [0.5, 3.0]]) @ b), normal(2, 3))
 for _sa, _sb in [((4,), (4,)), ((4,), (4, 3)), ((3, 4), (4,)), ((3, 4), (4, 2))]:
-    case(f"np.dot-{_shape_id(_sa)}-{_shape_id(_sb)}", lambda a, b: _s(np.dot(a, b)),
+    case(f"np.dot-{shape_id(_sa)}-{shape_id(_sb)}", lambda a, b: _s(np.dot(a, b)),
          normal(*_sa), normal(*_sb), argnums=(0, 1))
 case("dot-method-3x4-4x2", lambda a, b: _s(a.dot(b)), normal(3, 4), normal(4, 2),
      argnums=(0, 1))
@@ -284,8 +218,7 @@ for _op, _fn, _dom in _REDUCTIONS:
     for _shape, _axes in _REDUCE_AXES.items():
         for _axis in _axes:
             for _keep in (False, True):
-                _axis_id = "None" if _axis is None else str(_axis).replace(" ", "")
-                case(f"{_op}-{_shape_id(_shape)}-axis{_axis_id}" + ("-keepdims" * _keep),
+                case(f"{_op}-{shape_id(_shape)}-axis{axis_id(_axis)}" + "-keepdims" * _keep,
                      lambda x, fn=_fn, axis=_axis, keep=_keep: _s(fn(x, axis=axis,
                                                                     keepdims=keep)),
                      _dom(*_shape))
@@ -412,16 +345,13 @@ case("binary-cross-entropy-float-targets", binary_cross_entropy, normal(8), unif
 case("mlp", mlp, normal(4, 5), normal(5), normal(5, 3), normal(6, 4), ints(3, 6),
      argnums=(0, 1, 2))
 
-assert len({c.name for c in CASES}) == len(CASES), "case names must be unique"
-BY_NAME = {c.name: c for c in CASES}
+BY_NAME = tables.by_name(CASES)
 
 
 # ---- the tests --------------------------------------------------------------------------
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
 def test_gradients(c):
-    args = c.make_args()
-    value, _ = check_grads(c.f, *args, argnums=c.argnums, **c.check)
-    np.testing.assert_allclose(value, c.f(*args), rtol=1e-12)  # the forward is NumPy's
+    tables.check_gradients(c)
 
 
 FLOAT32 = ["add-3x4-4", "multiply-3x1-1x4", "divide-2x3x4-3x1", "power-3x4-4",
@@ -439,52 +369,18 @@ PROMOTING = {"gelu": "np.sqrt(2 / np.pi) is an np.float64",
 
 @pytest.mark.parametrize("name", FLOAT32)
 def test_float32_gradients(name):
-    c = BY_NAME[name]
-    args = c.make_args(np.float32)
-    _, grads = check_grads(c.f, *args, argnums=c.argnums, rtol=1e-3, atol=1e-4)
-    argnums = (c.argnums,) if isinstance(c.argnums, int) else c.argnums
-    grads = (grads,) if isinstance(c.argnums, int) else grads
-    for n, g in zip(argnums, grads, strict=True):
-        if isinstance(args[n], np.ndarray):
-            assert np.result_type(g) == np.float32, f"argument {n}: {np.result_type(g)}"
-    if name not in PROMOTING:  # no rule may compute in float64 and cast back at the end
-        source = autodiffgen.emit(c.f, *args, argnums=c.argnums)
-        assert "float64" not in source and ".astype(" not in source, source
+    tables.check_float32(BY_NAME[name], rtol=1e-3, atol=1e-4, arg_types=np.ndarray,
+                         check_source=name not in PROMOTING)
 
 
 # ---- generated source is clean Python ---------------------------------------------------
-@pytest.fixture(scope="module")
-def ruff_report(tmp_path_factory):
-    """Emit every case once and run ruff once over all of them (one process, not 300)."""
-    folder = tmp_path_factory.mktemp("generated")
-    sources, errors = {}, {}
-    for i, c in enumerate(CASES):
-        try:
-            sources[c.name] = autodiffgen.emit(c.f, *c.make_args(), argnums=c.argnums)
-        except Exception as e:  # noqa: BLE001  re-raised by that case's own test
-            errors[c.name] = e
-            continue
-        (folder / f"case_{i}.py").write_text(sources[c.name])
-    run = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache",
-                          "--output-format", "json", str(folder)],
-                         capture_output=True, text=True, check=False)
-    assert run.returncode in (0, 1), run.stderr  # 1: ruff found problems, listed below
-    found = {}
-    for d in json.loads(run.stdout or "[]"):
-        found.setdefault(os.path.basename(d["filename"]), []).append(
-            f"{d['code']} line {d['location']['row']}: {d['message']}")
-    return sources, errors, found
+# Emits every case once and runs ruff once over all of them (one process, not hundreds).
+ruff_report = tables.ruff_report_fixture(CASES, "generated")
 
 
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[c.name for c in CASES])
 def test_generated_source_passes_ruff(i, ruff_report):
-    sources, errors, found = ruff_report
-    c = CASES[i]
-    if c.name in errors:
-        raise errors[c.name]
-    ast.parse(sources[c.name])
-    problems = found.get(f"case_{i}.py", [])
-    assert not problems, "\n".join(problems) + "\n\n" + sources[c.name]
+    ruff_report.check(i, CASES[i])
 
 
 # ---- composed models, cache reuse, ties -------------------------------------------------
