@@ -12,8 +12,10 @@ from .errors import OutputError, at
 from .graph import Graph, Node, toposort
 from .rules import PRIMITIVES, missing_rule, unbroadcast
 from .tracer import Box, result_dtype
+from .tree import leaves, map_tree
 
-_VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem"}
+_VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast_to",
+          "stop_gradient"}
 
 
 def check_output(out, fun, scalar):
@@ -90,7 +92,7 @@ def traced_gradients(trace, out, wrt_tree, seed=None):
     """
     wrt = [b.node for b in leaves(wrt_tree) if type(b) is Box]
     if type(out) is not Box:
-        return map_tree(wrt_tree, _zeros), {}
+        return map_tree(wrt_tree, lambda b: _zeros(b) if _differentiable_leaf(b) else None), {}
     out_node = out.node
     with trace:
         if seed is None:
@@ -100,29 +102,41 @@ def traced_gradients(trace, out, wrt_tree, seed=None):
                              np.ones(out_node.shape, out_node.dtype))
             trace.grad_of = None
         found, cotangent_of = cotangents(trace, out_node, wrt, trace.boxes.__getitem__, seed)
-        grads = map_tree(wrt_tree, lambda b: fresh(trace, found.get(b.node), b, out))
+        grads = map_tree(wrt_tree, lambda b: fresh(trace, found.get(b.node), b, out)
+                         if _differentiable_leaf(b) else None)
     return grads, cotangent_of
 
 
 def fresh(trace, g, leaf, out):
-    """The gradient for one input, never aliasing a user's array or another output."""
+    """The gradient for one input: a writable array of its own, sharing memory with no
+    user array, no other output and nothing read-only (a broadcast view)."""
     if g is None:
         return _zeros(leaf)
-    node = g.node if type(g) is Box else None
-    if node is not None and (_aliases_input(node) or node.prim is PRIMITIVES["broadcast_to"]
-                             or node in trace.returned or (type(out) is Box and node is out.node)):
+    if type(g) is not Box:
+        return g
+    base, broadcast = _view_base(g.node)
+    if broadcast or base.prim is None or base in trace.returned or (
+            type(out) is Box and base is _view_base(out.node)[0]):
         trace.grad_of = leaf.node
         g = PRIMITIVES["copy"](g)
         trace.grad_of = None
-    if type(g) is Box:
-        trace.returned.add(g.node)
+        base = g.node
+    trace.returned.add(base)
     return g
 
 
-def _aliases_input(node):
+def _differentiable_leaf(leaf):
+    return type(leaf) is Box and np.issubdtype(leaf.node.dtype, np.inexact)
+
+
+def _view_base(node):
+    """The node whose memory `node` may share (through reshapes, transposes, basic
+    indexing, broadcasts), and whether a broadcast (read-only) view is on the way."""
+    broadcast = False
     while node.prim is not None and node.prim.name in _VIEWS and type(node.args[0]) is Node:
+        broadcast = broadcast or node.prim.name == "broadcast_to"
         node = node.args[0]
-    return node.prim is None
+    return node, broadcast
 
 
 def _zeros(leaf):
@@ -166,22 +180,6 @@ def split_graphs(name, params, trace, value, grads, seed):
     bwd = Graph(f"{name}_bwd", ["residuals", "g"], residuals + [seed.node], bwd_nodes,
                 map_tree(grads, lambda b: b.node if type(b) is Box else b), paths=paths)
     return fwd, bwd
-
-
-def leaves(tree):
-    if type(tree) in (tuple, list):
-        return [leaf for t in tree for leaf in leaves(t)]
-    if type(tree) is dict:
-        return [leaf for t in tree.values() for leaf in leaves(t)]
-    return [tree]
-
-
-def map_tree(tree, fn):
-    if type(tree) in (tuple, list):
-        return type(tree)(map_tree(t, fn) for t in tree)
-    if type(tree) is dict:
-        return {k: map_tree(v, fn) for k, v in tree.items()}
-    return fn(tree)
 
 
 def _fname(fun):

@@ -16,6 +16,7 @@ from .errors import ArgumentError, user_frame, where
 from .rules import TRACEABLE_HELPERS
 from .runtime import HELPERS
 from .tracer import GENERATED_LOCS, Box
+from .tree import is_namedtuple
 
 CacheInfo = namedtuple("CacheInfo", "hits misses entries")
 _counter = itertools.count()
@@ -26,13 +27,13 @@ def leaf_key(x, diff):
     kind = type(x)
     if kind is np.ndarray:
         return (x.shape, x.dtype)
-    if kind is float and diff:
-        return float
-    if kind is Box:  # an enclosing trace's value: same code as for its array
-        return (x.shape, x.dtype) if isinstance(x.value, np.ndarray) else leaf_key(x.value, diff)
+    if kind is float:  # -0.0 and 0.0 differ, and a NaN equals itself, by its hex form
+        return float if diff else (float, x.hex())
+    if kind is Box:  # an enclosing trace's value: always an input of the inner code
+        return ("traced", x.shape, x.dtype)
     if kind in _STATIC:
         return (kind, x)
-    if kind is tuple or kind is list:
+    if kind is tuple or kind is list or is_namedtuple(x):
         return (kind, tuple([leaf_key(v, diff) for v in x]))
     if kind is dict:
         return (dict, tuple([(k, leaf_key(v, diff)) for k, v in x.items()]))

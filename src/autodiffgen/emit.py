@@ -19,6 +19,7 @@ from .graph import Index, Node, Slot
 from .naming import Namespace
 from .runtime import HELPERS
 from .tracer import source_line
+from .tree import is_namedtuple, leaves
 
 _COMMENT_COLUMN = 40
 _INLINE_LIMIT = 16  # constant arrays up to this size are written out as literals
@@ -320,7 +321,7 @@ class Emitter:
 
     def last_uses(self):
         """statement index -> nodes whose last use it is (outputs and inputs excluded)."""
-        keep = set(self.graph.inputs) | set(_leaves(self.graph.outputs))
+        keep = set(self.graph.inputs) | {n for n in leaves(self.graph.outputs) if type(n) is Node}
         last = {}
         for i, node in enumerate(self.graph.nodes):
             for arg in node.args:
@@ -332,6 +333,9 @@ class Emitter:
         return by_index
 
     def output_ast(self, out):
+        if is_namedtuple(out):  # rebuilt as the user's own namedtuple class
+            return ast.Call(ast.Name(self.constant_name(type(out)), ast.Load()),
+                            [self.output_ast(o) for o in out], [])
         if isinstance(out, tuple):
             return ast.Tuple([self.output_ast(o) for o in out], ast.Load())
         if isinstance(out, list):
@@ -348,15 +352,16 @@ class Emitter:
         module = getattr(fn, "__module__", None)
         if self.standalone:
             if module in (None, "__main__") or "<" in fn.__qualname__:
-                raise ValueError(f"the custom primitive {fn.__qualname__} is defined in "
+                raise ValueError(f"{fn.__qualname__} (a custom primitive or a namedtuple "
+                                 f"class the code returns) is defined in "
                                  f"{module or 'no module'}, so a standalone module cannot "
                                  "import it: define it at the top level of an importable "
                                  "module")
             return (f"{name} = __import__({module!r}, fromlist=[{fn.__name__!r}])"
                     f".{fn.__qualname__}")
         self.injected[name] = fn
-        return (f"{name} = None  # the custom primitive {module}.{fn.__qualname__}; "
-                "autodiffgen fills it in when it loads this module")
+        return (f"{name} = None  # {module}.{fn.__qualname__}, which autodiffgen fills in when "
+                "it loads this module")
 
     def constant_lines(self):
         lines = []
@@ -389,14 +394,6 @@ def _line(code, comment, indent="    "):
         return f"{indent}{code.strip()}".rstrip()
     return f"{code.ljust(_COMMENT_COLUMN)}  # {comment}" if len(code) < _COMMENT_COLUMN \
         else f"{code}  # {comment}"
-
-
-def _leaves(out):
-    if isinstance(out, (tuple, list)):
-        return [leaf for o in out for leaf in _leaves(o)]
-    if isinstance(out, dict):
-        return [leaf for o in out.values() for leaf in _leaves(o)]
-    return [out] if type(out) is Node else []
 
 
 def emit_module(graphs, standalone=False, cotangents=None):

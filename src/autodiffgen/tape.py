@@ -8,8 +8,10 @@ purpose; tests compare the generated code against it.
 import numpy as np
 
 from . import backward, forward, tracer
-from .api import GradFunction, _decorator
+from .api import GradFunction, _decorator, _single
 from .tracer import Box, result_dtype
+from .transforms import pair_tangents
+from .tree import leaves, map_tree
 
 
 class TapeFunction(GradFunction):
@@ -31,16 +33,15 @@ def value_and_grad_now(fun, args, argnums, names):
     """Record, run backward on arrays, and return; the recording dies with this frame."""
     trace, boxed, out = tracer.trace(fun, args, argnums, names)
     backward.check_output(out, fun, scalar=True)
-    single = type(argnums).__name__ == "_Single"
-    wrt = boxed[argnums[0]] if single else tuple(boxed[i] for i in argnums)
+    wrt = boxed[argnums[0]] if _single(argnums) else tuple(boxed[i] for i in argnums)
     value = out.value if type(out) is Box else out
     found = {}
     if type(out) is Box:
         seed = np.ones(out.node.shape, out.node.dtype)
-        wrt_nodes = [b.node for b in backward.leaves(wrt) if type(b) is Box]
+        wrt_nodes = [b.node for b in leaves(wrt) if type(b) is Box]
         found, _ = backward.cotangents(trace, out.node, wrt_nodes, _values(trace.boxes), seed)
-    return value, backward.map_tree(wrt, lambda b: _gradient(found.get(b.node), b)
-                                    if type(b) is Box else None)
+    return value, map_tree(wrt, lambda b: _gradient(found.get(b.node), b)
+                           if type(b) is Box else None)
 
 
 def _values(boxes):
@@ -64,15 +65,13 @@ value_and_grad = _decorator(with_value=True, cls=TapeFunction)
 def jvp(fun, primals, tangents):
     """Forward mode on the tape: (out, tangent_out) computed on concrete arrays."""
     primals, tangents = tuple(primals), tuple(tangents)
-    argnums = tuple(i for i, t in enumerate(tangents) if t is not None)
     names = [f"arg{i}" for i in range(len(primals))]
-    trace, boxed, out = tracer.trace(fun, primals, argnums, names)
+    trace, boxed, out = tracer.trace(fun, primals, range(len(primals)), names, diff="auto")
     seeds = {}
-    for i in argnums:
-        for p, t in zip(backward.leaves(boxed[i]), backward.leaves(tangents[i])):
-            if type(p) is Box:
-                seeds[p.node] = np.asarray(t, dtype=p.node.dtype)
+    for i, tangent in enumerate(tangents):
+        pair_tangents(boxed[i], tangent, names[i], seeds)
     nodes = [node for node in trace.boxes if node.prim is not None]
+    seeds = {node: np.asarray(t, dtype=node.dtype) for node, t in seeds.items()}
     found, _ = forward.tangents(trace, nodes, seeds, _values(trace.boxes))
 
     def tangent_of(o):
@@ -80,5 +79,5 @@ def jvp(fun, primals, tangents):
             return np.array(found[o.node], dtype=o.node.dtype, copy=True)
         return np.zeros(np.shape(o.value if type(o) is Box else o), result_dtype(
             o.value if type(o) is Box else o))
-    return (backward.map_tree(out, lambda o: o.value if type(o) is Box else o),
-            backward.map_tree(out, tangent_of))
+    return (map_tree(out, lambda o: o.value if type(o) is Box else o),
+            map_tree(out, tangent_of))

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import tape
 from .api import GradFunction, _normalize_argnums
-from .backward import leaves, map_tree
+from .tree import leaves, map_tree, map_trees
 
 
 class GradientMismatch(AssertionError):
@@ -160,31 +160,22 @@ def _direction(a, rng):
 
 
 def _replace_tree(args, n, v, step):
+    """args with args[n] moved by step * v (leaf by leaf; Python floats stay floats)."""
     def move(a, d):
-        return a if d is None else a + step * np.asarray(d, np.float64)
+        if d is None:
+            return a
+        return float(a + step * d) if isinstance(a, float) else a + step * np.asarray(d, np.float64)
     args = list(args)
-    if isinstance(args[n], (dict, list, tuple)):
-        args[n] = _zip_map(args[n], v, move)
-    else:
-        args[n] = move(args[n], v) if not isinstance(args[n], float) else \
-            float(args[n] + step * v)
+    args[n] = map_trees(move, args[n], v)
     return args
 
 
-def _zip_map(tree, other, fn):
-    if isinstance(tree, dict):
-        return {k: _zip_map(tree[k], other[k], fn) for k in tree}
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(_zip_map(a, b, fn) for a, b in zip(tree, other))
-    return fn(tree, other)
-
-
 def _as64(a):
-    if isinstance(a, (np.ndarray, np.generic)) and np.issubdtype(a.dtype, np.floating):
-        return np.asarray(a, dtype=np.float64)
-    if isinstance(a, (tuple, list, dict)):
-        return map_tree(a, _as64)
-    return a
+    def leaf(x):
+        if isinstance(x, (np.ndarray, np.generic)) and np.issubdtype(x.dtype, np.floating):
+            return np.asarray(x, dtype=np.float64)
+        return x
+    return map_tree(a, leaf)
 
 
 def _replace(args, n, path, value):

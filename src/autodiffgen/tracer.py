@@ -18,6 +18,7 @@ import numpy as np
 
 from .errors import ArgumentError, TracingError, UnsupportedOperationError, at, is_internal
 from .graph import Node
+from .tree import is_container, items, map_tree, rebuild
 
 UFUNCS = {}  # np.ufunc -> Primitive, for ufunc(...) calls
 UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)
@@ -253,54 +254,62 @@ Box.__invert__ = lambda self: np.invert(self)
 
 
 # ---- tracing a call ---------------------------------------------------------------------
-def trace(fun, args, argnums, names):
+def trace(fun, args, argnums, names, diff=True):
     """Call `fun` on Boxes: every array argument (and every float under `argnums`) becomes
-    an input of the recording. Returns the Trace, the boxed arguments and the output."""
+    an input of the recording. Returns the Trace, the boxed arguments and the output.
+
+    `diff` says how strict `argnums` is: True (grad) refuses integer leaves there;
+    "auto" (jvp, vjp) leaves them alone, so only the floating-point leaves get derivatives.
+    """
     recording = Trace()
     with recording:
-        boxed = [_box_tree(recording, a, (i,), names[i], i in argnums) for i, a in enumerate(args)]
+        boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else False)
+                 for i, a in enumerate(args)]
         out = fun(*boxed)
+    if type(out) is Box and out.node.trace_id != recording.id:
+        raise TracingError(at(user_loc(), "the function returned a value traced by an "
+                              "enclosing transformation (through a closure); pass that value "
+                              "to it as an argument instead"))
     return recording, boxed, out
 
 
 def box_inputs(recording, tree, path, name):
     """Make every array (and float) leaf of `tree` an input of the recording."""
-    return _box_tree(recording, tree, path, name, True)
+    return _box_tree(recording, tree, path, name, "auto")
 
 
 def unbox(tree):
-    """The concrete values of a tree that may hold Boxes of an enclosing trace."""
-    kind = type(tree)
-    if kind is Box:
-        return tree.value
-    if kind in (tuple, list):
-        return kind(unbox(t) for t in tree)
-    if kind is dict:
-        return {k: unbox(v) for k, v in tree.items()}
-    return tree
+    """The concrete values of a tree that may hold Boxes of an enclosing trace (a Python
+    float stays an input of the inner trace: it becomes a 0-d NumPy float)."""
+    return map_tree(tree, _unbox_leaf)
+
+
+def _unbox_leaf(x):
+    if type(x) is not Box:
+        return x
+    return np.float64(x.value) if type(x.value) is float else x.value
 
 
 def _box_tree(recording, x, path, name, diff):
     kind = type(x)
     if kind is np.ndarray or isinstance(x, np.generic) or (diff and kind is float):
-        if diff and not np.issubdtype(result_dtype(x), np.inexact):
-            raise _argument_error(f"argument {name!r} is under argnums but has dtype "
-                        f"{result_dtype(x)}: only floating-point arrays have gradients. "
-                        "Remove it from argnums or convert it with .astype(np.float64)")
+        if diff is True and not np.issubdtype(result_dtype(x), np.floating):
+            raise _argument_error(
+                f"argument {name!r} is under argnums but has dtype {result_dtype(x)}: only "
+                "real floating-point arrays have gradients. Remove it from argnums or "
+                "convert it with .astype(np.float64)")
         return recording.new_input(x, name, path)
     if isinstance(x, np.ndarray):
         raise _argument_error(f"argument {name!r} is a {kind.__name__}, an ndarray subclass; "
-                    "pass np.asarray(...) of it")
-    if diff and kind in (int, bool, complex):
-        raise _argument_error(f"argument {name!r} is under argnums but is a Python {kind.__name__} "
-                    f"({x!r}): only floats and floating-point arrays have gradients. "
-                    "Pass a float (e.g. 2.0) or remove it from argnums")
-    if kind in (tuple, list):
-        return kind(_box_tree(recording, v, path + (i,), f"{name}_{i}", diff)
-                    for i, v in enumerate(x))
-    if kind is dict:
-        return {k: _box_tree(recording, x[k], path + (k,), f"{name}_{k}", diff)
-                for k in x}
+                              "pass np.asarray(...) of it")
+    if diff is True and kind in (int, bool, complex):
+        raise _argument_error(
+            f"argument {name!r} is under argnums but is a Python {kind.__name__} ({x!r}): "
+            "only floats and floating-point arrays have gradients. Pass a float (e.g. 2.0) "
+            "or remove it from argnums")
+    if is_container(x):
+        return rebuild(x, [_box_tree(recording, child, path + (key,), f"{name}_{key}", diff)
+                           for key, child in items(x)])
     return x
 
 

@@ -17,6 +17,7 @@ from .api import GradFunction, _value_name, grad
 from .cache import describe
 from .emit import emit_module
 from .errors import ArgumentError, at
+from .tree import map_trees
 
 _JVPS = weakref.WeakKeyDictionary()
 _VJPS = weakref.WeakKeyDictionary()
@@ -60,17 +61,14 @@ class JVPFunction(_Transformed):
     def _build(self, args, names):
         n = len(args) // 2
         primals, tangents = args[:n], args[n:]
-        seeded = [i for i in range(n) if tangents[i] is not None]
-        argnums = tuple(i for i in range(n) if i in seeded or _differentiable(primals[i]))
-        trace, boxed, out = tracer.trace(self.fun, primals, argnums, names[:n])
+        trace, boxed, out = tracer.trace(self.fun, primals, range(n), names[:n], diff="auto")
         naming.name_forward(list(trace.boxes))
         seeds = {}
-        for i in seeded:
-            _check_tangent(primals[i], tangents[i], names[i])
+        for i in range(n):
+            if tangents[i] is None:
+                continue
             t_boxed = tracer.box_inputs(trace, tangents[i], (n + i,), names[n + i])
-            for p, t in zip(backward.leaves(boxed[i]), backward.leaves(t_boxed)):
-                if type(p) is tracer.Box:
-                    seeds[p.node] = t
+            pair_tangents(boxed[i], t_boxed, names[i], seeds)
         nodes = [node for node in trace.boxes if node.prim is not None]
         with trace:
             found, tangent_of = forward.tangents(trace, nodes, seeds, trace.boxes.__getitem__)
@@ -110,8 +108,8 @@ class VJPFunction(_Transformed):
         return out, vjp_fn
 
     def _build(self, primals, names):
-        argnums = tuple(i for i, p in enumerate(primals) if _differentiable(p))
-        trace, boxed, out = tracer.trace(self.fun, primals, argnums, names)
+        argnums = tuple(range(len(primals)))
+        trace, boxed, out = tracer.trace(self.fun, primals, argnums, names, diff="auto")
         naming.name_forward(list(trace.boxes))
         backward.check_output(out, self.fun, scalar=False)
         value = out.value if type(out) is tracer.Box else out
@@ -119,8 +117,7 @@ class VJPFunction(_Transformed):
         seed = tracer.box_inputs(trace, g, (len(primals),), "g")
         wrt = tuple(boxed[i] for i in argnums)
         grads, cotangent_of = backward.traced_gradients(trace, out, wrt, seed)
-        by_position = dict(zip(argnums, grads))
-        outputs = tuple(by_position.get(i) for i in range(len(primals)))
+        outputs = tuple(grads)
         fwd, bwd = backward.split_graphs(f"{_value_name(self.fun)}", names, trace, out,
                                          outputs, seed)
         traced_at = describe(primals, names)
@@ -132,16 +129,21 @@ class VJPFunction(_Transformed):
         return source, injected, fwd, locs
 
 
-def _differentiable(tree):
-    leaves = [x for x in backward.leaves(tree) if isinstance(x, (np.ndarray, np.generic, float))]
-    return bool(leaves) and all(np.issubdtype(np.result_type(x), np.inexact) for x in leaves)
-
-
-def _check_tangent(primal, tangent, name):
-    for p, t in zip(backward.leaves(primal), backward.leaves(tangent)):
-        if np.shape(p) != np.shape(t):
-            raise ArgumentError(at(tracer.user_loc(), f"the tangent of {name!r} has shape "
-                                   f"{np.shape(t)}, but the argument has shape {np.shape(p)}"))
+def pair_tangents(primal, tangent, name, seeds):
+    """seeds[primal input node] = its tangent, checking that the trees match."""
+    def pair(p, t):
+        if t is None or type(p) is not tracer.Box:
+            return
+        if np.shape(p.value) != np.shape(t.value if type(t) is tracer.Box else t):
+            raise ArgumentError(at(tracer.user_loc(), f"a tangent of {name!r} has shape "
+                                   f"{np.shape(t.value)}, but its primal has shape "
+                                   f"{np.shape(p.value)}"))
+        if np.issubdtype(p.node.dtype, np.inexact):
+            seeds[p.node] = t
+    try:
+        map_trees(pair, primal, tangent, f"the tangent of {name!r}")
+    except ValueError as e:
+        raise ArgumentError(at(tracer.user_loc(), str(e))) from None
 
 
 # ---- the public functions ----------------------------------------------------------------
