@@ -108,19 +108,22 @@ class GradFunction:
         if not self._varargs:
             self._check_argnums(len(self._names))
         self._diff = [i in self._argnums for i in range(_MAX_ARGS)]
+        self._needed = max(self._argnums) + 1  # fewer positional arguments: bind defaults
         self._entries = {}
         self._sources = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a miss may trace code that misses again
         self.hits = self.misses = 0
 
     def __call__(self, *args, **kwargs):
-        if kwargs:
+        if kwargs or len(args) < self._needed:
             args = self._positional(args, kwargs)
         out = self._entry(args)(*args)
         return out if self.with_value else out[1]
 
     def _entry(self, args):
         """The compiled function for these arguments' signature (compiled on a miss)."""
+        if len(args) > _MAX_ARGS:
+            raise ArgumentError(at(_caller(), f"at most {_MAX_ARGS} positional arguments"))
         key = signature_key(args, self._diff)
         entry = self._entries.get(key)
         if entry is None:
@@ -141,16 +144,18 @@ class GradFunction:
         return CacheInfo(self.hits, self.misses, len(self._entries))
 
     def cache_clear(self):
-        self._entries.clear()
-        self._sources.clear()
-        self.hits = self.misses = 0
+        with self._lock:
+            self._entries.clear()
+            self._sources.clear()
+            self.hits = self.misses = 0
 
     def _miss(self, args, key):
         self._check_argnums(len(args))
-        if len(args) > _MAX_ARGS:
-            raise ArgumentError(at(_caller(), f"at most {_MAX_ARGS} positional arguments"))
         names = self._arg_names(len(args))
         with self._lock:
+            entry = self._entries.get(key)  # another thread may have compiled it meanwhile
+            if entry is not None:
+                return entry
             source, namespace, graph, locs = self._build(tracer.unbox(args), names)
             entry = load(source, namespace, graph.name, locs)
             self._entries[key] = entry

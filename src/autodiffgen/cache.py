@@ -62,8 +62,11 @@ def describe(args, names):
             parts.append(f"{name}: {arg.dtype}{list(arg.shape)}")
         elif isinstance(arg, (dict, list, tuple)):
             parts.append(f"{name}: {type(arg).__name__} of {len(arg)}")
-        else:
+        elif isinstance(arg, (int, float, str, bool, complex, np.generic)) or arg is None:
             parts.append(f"{name}={arg!r}")
+        else:  # no memory addresses: the same call must describe itself the same way
+            label = getattr(arg, "__qualname__", None) or f"a {type(arg).__name__}"
+            parts.append(f"{name}={label}")
     return ", ".join(parts)
 
 

@@ -15,10 +15,9 @@ raises an error naming the primitive and the argument, never a silent zero.
 
 import functools
 
-import numpy as np
-
-from .rules import Primitive, defprimitive
-from .tracer import bind
+from .rules import TRACEABLE_HELPERS, Primitive, defprimitive
+from .tracer import Box, bind
+from .tree import map_tree
 
 
 class CustomPrimitive:
@@ -70,9 +69,18 @@ def defjvp(f, *rules):
     prim.jvp_from = prim.linear_in = None
 
 
-stop_gradient_prim = defprimitive("stop_gradient", lambda x: x, "{0}")
+stop_gradient_prim = defprimitive("stop_gradient", lambda x: x, "_stop_gradient({0})",
+                                  helper="_stop_gradient")
+
+
+def _stop_leaf(x):
+    return bind(stop_gradient_prim, (x,), {}) if type(x) is Box else x
 
 
 def stop_gradient(x):
-    """x, as a constant for differentiation: no gradient flows through it."""
-    return bind(stop_gradient_prim, (x,), {}) if not isinstance(x, (np.ndarray, float)) else x
+    """x (an array or a pytree of them), as a constant for differentiation: no derivative
+    flows through it, also when the generated code is differentiated again."""
+    return map_tree(x, _stop_leaf)
+
+
+TRACEABLE_HELPERS["_stop_gradient"] = _stop_leaf

@@ -55,6 +55,10 @@ class UnsupportedOperationError(AutodiffgenError, NotImplementedError):
     """A NumPy function or ufunc has no primitive or derivative rule."""
 
 
+class UnsupportedAttributeError(AutodiffgenError, AttributeError):
+    """An ndarray attribute or method that traced values do not offer."""
+
+
 class OutputError(AutodiffgenError, TypeError):
     """The differentiated function returned something grad cannot differentiate."""
 

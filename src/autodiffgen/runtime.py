@@ -13,5 +13,10 @@ def _scatter_add(g, index, shape, unique=False):
     return out
 
 
+def _stop_gradient(x):
+    """x itself: generated code marks with this call a value no derivative flows through."""
+    return x
+
+
 scatter_add = _scatter_add
-HELPERS = {"_scatter_add": _scatter_add}
+HELPERS = {"_scatter_add": _scatter_add, "_stop_gradient": _stop_gradient}

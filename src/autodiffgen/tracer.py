@@ -16,7 +16,14 @@ import threading
 
 import numpy as np
 
-from .errors import ArgumentError, TracingError, UnsupportedOperationError, at, is_internal
+from .errors import (
+    ArgumentError,
+    TracingError,
+    UnsupportedAttributeError,
+    UnsupportedOperationError,
+    at,
+    is_internal,
+)
 from .graph import Node
 from .tree import is_container, items, map_tree, rebuild
 
@@ -125,7 +132,13 @@ def bind(prim, args, params):
                                   "(e.g. the outer grad of grad(grad(f))) reached the function "
                                   "an inner one is tracing, probably through a closure. Pass "
                                   "it to the inner function as an argument instead"))
-    value = prim.impl(*[a.value if type(a) is Box else a for a in args], **params)
+    try:
+        value = prim.impl(*[a.value if type(a) is Box else a for a in args], **params)
+    except Exception as error:  # NumPy's own message, plus where the user wrote it
+        if hasattr(error, "add_note"):
+            error.add_note(f"(autodiffgen: in {prim.name}, called at "
+                           f"{at(user_loc(), '').rstrip(': ')})")
+        raise
     if prim.simplify is not None:
         same = prim.simplify(args, params, value)
         if same is not None:
@@ -176,6 +189,14 @@ class Box:
 
     def __repr__(self):
         return f"Box({self.value!r})"
+
+    def __getattr__(self, name):  # reached only for attributes Box does not have
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise UnsupportedAttributeError(at(user_loc(), f"the ndarray attribute or method "
+                                           f".{name} is not supported on traced values; "
+                                           "use the np. function, or compute it outside "
+                                           "the differentiated function"))
 
     __bool__ = _refuse("bool() or an `if`", _CONTROL)
     __float__ = _refuse("float()", _CONTROL)

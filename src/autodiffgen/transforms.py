@@ -97,7 +97,7 @@ class VJPFunction(_Transformed):
     def __call__(self, *primals):
         entry = self._entry(primals)
         out, residuals = entry(*primals)
-        backward_fn = entry.__globals__[entry.__name__[:-len("_fwd")] + "_bwd"]
+        backward_fn = entry.backward
         shape = np.shape(out)
 
         def vjp_fn(g):
@@ -106,6 +106,11 @@ class VJPFunction(_Transformed):
                                        f"{np.shape(g)} but the function returned shape {shape}"))
             return backward_fn(residuals, g)
         return out, vjp_fn
+
+    def _miss(self, args, key):
+        entry = super()._miss(args, key)
+        entry.backward = entry.__globals__[entry.__name__[:-len("_fwd")] + "_bwd"]
+        return entry
 
     def _build(self, primals, names):
         argnums = tuple(range(len(primals)))
@@ -161,20 +166,25 @@ def jvp(fun, primals, tangents):
 
 def vjp(fun, *primals):
     """(f(*primals), vjp_fn) where vjp_fn(g) returns one cotangent per primal (None for
-    integer arguments). Both come from generated code; the forward runs once."""
+    integer arguments). Both come from generated code; the forward runs once, and vjp_fn
+    reads the values it saved, so (as in JAX) do not modify the primals in place between
+    the two calls."""
     return _cached(_VJPS, fun, VJPFunction)(*primals)
 
 
 def jacfwd(fun, argnums=0):
     """The Jacobian by forward mode: one generated-JVP call per input element."""
     def jacobian_fn(*args):
-        x = args[argnums]
+        x = _jacobian_argument(args, argnums)
         columns = []
-        for k in range(max(np.size(x), 1)):
+        for k in range(np.size(x)):
             tangents = [None] * len(args)
             tangents[argnums] = _basis(x, k)
             out, t_out = jvp(fun, args, tangents)
             columns.append(t_out)
+        if not columns:
+            out = fun(*args)
+            return np.zeros(np.shape(out) + np.shape(x), np.result_type(out))
         return np.stack(columns, axis=-1).reshape(np.shape(out) + np.shape(x))
     return jacobian_fn
 
@@ -182,10 +192,28 @@ def jacfwd(fun, argnums=0):
 def jacobian(fun, argnums=0):
     """The Jacobian by reverse mode (jacrev): one generated-VJP call per output element."""
     def jacobian_fn(*args):
+        x = _jacobian_argument(args, argnums)
         out, vjp_fn = vjp(fun, *args)
-        rows = [vjp_fn(_basis(out, k))[argnums] for k in range(max(np.size(out), 1))]
-        return np.stack(rows).reshape(np.shape(out) + np.shape(args[argnums]))
+        rows = [vjp_fn(_basis(out, k))[argnums] for k in range(np.size(out))]
+        if not rows:
+            return np.zeros(np.shape(out) + np.shape(x), np.result_type(x))
+        return np.stack(rows).reshape(np.shape(out) + np.shape(x))
     return jacobian_fn
+
+
+def _jacobian_argument(args, argnums):
+    """The argument a Jacobian is taken with respect to: one floating-point array."""
+    if not isinstance(argnums, int) or not 0 <= argnums < len(args):
+        raise ArgumentError(at(tracer.user_loc(), f"argnums={argnums!r} must be the index "
+                               f"of one of the {len(args)} arguments"))
+    x = args[argnums]
+    value = x.value if type(x) is tracer.Box else x
+    if not (isinstance(value, (np.ndarray, np.generic, float))
+            and np.issubdtype(np.result_type(value), np.floating)):
+        raise ArgumentError(at(tracer.user_loc(), f"the Jacobian is taken with respect to "
+                               f"argument {argnums}, which must be a floating-point array, "
+                               f"not {type(value).__name__} {getattr(value, 'dtype', '')}"))
+    return value
 
 
 jacrev = jacobian

@@ -181,6 +181,8 @@ def _broadcast_to(array, shape, subok=False):
 def _concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     check_no_out(out, "np.concatenate", {"dtype": dtype} if dtype is not None else None)
     arrays = tuple(arrays)
+    if axis is None:  # NumPy flattens every array first
+        return concatenate(*[_ravel(a) for a in arrays], axis=0)
     return concatenate(*arrays, axis=normalize_axis(axis, np.ndim(arrays[0])))
 
 
