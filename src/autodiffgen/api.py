@@ -11,7 +11,7 @@ import threading
 from . import backward, naming, tracer
 from .cache import CacheInfo, describe, load, signature_key
 from .emit import emit_module
-from .errors import ArgumentError, at, user_frame, where
+from .errors import ArgumentError, at, def_site, function_name, user_frame, where
 
 _MAX_ARGS = 256
 
@@ -30,15 +30,15 @@ def trace_gradient(fun, args, argnums, names):
     backward.check_output(out, fun, scalar=True)
     naming.name_forward(list(trace.boxes))
     if type(out) is tracer.Box and out.node.name is None:
-        out.node.name = _value_name(fun)
+        out.node.name = function_name(fun)
     wrt = boxed[argnums[0]] if len(argnums) == 1 and _single(argnums) else \
         tuple(boxed[i] for i in argnums)
     grads, cotangent_of = backward.traced_gradients(trace, out, wrt)
-    name = f"{_value_name(fun)}_value_and_grad"
+    name = f"{function_name(fun)}_value_and_grad"
     graph = backward.fused_graph(name, names, trace, (out, grads))
     graph.signature = describe(args, names)
     wrt = ", ".join(names[i] for i in argnums)
-    graph.doc = (f"Value of {_value_name(fun)} and its gradient with respect to {wrt}, "
+    graph.doc = (f"Value of {function_name(fun)} and its gradient with respect to {wrt}, "
                  f"traced at ({graph.signature}).")
     graph.statics = {names[i]: a for i, a in enumerate(args)
                      if i not in argnums and type(a) in (int, float, bool, str, type(None))}
@@ -71,24 +71,14 @@ def _single(argnums):
     return type(argnums) is _Single
 
 
-def _value_name(fun):
-    name = getattr(fun, "__name__", "f")
-    return "f" if name == "<lambda>" else name
-
-
 def _normalize_argnums(argnums, fun):
     if isinstance(argnums, int):
         return _Single((argnums,))
     argnums = tuple(argnums)
     if not argnums or not all(isinstance(i, int) for i in argnums):
-        raise ArgumentError(at(_def_site(fun), f"argnums must be an int or a non-empty tuple "
+        raise ArgumentError(at(def_site(fun), f"argnums must be an int or a non-empty tuple "
                                f"of ints, got {argnums!r}"))
     return argnums
-
-
-def _def_site(fun):
-    code = getattr(fun, "__code__", None)
-    return (code.co_filename, code.co_firstlineno) if code else "<unknown>"
 
 
 class GradFunction:
@@ -179,23 +169,23 @@ class GradFunction:
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise TypeError(at(_caller(), f"{_value_name(self.fun)}(): {e}")) from None
+            raise TypeError(at(_caller(), f"{function_name(self.fun)}(): {e}")) from None
         bound.apply_defaults()
         if bound.kwargs:
-            raise ArgumentError(at(_caller(), f"{_value_name(self.fun)}: keyword-only "
+            raise ArgumentError(at(_caller(), f"{function_name(self.fun)}: keyword-only "
                                    "arguments are not supported; make them positional"))
         return bound.args
 
     def _check_argnums(self, nargs):
         for i in self._argnums:
             if not 0 <= i < nargs:
-                raise ArgumentError(at(_def_site(self.fun), f"argnums={i} is out of range for "
-                                       f"{_value_name(self.fun)}, which takes {nargs} "
+                raise ArgumentError(at(def_site(self.fun), f"argnums={i} is out of range for "
+                                       f"{function_name(self.fun)}, which takes {nargs} "
                                        "positional argument(s) (argnums count from 0)"))
 
     def __repr__(self):
         kind = "value_and_grad" if self.with_value else "grad"
-        return f"<autodiffgen.{kind} of {_value_name(self.fun)}, argnums={self._argnums!r}>"
+        return f"<autodiffgen.{kind} of {function_name(self.fun)}, argnums={self._argnums!r}>"
 
 
 def _caller():

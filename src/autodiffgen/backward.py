@@ -8,7 +8,7 @@ tape, `lookup` gives concrete arrays and the rules simply compute.
 
 import numpy as np
 
-from .errors import OutputError, at
+from .errors import OutputError, at, def_site, function_name
 from .graph import Graph, Node, toposort
 from .rules import PRIMITIVES, missing_rule, unbroadcast
 from .tracer import Box, result_dtype
@@ -21,16 +21,17 @@ _VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcas
 def check_output(out, fun, scalar):
     """The differentiated function must return a float (and, for grad, a scalar)."""
     value = out.value if type(out) is Box else out
-    where = out.node.loc if type(out) is Box and out.node.loc else _def_site(fun)
+    where = out.node.loc if type(out) is Box and out.node.loc else def_site(fun)
+    name = function_name(fun)
     try:
         dtype, shape = result_dtype(value), np.shape(value)
     except (TypeError, ValueError):  # not array-like at all, e.g. a tuple of arrays
         dtype, shape = None, None
     if dtype is None or not np.issubdtype(dtype, np.floating):
-        raise OutputError(at(where, f"{_fname(fun)} must return a floating-point value to be "
+        raise OutputError(at(where, f"{name} must return a floating-point value to be "
                              f"differentiated, but it returned {_describe(value)}"))
     if scalar and shape != ():
-        raise OutputError(at(where, f"grad needs a scalar output, but {_fname(fun)} returned "
+        raise OutputError(at(where, f"grad needs a scalar output, but {name} returned "
                              f"an array of shape {shape}; reduce it (e.g. .sum() or .mean()) "
                              "or use a Jacobian"))
 
@@ -180,15 +181,6 @@ def split_graphs(name, params, trace, value, grads, seed):
     bwd = Graph(f"{name}_bwd", ["residuals", "g"], residuals + [seed.node], bwd_nodes,
                 map_tree(grads, lambda b: b.node if type(b) is Box else b), paths=paths)
     return fwd, bwd
-
-
-def _fname(fun):
-    return getattr(fun, "__name__", "the function")
-
-
-def _def_site(fun):
-    code = getattr(fun, "__code__", None)
-    return (code.co_filename, code.co_firstlineno) if code else "<unknown location>"
 
 
 def _describe(value):

@@ -22,7 +22,7 @@ import traceback
 
 from ._version import __version__
 from .api import GradFunction, emit_functions
-from .errors import AutodiffgenError, at, is_internal
+from .errors import AutodiffgenError, at, def_site, is_internal
 from .specs import SpecError, describe, example_value
 
 _SPEC_HELP = """\
@@ -184,26 +184,26 @@ def example_args(label, gf, overrides):
             args.append(param.default)
             continue
         else:
-            raise UsageError(at(_def_site(gf), f"{_label(label, gf)} has no example value for "
+            raise UsageError(at(def_site(gf.fun), f"{_label(label, gf)} has no example value for "
                                 f"parameter {param.name!r}: add {param.name}=SPEC to example= on "
                                 f"its decorator, or pass --arg {param.name}=SPEC "
                                 "(SPEC like f32[128,10], i64[128]<10 or 2.0)"))
         try:
             args.append(example_value(spec, param.name))
         except SpecError as e:
-            raise UsageError(at(_def_site(gf), f"{_label(label, gf)}: {e}")) from None
+            raise UsageError(at(def_site(gf.fun), f"{_label(label, gf)}: {e}")) from None
     return args
 
 
 def _declared(label, gf):
     declared = {} if gf.example is None else gf.example
     if not isinstance(declared, dict):
-        raise UsageError(at(_def_site(gf), f"{_label(label, gf)}: example= must be a dict "
+        raise UsageError(at(def_site(gf.fun), f"{_label(label, gf)}: example= must be a dict "
                             f"from parameter name to SPEC, got a {type(declared).__name__}"))
     names = [p.name for p in _parameters(gf)]
     for name in declared:
         if name not in names:
-            raise UsageError(at(_def_site(gf), f"{_label(label, gf)}: example= names {name!r}, "
+            raise UsageError(at(def_site(gf.fun), f"{_label(label, gf)}: example= names {name!r}, "
                                 f"which is not a parameter of {gf.__name__}({', '.join(names)})"))
     return declared
 
@@ -211,11 +211,6 @@ def _declared(label, gf):
 def _parameters(gf):
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return [p for p in inspect.signature(gf.fun).parameters.values() if p.kind in kinds]
-
-
-def _def_site(gf):
-    code = getattr(gf.fun, "__code__", None)
-    return (code.co_filename, code.co_firstlineno) if code else "<unknown>"
 
 
 # ---- tracing and writing ----------------------------------------------------------------

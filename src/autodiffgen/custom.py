@@ -15,7 +15,9 @@ raises an error naming the primitive and the argument, never a silent zero.
 
 import functools
 
-from .rules import TRACEABLE_HELPERS, Primitive, defprimitive
+from . import rules as registry
+from .rules import Primitive, defprimitive, register_helper
+from .runtime import stop_gradient as _stop_gradient_impl
 from .tracer import Box, bind
 from .tree import map_tree
 
@@ -55,18 +57,20 @@ def _drop_fn(rule):
     return None if rule is None else (lambda g, ans, *args, fn=None: rule(g, ans, *args))
 
 
+def _user_rules(f, rules):
+    """A custom primitive's rules are written without its `fn` parameter."""
+    return [_drop_fn(r) for r in rules] if isinstance(f, CustomPrimitive) else rules
+
+
 def defvjp(f, *rules):
     """VJP rules for a primitive, one per argument: rule(g, ans, *args) -> cotangent.
     None marks an argument with no derivative (asking for one raises)."""
-    prim = _primitive_of(f)
-    prim.vjps = tuple(_drop_fn(r) if isinstance(f, CustomPrimitive) else r for r in rules)
+    registry.defvjp(_primitive_of(f), *_user_rules(f, rules))
 
 
 def defjvp(f, *rules):
     """JVP rules for a primitive, one per argument: rule(t, ans, *args) -> tangent."""
-    prim = _primitive_of(f)
-    prim.jvps = tuple(_drop_fn(r) if isinstance(f, CustomPrimitive) else r for r in rules)
-    prim.jvp_from = prim.linear_in = None
+    registry.defjvp(_primitive_of(f), *_user_rules(f, rules))
 
 
 stop_gradient_prim = defprimitive("stop_gradient", lambda x: x, "_stop_gradient({0})",
@@ -83,4 +87,4 @@ def stop_gradient(x):
     return map_tree(x, _stop_leaf)
 
 
-TRACEABLE_HELPERS["_stop_gradient"] = _stop_leaf
+register_helper("_stop_gradient", _stop_gradient_impl, _stop_leaf)

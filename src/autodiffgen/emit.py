@@ -1,7 +1,7 @@
 """Graph -> Python source: one primitive per line, readable names, comments, `del`.
 
-Statements are built as `ast` nodes from each primitive's template and rendered with
-astor (behind `render`). Comments are not part of Python's AST, so each statement is
+Statements are built as `ast` nodes from each primitive's template (emit_ast.py) and
+rendered with astor (behind `render`). Comments are not part of Python's AST, so each statement is
 rendered alone and its trailing comment appended: forward lines point at the user's
 file and line, backward lines say whose rule made them.
 """
@@ -9,186 +9,18 @@ file and line, backward lines say whose rule made them.
 import ast
 import inspect
 import os
-import re
-import warnings
 
 import numpy as np
 
 from ._version import __version__
-from .graph import Index, Node, Slot
+from .emit_ast import call_ast, constant_ast, expression, literal_ast, render
+from .graph import Node
 from .naming import Namespace
 from .runtime import HELPERS
 from .tracer import source_line
 from .tree import is_namedtuple, leaves
 
 _COMMENT_COLUMN = 40
-_INLINE_LIMIT = 16  # constant arrays up to this size are written out as literals
-
-
-def render(tree):
-    """Python source for an AST node. The one place that calls astor."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        import astor
-
-        try:  # "".join: one statement stays on one line, however long
-            return astor.to_source(tree, pretty_source="".join).rstrip("\n")
-        except AttributeError:  # astor predates the running Python's ast module
-            return ast.unparse(tree)
-
-
-# ---- expressions ------------------------------------------------------------------------
-_PLACEHOLDER = re.compile(r"\{(\w+|\*)\}")
-
-
-def _parse_template(text):
-    def placeholder(match):
-        key = match.group(1)
-        return "_a_star" if key == "*" else f"_a{key}" if key.isdigit() else f"_p_{key}"
-    return ast.parse(_PLACEHOLDER.sub(placeholder, text), mode="eval").body
-
-
-class _Fill(ast.NodeTransformer):
-    """Replace template placeholders with argument and parameter expressions."""
-
-    def __init__(self, args, params, value_ast):
-        self.args, self.params, self.value_ast = args, params, value_ast
-
-    def visit_Name(self, node):
-        if node.id.startswith("_a") and node.id[2:].isdigit():
-            return self.args[int(node.id[2:])]
-        if node.id.startswith("_p_"):
-            return self.value_ast(self.params[node.id[3:]], self.args)
-        return node
-
-    def visit_Subscript(self, node):
-        node.value = self.visit(node.value)
-        slc = node.slice
-        if isinstance(slc, ast.Name) and slc.id.startswith("_p_"):
-            node.slice = _subscript_ast(self.params[slc.id[3:]], self.args)
-        else:
-            node.slice = self.visit(slc)
-        return node
-
-    def _expand(self, items):
-        out = []
-        for item in items:
-            if isinstance(item, ast.Name) and item.id == "_a_star":
-                out.extend(self.args)
-            else:
-                out.append(self.visit(item))
-        return out
-
-    def visit_List(self, node):
-        node.elts = self._expand(node.elts)
-        return node
-
-    def visit_Call(self, node):
-        node.func = self.visit(node.func)
-        node.args = self._expand(node.args)
-        node.keywords = [self.visit(k) for k in node.keywords]
-        return node
-
-
-def _subscript_ast(index, args):
-    items = [_index_item(i, args, subscript=True) for i in index.items]
-    return items[0] if len(items) == 1 else ast.Tuple(items, ast.Load())
-
-
-def _index_item(item, args, subscript):
-    if type(item) is Slot:
-        return args[item.k]
-    if type(item) is slice:
-        bounds = [None if b is None else ast.Constant(b) for b in (item.start, item.stop, item.step)]
-        if subscript:
-            return ast.Slice(*bounds)
-        if bounds[2] is None:  # slice(a, b); slice(b) only when a is None: slice(1) is [:1]
-            bounds = bounds[1:2] if bounds[0] is None else bounds[:2]
-        return _call("slice", [b or ast.Constant(None) for b in bounds])
-    return ast.Constant(item)
-
-
-def _call(func, args, keywords=()):
-    return ast.Call(_dotted(func), list(args), list(keywords))
-
-
-def _dotted(path):
-    parts = path.split(".")
-    node = ast.Name(parts[0], ast.Load())
-    for part in parts[1:]:
-        node = ast.Attribute(node, part, ast.Load())
-    return node
-
-
-def _same(a, b):
-    return type(a) is type(b) and a == b
-
-
-def dtype_ast(dtype):
-    name = np.dtype(dtype).name
-    return _dotted("np.bool_" if name == "bool" else f"np.{name}")
-
-
-def literal_ast(value, args=()):
-    """An expression for a static value: parameters and scalar constants."""
-    if type(value) is Index:
-        items = [_index_item(i, args, subscript=False) for i in value.items]
-        return ast.Tuple(items, ast.Load())
-    if isinstance(value, (np.dtype, type)) and value is not bool:
-        return dtype_ast(value)
-    if isinstance(value, tuple):
-        return ast.Tuple([literal_ast(v, args) for v in value], ast.Load())
-    if isinstance(value, np.generic):
-        return _call(f"np.{value.dtype.name}" if value.dtype != np.bool_ else "np.bool_",
-                     [literal_ast(value.item())])
-    if isinstance(value, float) and not np.isfinite(value):
-        text = "np.nan" if np.isnan(value) else "np.inf"
-        node = _dotted(text)
-        return ast.UnaryOp(ast.USub(), node) if value < 0 else node
-    return ast.Constant(value)
-
-
-def expression(node, arg_asts, param_ast=literal_ast):
-    prim = node.prim
-    template = prim.template(node.params) if callable(prim.template) else prim.template
-    tree = _Fill(arg_asts, node.params, param_ast).visit(_parse_template(template))
-    if isinstance(tree, ast.Call):
-        for key, default in prim.defaults.items():
-            value = node.params.get(key, default)
-            if not _same(value, default):
-                tree.keywords.append(ast.keyword(key, literal_ast(value)))
-    return tree
-
-
-# ---- constants --------------------------------------------------------------------------
-def constant_ast(array, standalone):
-    """How a module-level constant array is made, or None if it must be injected."""
-    dtype = dtype_ast(array.dtype)
-    flat = array.ravel()
-    if array.size and (flat == flat[0]).all():
-        fill = flat[0].item()
-        if fill == 0 and not isinstance(fill, bool):
-            return _call("np.zeros", [literal_ast(array.shape)], [ast.keyword("dtype", dtype)])
-        return _call("np.full", [literal_ast(array.shape), literal_ast(fill)],
-                     [ast.keyword("dtype", dtype)])
-    if array.ndim == 1 and np.issubdtype(array.dtype, np.integer) \
-            and (array == np.arange(array.size)).all():
-        return _call("np.arange", [ast.Constant(array.size)], [ast.keyword("dtype", dtype)])
-    if array.size <= _INLINE_LIMIT:
-        return _call("np.array", [literal_ast_list(array.tolist())], [ast.keyword("dtype", dtype)])
-    if not standalone:
-        return None
-    data = np.ascontiguousarray(array).tobytes().hex()
-    buf = _call("np.frombuffer", [_call("bytes.fromhex", [ast.Constant(data)])],
-                [ast.keyword("dtype", dtype)])
-    return _call("np.copy", [ast.Call(ast.Attribute(buf, "reshape", ast.Load()),
-                                      [literal_ast(array.shape)], [])])
-
-
-def literal_ast_list(value):
-    if isinstance(value, list):
-        return ast.List([literal_ast_list(v) for v in value], ast.Load())
-    return literal_ast(value)
 
 
 # ---- the function -----------------------------------------------------------------------
@@ -348,7 +180,7 @@ class Emitter:
         if isinstance(out, dict):
             return ast.Dict([ast.Constant(k) for k in out], [self.output_ast(v) for v in out.values()])
         if isinstance(out, np.ndarray):
-            return _call("np.copy", [self.arg_ast(out)])
+            return call_ast("np.copy", [self.arg_ast(out)])
         return self.arg_ast(out)
 
     def function_line(self, name, fn):

@@ -43,6 +43,18 @@ def where(frame=None):
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
+def def_site(fun):
+    """(file, line) where `fun` was defined, for errors about the function as a whole."""
+    code = getattr(fun, "__code__", None)
+    return (code.co_filename, code.co_firstlineno) if code else "<unknown location>"
+
+
+def function_name(fun):
+    """The name messages and generated code call `fun` by; a lambda is "f"."""
+    name = getattr(fun, "__name__", "f")
+    return "f" if name == "<lambda>" else name
+
+
 class AutodiffgenError(Exception):
     """Base class of every error autodiffgen raises on purpose."""
 

@@ -41,10 +41,6 @@ class Node:
         self.grad_of = grad_of  # for backward nodes: the forward Node whose rule made it
         self.trace_id = None  # which recording made it: nested grads must not mix them
 
-    @property
-    def parents(self):
-        return [a for a in self.args if type(a) is Node]
-
     def __repr__(self):
         op = self.prim.name if self.prim is not None else "input"
         return f"<Node {self.id} {op} {self.name or ''} {self.dtype}{list(self.shape)}>"

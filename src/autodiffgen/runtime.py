@@ -18,5 +18,6 @@ def _stop_gradient(x):
     return x
 
 
-scatter_add = _scatter_add
+scatter_add = _scatter_add  # for importers; generated code calls the _ names
+stop_gradient = _stop_gradient
 HELPERS = {"_scatter_add": _scatter_add, "_stop_gradient": _stop_gradient}

@@ -118,7 +118,10 @@ _SPEC_NAMES = {np.dtype(t): name for name, t in DTYPES.items()}
 
 
 def describe(value):
-    """A value in spec notation, for headers and messages: 'f32[128,784]', '{W: f32[3,2]}'."""
+    """A value in spec notation, for headers and messages: 'f32[128,784]', '{W: f32[3,2]}'.
+
+    Not cache.describe, which writes the signature in a generated function's docstring
+    ('W: float32[128, 784]', containers by length): one function would change one text."""
     if isinstance(value, np.ndarray):
         dtype = _SPEC_NAMES.get(value.dtype, value.dtype.name)
         return f"{dtype}[{','.join(map(str, value.shape))}]"

@@ -13,10 +13,10 @@ import weakref
 import numpy as np
 
 from . import backward, forward, naming, tracer
-from .api import GradFunction, _value_name, grad
+from .api import GradFunction, grad
 from .cache import describe
 from .emit import emit_module
-from .errors import ArgumentError, at
+from .errors import ArgumentError, at, function_name
 from .tree import map_trees
 
 _JVPS = weakref.WeakKeyDictionary()
@@ -75,10 +75,10 @@ class JVPFunction(_Transformed):
             t_out = backward.map_tree(out, lambda o: backward.fresh(
                 trace, found.get(o.node), o, None) if type(o) is tracer.Box
                 else np.zeros(np.shape(o), np.result_type(o)))
-        name = f"{_value_name(self.fun)}_jvp"
+        name = f"{function_name(self.fun)}_jvp"
         graph = backward.fused_graph(name, names, trace, (out, t_out))
         graph.kind = "jvp"
-        graph.doc = (f"Value of {_value_name(self.fun)} and its directional derivative "
+        graph.doc = (f"Value of {function_name(self.fun)} and its directional derivative "
                      f"along the tangents, traced at ({describe(primals, names)}).")
         return self._emit(graph, tangent_of)
 
@@ -123,12 +123,12 @@ class VJPFunction(_Transformed):
         wrt = tuple(boxed[i] for i in argnums)
         grads, cotangent_of = backward.traced_gradients(trace, out, wrt, seed)
         outputs = tuple(grads)
-        fwd, bwd = backward.split_graphs(f"{_value_name(self.fun)}", names, trace, out,
+        fwd, bwd = backward.split_graphs(f"{function_name(self.fun)}", names, trace, out,
                                          outputs, seed)
         traced_at = describe(primals, names)
-        fwd.doc = (f"Value of {_value_name(self.fun)} and the forward values its backward "
+        fwd.doc = (f"Value of {function_name(self.fun)} and the forward values its backward "
                    f"pass reads, traced at ({traced_at}).")
-        bwd.doc = (f"The cotangents of {_value_name(self.fun)}'s arguments for the output "
+        bwd.doc = (f"The cotangents of {function_name(self.fun)}'s arguments for the output "
                    f"cotangent g, traced at ({traced_at}).")
         source, injected, locs = emit_module([fwd, bwd], False, {bwd.name: cotangent_of})
         return source, injected, fwd, locs

@@ -23,6 +23,7 @@ added as keyword arguments when they differ from the default.
 import numpy as np
 
 from ..errors import TracingError, UnsupportedOperationError, at
+from ..runtime import HELPERS
 from ..tracer import FUNCTIONS, UFUNC_METHODS, UFUNCS, Box, bind, result_dtype, user_loc
 
 PRIMITIVES = {}
@@ -128,14 +129,24 @@ def defprimitive(name, impl, template, defaults=None, vjps=(), **options):
 
 
 def defvjp(prim, *rules):
-    """Set (or replace) the VJP rules of a primitive, one per argument."""
+    """Set (or replace) the VJP rules of a primitive, one per argument (replacing a
+    variadic rule too, which would otherwise take precedence)."""
     prim.vjps = tuple(rules)
+    prim.variadic_vjp = None
 
 
 def defjvp(prim, *rules):
     """Set (or replace) the JVP rules of a primitive, one per argument."""
     prim.jvps = tuple(rules)
     prim.jvp_from = prim.linear_in = None
+
+
+def register_helper(name, plain, traceable):
+    """A runtime helper that generated code calls by `name`: `plain` is the pure-NumPy
+    version a module copies in, `traceable` the one that records a primitive when an
+    enclosing trace calls it on Boxes."""
+    HELPERS[name] = plain
+    TRACEABLE_HELPERS[name] = traceable
 
 
 def register_ufunc(ufunc, prim):
@@ -242,4 +253,4 @@ from . import (  # noqa: F401
 )
 
 __all__ = ["PRIMITIVES", "Primitive", "boxmethod", "broadcast_up", "defjvp", "defprimitive",
-           "defvjp", "register_function", "register_ufunc", "unbroadcast"]
+           "defvjp", "register_function", "register_helper", "register_ufunc", "unbroadcast"]

@@ -13,7 +13,7 @@ from ..errors import TracingError, at
 from ..graph import Index, Slot
 from ..runtime import scatter_add as _scatter_add_impl
 from ..tracer import Box, result_dtype, user_loc
-from . import TRACEABLE_HELPERS, boxmethod, defprimitive
+from . import boxmethod, defprimitive, register_helper
 
 
 def _getitem_impl(x, *arrays, index):
@@ -108,4 +108,4 @@ def _traceable_scatter_add(g, index, shape, unique=False):
     return scatter_add(g, *arrays, index=parsed, shape=tuple(shape), unique=unique)
 
 
-TRACEABLE_HELPERS["_scatter_add"] = _traceable_scatter_add
+register_helper("_scatter_add", _scatter_add_impl, _traceable_scatter_add)

@@ -13,9 +13,8 @@ import math
 
 import numpy as np
 
-from ..runtime import HELPERS
 from ..tracer import bind
-from . import PRIMITIVES, TRACEABLE_HELPERS, defprimitive
+from . import PRIMITIVES, defprimitive, register_helper
 from .elementwise import ufunc
 
 try:
@@ -66,8 +65,7 @@ def _register():
         vjps=[lambda g, ans, x, n: g * polygamma(n + 1, x)], jvp_from="vjp",
         helper="_polygamma")
     prim.imports = _IMPORTS
-    HELPERS["_polygamma"] = _polygamma
-    TRACEABLE_HELPERS["_polygamma"] = polygamma
+    register_helper("_polygamma", _polygamma, polygamma)
 
 
 if scipy is not None:
