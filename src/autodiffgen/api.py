@@ -18,14 +18,13 @@ _MAX_ARGS = 256
 
 def compile_gradient(fun, args, argnums, names, standalone=False):
     """Trace `fun` at `args` and return (source, namespace, graph) of its value-and-grad."""
-    graph, cotangent_of = trace_gradient(fun, args, argnums, names)
-    source, namespace, locs = emit_module([graph], standalone, {graph.name: cotangent_of})
+    graph = trace_gradient(fun, args, argnums, names)
+    source, namespace, locs = emit_module([graph], standalone)
     return source, namespace, graph, locs
 
 
 def trace_gradient(fun, args, argnums, names):
-    """The fused value-and-grad Graph of `fun` at `args`, and which cotangent is whose
-    (the emitter names `g_h` after `h`)."""
+    """The fused value-and-grad Graph of `fun` at `args`."""
     trace, boxed, out = tracer.trace(fun, args, argnums, names)
     backward.check_output(out, fun, scalar=True)
     naming.name_forward(list(trace.boxes))
@@ -42,25 +41,24 @@ def trace_gradient(fun, args, argnums, names):
                  f"traced at ({graph.signature}).")
     graph.statics = {names[i]: a for i, a in enumerate(args)
                      if i not in argnums and type(a) in (int, float, bool, str, type(None))}
-    return graph, cotangent_of
+    graph.derivative_of = cotangent_of
+    return graph
 
 
 def emit_functions(calls, standalone=True):
     """One module with the value-and-grad of several (GradFunction, args) pairs, and the
     functions' names: the CLI's `-o`. A name already taken gets a `_1` suffix rather than
     hiding another function."""
-    graphs, cotangents = [], {}
+    graphs = []
     for gf, args in calls:
         gf._check_argnums(len(args))
-        graph, cotangent_of = trace_gradient(gf.fun, args, gf._argnums,
-                                             gf._arg_names(len(args)))
-        base, n = graph.name, 0
-        while graph.name in cotangents:
+        graph = trace_gradient(gf.fun, args, gf._argnums, gf._arg_names(len(args)))
+        base, n, taken = graph.name, 0, {g.name for g in graphs}
+        while graph.name in taken:
             n += 1
             graph.name = f"{base}_{n}"
         graphs.append(graph)
-        cotangents[graph.name] = cotangent_of
-    return emit_module(graphs, standalone, cotangents)[0], [g.name for g in graphs]
+    return emit_module(graphs, standalone)[0], [g.name for g in graphs]
 
 
 class _Single(tuple):

@@ -48,10 +48,10 @@ def _comment(node, kind="grad"):
 class Emitter:
     """Turns one Graph into the lines of one function (and its module-level constants)."""
 
-    def __init__(self, graph, standalone=False, cotangent_of=None, constants=None):
+    def __init__(self, graph, standalone=False, constants=None):
         self.graph = graph
         self.standalone = standalone
-        self.cotangent_of = cotangent_of or {}
+        self.cotangent_of = graph.derivative_of
         self.ns = Namespace(list(graph.params) + list(HELPERS))
         self.names = {}
         # content key -> (name, value); shared by the functions of one module
@@ -239,7 +239,7 @@ def _line(code, comment, indent="    "):
         else f"{code}  # {comment}"
 
 
-def emit_module(graphs, standalone=False, cotangents=None):
+def emit_module(graphs, standalone=False):
     """Module source for one or more graphs, plus the arrays to inject (if not standalone).
 
     Returns (source, injected, locs): `injected` holds what is too large to write out,
@@ -251,7 +251,7 @@ def emit_module(graphs, standalone=False, cotangents=None):
     functions, function_locs, helpers, imports, constants = [], [], set(), set(), {}
     shared = Namespace(p for graph in graphs for p in graph.params)  # no constant shadows one
     for graph in graphs:
-        emitter = Emitter(graph, standalone, (cotangents or {}).get(graph.name), constants)
+        emitter = Emitter(graph, standalone, constants)
         emitter.ns.used |= shared.used
         functions.append("\n".join(emitter.function()))
         function_locs.append(emitter.line_locs)

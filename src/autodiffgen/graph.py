@@ -99,6 +99,8 @@ class Graph:
     doc: str = ""  # the generated function's docstring
     kind: str = "grad"  # "grad" or "jvp": how the emitter labels derivative lines
     paths: dict = field(default_factory=dict)  # inputs that are not the function's own
+    # derivative node -> the value it is the (co)tangent of, to name it g_h / t_h after h
+    derivative_of: dict = field(default_factory=dict)
     statics: dict = field(default_factory=dict)  # parameter -> the value it was traced at
 
 

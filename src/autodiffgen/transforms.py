@@ -48,7 +48,8 @@ class _Transformed(GradFunction):
         return primals + [self.extra_prefix + name for name in primals][:n - len(primals)]
 
     def _emit(self, graph, names_of):
-        source, injected, locs = emit_module([graph], False, {graph.name: names_of})
+        graph.derivative_of = names_of
+        source, injected, locs = emit_module([graph])
         return source, injected, graph, locs
 
 
@@ -130,7 +131,8 @@ class VJPFunction(_Transformed):
                    f"pass reads, traced at ({traced_at}).")
         bwd.doc = (f"The cotangents of {function_name(self.fun)}'s arguments for the output "
                    f"cotangent g, traced at ({traced_at}).")
-        source, injected, locs = emit_module([fwd, bwd], False, {bwd.name: cotangent_of})
+        bwd.derivative_of = cotangent_of
+        source, injected, locs = emit_module([fwd, bwd])
         return source, injected, fwd, locs
 
 
