@@ -244,6 +244,7 @@ from . import (  # noqa: F401
     assembly,
     decompositions,
     elementwise,
+    extras,
     indexing,
     linalg,
     passthrough,

@@ -1,5 +1,5 @@
-"""Assembling and rearranging arrays: stacking, splitting, tiling, flipping, padding,
-triangles and diagonals, take and take_along_axis.
+"""Assembling and rearranging arrays: stacking, splitting, tiling, flipping, rotating,
+padding, triangles and diagonals, take and take_along_axis.
 
 Most of these are indexing or concatenation in disguise, and are written that way, so
 their gradients come from getitem, scatter_add and concatenate: flip is a reversed slice,
@@ -17,7 +17,7 @@ from ..graph import Index, Slot
 from ..tracer import Box, user_loc
 from . import boxmethod, check_no_out, defprimitive, register_function
 from .indexing import getitem, parse_index, scatter_add
-from .shapes import _concatenate, _moveaxis, _ravel, atleast
+from .shapes import _concatenate, _moveaxis, _ravel, _transpose, atleast
 
 
 def _along(axis, item):
@@ -96,6 +96,26 @@ def _flip(m, axis=None):
 
 register_function(np.fliplr)(lambda m: _flip(m, 1))
 register_function(np.flipud)(lambda m: _flip(m, 0))
+
+
+@register_function(np.rot90)
+def _rot90(m, k=1, axes=(0, 1)):
+    """NumPy's own recipe: a flip and a transpose, both flips, or nothing."""
+    ndim = np.ndim(m)
+    if len(axes) != 2 or ndim < 2 or _axis(axes[0], ndim) == _axis(axes[1], ndim):
+        raise ValueError(at(user_loc(), "np.rot90 takes two different axes of an array of at "
+                            "least 2 dimensions"))
+    first, second = _axis(axes[0], ndim), _axis(axes[1], ndim)
+    k = int(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return _flip(m, (first, second))
+    swapped = list(range(ndim))
+    swapped[first], swapped[second] = second, first
+    if k == 1:
+        return _transpose(_flip(m, second), swapped)
+    return _flip(_transpose(m, swapped), second)
 
 
 @register_function(np.roll)

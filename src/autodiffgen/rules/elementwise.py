@@ -1,5 +1,5 @@
 """Elementwise primitives: arithmetic, transcendental functions, comparisons, rounding,
-where, clip, sinc.
+where, clip, sinc, nan_to_num; real, imag and conj of real values.
 
 Rules return the cotangent in the broadcast shape; `unbroadcast` brings it back to each
 argument's shape. Python scalars in the rules are weakly typed (NEP 50), so a float32
@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..errors import TracingError, at
+from ..errors import TracingError, UnsupportedOperationError, at
 from ..tracer import Box, bind, user_loc
 from . import boxmethod, check_no_out, defprimitive, register_function, register_ufunc
 
@@ -232,3 +232,54 @@ def _sinc_vjp(g, ans, x):
 
 sinc = defprimitive("sinc", np.sinc, "np.sinc({0})", vjps=[_sinc_vjp], jvp_from="vjp")
 register_function(np.sinc)(lambda x: bind(sinc, (x,), {}))
+
+
+# ---- nan_to_num: the gradient passes where the input was finite ---------------------------
+nan_to_num = defprimitive(
+    "nan_to_num", lambda x, nan, posinf, neginf: np.nan_to_num(x, nan=nan, posinf=posinf,
+                                                               neginf=neginf),
+    "np.nan_to_num({0})", {"nan": 0.0, "posinf": None, "neginf": None},
+    vjps=[lambda g, ans, x, nan, posinf, neginf: np.where(np.isfinite(x), g, 0)],
+    jvp_from="vjp")
+
+
+def _real_only(x, name):
+    if np.issubdtype(x.dtype, np.complexfloating):
+        raise UnsupportedOperationError(at(user_loc(), f"{name} of a complex traced value: "
+                                           "complex numbers are not supported"))
+    return x
+
+
+@register_function(np.nan_to_num)
+def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """copy=False cannot write into a traced array; the result is the same either way."""
+    if any(type(v) is Box for v in (nan, posinf, neginf)):
+        raise UnsupportedOperationError(at(user_loc(), "np.nan_to_num with traced "
+                                           "replacement values is not supported"))
+    if not np.issubdtype(_real_only(x, "np.nan_to_num").dtype, np.floating):
+        return x  # integers and booleans are always finite
+    return bind(nan_to_num, (x,), {"nan": float(nan),
+                                   "posinf": None if posinf is None else float(posinf),
+                                   "neginf": None if neginf is None else float(neginf)})
+
+
+# ---- real, imag, conj of real values: the value itself, zeros, the value itself ------------
+conj = defprimitive("conj", np.conjugate, "np.conj({0})", vjps=[lambda g, ans, x: g],
+                    linear_in=(0,),
+                    simplify=lambda args, params, value: _real_only(args[0], "np.conj"))
+register_ufunc(np.conjugate, conj)
+boxmethod("conj", "conjugate")(lambda self: _real_only(self, ".conj()"))
+
+
+@register_function(np.real)
+def _real(val):
+    return _real_only(val, "np.real")
+
+
+@register_function(np.imag)
+def _imag(val):
+    return np.zeros(np.shape(val), _real_only(val, "np.imag").dtype)
+
+
+boxmethod("real")(property(_real))
+boxmethod("imag")(property(_imag))

@@ -1,7 +1,7 @@
 """Shape primitives: reshape, transpose, squeeze, expand_dims, broadcast_to, concatenate,
 stack. Their cotangents are the inverse rearrangement; nothing here does arithmetic
-except broadcast_to, whose rule leaves the summing to `unbroadcast`. moveaxis and the
-atleast_nd family are written with transpose and reshape.
+except broadcast_to, whose rule leaves the summing to `unbroadcast`. moveaxis, rollaxis and
+the atleast_nd family are written with transpose and reshape.
 """
 
 import numpy as np
@@ -132,6 +132,18 @@ def _moveaxis(a, source, destination):
     for dest, src in sorted(zip(destination, source, strict=True)):
         order.insert(dest, src)
     return _transpose(a, order)
+
+
+@register_function(np.rollaxis)
+def _rollaxis(a, axis, start=0):
+    """moveaxis, once `start` is counted as NumPy counts it: before the axis is removed."""
+    ndim = np.ndim(a)
+    axis, given = int(axis) % ndim, int(start)
+    start = given + ndim if given < 0 else given
+    if not 0 <= start <= ndim:
+        raise ValueError(at(user_loc(), f"np.rollaxis start={given} must be in [-{ndim}, "
+                            f"{ndim}] for an array of {ndim} dimensions"))
+    return _moveaxis(a, axis, start - 1 if axis < start else start)
 
 
 def atleast(a, ndim):

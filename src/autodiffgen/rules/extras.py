@@ -1,0 +1,181 @@
+"""NumPy functions that are a few other primitives in a row: sort and partition, diff and
+trapezoid, kron and cross, linspace.
+
+Nothing here has a rule of its own. sort and partition are an index (argsort, or
+argpartition, which has no derivative) and take_along_axis, so the cotangent is scattered
+back through the permutation; diff and trapezoid are slices and sums; kron is an einsum
+and a reshape; cross is products of rotated components; linspace is start and stop
+weighted by constants. Their gradients, second derivatives included, come from those
+primitives.
+"""
+
+import operator
+import string
+
+import numpy as np
+
+from ..errors import TracingError, UnsupportedOperationError, at
+from ..tracer import Box, bind, user_loc
+from . import boxmethod, defprimitive, normalize_axis, register_function
+from .assembly import _axis, _take_along_axis
+from .passthrough import _argsort
+from .shapes import _moveaxis, _ravel
+
+
+# ---- sort and partition: a derivative-free index, then take_along_axis ------------------
+@register_function(np.sort)
+def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    if axis is None:
+        a, axis = _ravel(a), -1
+    return _take_along_axis(a, _argsort(a, axis, kind, order, stable=stable), axis)
+
+
+def _in_place(name):
+    def refuse(self, *args, **kwargs):
+        raise TracingError(at(user_loc(), f"x.{name}() on a traced array {name}s it in place, "
+                              f"which cannot be traced; write x = np.{name}(x, ...) instead"))
+    return refuse
+
+
+boxmethod("sort")(_in_place("sort"))
+boxmethod("partition")(_in_place("partition"))
+
+argpartition = defprimitive(
+    "argpartition", lambda x, kth, axis: np.argpartition(x, kth, axis=axis),
+    "np.argpartition({0}, {kth})", {"axis": -1})
+
+
+@register_function(np.partition)
+def _partition(a, kth, axis=-1, kind="introselect", order=None):
+    """argpartition arranges each side of kth as np.partition does, though NumPy
+    promises only the partition itself."""
+    if order is not None or type(kth) is Box:
+        raise TracingError(at(user_loc(), "np.partition with order= or a traced kth cannot "
+                              "be traced: pass kth as a number or a list of numbers"))
+    if axis is None:
+        a, axis = _ravel(a), -1
+    axis = normalize_axis(axis, np.ndim(a))
+    kth = int(kth) if np.ndim(kth) == 0 else tuple(int(k) for k in kth)
+    index = bind(argpartition, (a,), {"kth": kth, "axis": -1 if axis == np.ndim(a) - 1 else axis})
+    return _take_along_axis(a, index, axis)
+
+
+# ---- diff and trapezoid: slices along an axis -------------------------------------------
+def _ends(a, axis):
+    """a without its first, and without its last, element along `axis`."""
+    whole = (slice(None),) * axis
+    return a[whole + (slice(1, None),)], a[whole + (slice(None, -1),)]
+
+
+def _end_piece(value, a, axis):
+    """prepend= / append= as NumPy takes it: a scalar becomes one slice along `axis`."""
+    if np.ndim(value) == 0:
+        shape = list(np.shape(a))
+        shape[axis] = 1
+        return np.broadcast_to(value, tuple(shape))
+    return value
+
+
+@register_function(np.diff)
+def _diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    if n < 0:
+        raise ValueError(at(user_loc(), f"order must be non-negative but got {n!r}"))
+    if np.ndim(a) == 0:
+        raise ValueError(at(user_loc(), "diff requires input that is at least one dimensional"))
+    if n == 0:
+        return a
+    axis = _axis(axis, np.ndim(a))
+    pieces = [a]
+    if prepend is not np._NoValue:
+        pieces.insert(0, _end_piece(prepend, a, axis))
+    if append is not np._NoValue:
+        pieces.append(_end_piece(append, a, axis))
+    if len(pieces) > 1:
+        a = np.concatenate(pieces, axis=axis)
+    op = np.not_equal if np.result_type(a.dtype) == np.bool_ else np.subtract
+    for _ in range(int(n)):
+        a = op(*_ends(a, axis))
+    return a
+
+
+def _trapezoid(y, x=None, dx=1.0, axis=-1):
+    ndim = np.ndim(y)
+    axis = _axis(axis, ndim)
+    if x is None:
+        d = dx
+    elif np.ndim(x) == 1:  # spacings along `axis`, as NumPy lines them up
+        d = np.diff(x)
+        d = np.reshape(d, tuple(np.shape(d)[0] if i == axis else 1 for i in range(ndim)))
+    else:
+        d = np.diff(x, axis=axis)
+    upper, lower = _ends(y, axis)
+    return np.sum(d * (upper + lower) / 2.0, axis=axis)
+
+
+register_function(*[getattr(np, name) for name in ("trapezoid", "trapz")
+                    if hasattr(np, name)])(_trapezoid)
+
+
+# ---- kron and cross ---------------------------------------------------------------------
+@register_function(np.kron)
+def _kron(a, b):
+    """One einsum that interleaves the axes of a and b ('ab,cd->acbd'), then a reshape
+    that merges each pair; the operands are first given the same number of axes."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return a * b
+    ndim = max(np.ndim(a), np.ndim(b))
+    if ndim > 13:  # two letters an axis
+        raise UnsupportedOperationError(at(user_loc(), "np.kron of traced arrays of more "
+                                           "than 13 dimensions is not supported"))
+    a, b = (x if np.ndim(x) == ndim else np.reshape(x, (1,) * (ndim - np.ndim(x)) + np.shape(x))
+            for x in (a, b))
+    ta, tb = string.ascii_lowercase[:ndim], string.ascii_lowercase[ndim:2 * ndim]
+    out = "".join(i + j for i, j in zip(ta, tb, strict=True))
+    shape = tuple(m * n for m, n in zip(np.shape(a), np.shape(b), strict=True))
+    return np.reshape(np.einsum(f"{ta},{tb}->{out}", a, b), shape)
+
+
+@register_function(np.cross)
+def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = np.moveaxis(a, axisa, -1), np.moveaxis(b, axisb, -1)
+    if np.shape(a)[-1] != 3 or np.shape(b)[-1] != 3:
+        raise UnsupportedOperationError(at(user_loc(), "np.cross of traced arrays supports "
+                                           "3-vectors only (NumPy 2 deprecates 2-vectors); "
+                                           f"got {np.shape(a)[-1]} and {np.shape(b)[-1]}"))
+    ahead, behind = np.array([1, 2, 0]), np.array([2, 0, 1])  # (a1, a2, a0), (a2, a0, a1)
+    c = a[..., ahead] * b[..., behind] - a[..., behind] * b[..., ahead]
+    return _moveaxis(c, -1, axisc)
+
+
+# ---- linspace: start and stop weighted by constants --------------------------------------
+def _dtype_of(value):
+    if type(value) is Box or isinstance(value, (np.ndarray, np.generic)):
+        return value.dtype
+    return value if isinstance(value, (int, float)) else np.asarray(value).dtype
+
+
+@register_function(np.linspace)
+def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+              device=None):
+    """start * (1 - w) + stop * w with constant weights w = i / div, which gives start
+    and stop exactly at the ends (NumPy's start + i * step matches them to rounding)."""
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(at(user_loc(), f"Number of samples, {num}, must be non-negative."))
+    div = num - 1 if endpoint else num
+    inexact = np.result_type(_dtype_of(start), _dtype_of(stop), 0.0)
+    ndim = len(np.broadcast_shapes(np.shape(start), np.shape(stop)))
+    w = np.arange(num, dtype=inexact) / div if div > 0 else np.zeros(num, inexact)
+    w = np.reshape(w, (num,) + (1,) * ndim)
+    y = start * (1 - w) + stop * w
+    if axis != 0:
+        y = np.moveaxis(y, 0, axis)
+    if dtype is not None and np.issubdtype(dtype, np.integer):
+        y = np.floor(y)
+    if dtype is not None and np.dtype(dtype) != y.dtype:
+        y = y.astype(dtype)
+    if retstep:
+        return y, (stop - start) / div if div > 0 else np.nan
+    return y
