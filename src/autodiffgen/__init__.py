@@ -6,7 +6,7 @@
     print(loss_and_grads.source(W, b, x, y))
 """
 
-from . import rules  # noqa: F401  (registers every primitive)
+from . import rules, tape  # noqa: F401  (rules registers every primitive; tape: the reference)
 from ._version import __version__
 from .api import GradFunction, emit, grad, value_and_grad
 from .custom import defjvp, defvjp, primitive, stop_gradient

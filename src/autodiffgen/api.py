@@ -42,6 +42,7 @@ def trace_gradient(fun, args, argnums, names):
     graph.statics = {names[i]: a for i, a in enumerate(args)
                      if i not in argnums and type(a) in (int, float, bool, str, type(None))}
     graph.derivative_of = cotangent_of
+    graph.fresh_from = 1  # (value, gradients): the gradients are the caller's
     return graph
 
 

@@ -14,9 +14,6 @@ from .rules import PRIMITIVES, missing_rule, unbroadcast
 from .tracer import Box, result_dtype
 from .tree import leaves, map_tree
 
-_VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast_to",
-          "stop_gradient"}
-
 
 def check_output(out, fun, scalar):
     """The differentiated function must return a float (and, for grad, a scalar)."""
@@ -109,35 +106,13 @@ def traced_gradients(trace, out, wrt_tree, seed=None):
 
 
 def fresh(trace, g, leaf, out):
-    """The gradient for one input: a writable array of its own, sharing memory with no
-    user array, no other output and nothing read-only (a broadcast view)."""
-    if g is None:
-        return _zeros(leaf)
-    if type(g) is not Box:
-        return g
-    base, broadcast = _view_base(g.node)
-    if broadcast or base.prim is None or base in trace.returned or (
-            type(out) is Box and base is _view_base(out.node)[0]):
-        trace.grad_of = leaf.node
-        g = PRIMITIVES["copy"](g)
-        trace.grad_of = None
-        base = g.node
-    trace.returned.add(base)
-    return g
+    """The gradient for one input: zeros when no cotangent reached it. (That a returned
+    gradient owns its memory is passes.ensure_fresh's job, after the optimizations.)"""
+    return _zeros(leaf) if g is None else g
 
 
 def _differentiable_leaf(leaf):
     return type(leaf) is Box and np.issubdtype(leaf.node.dtype, np.inexact)
-
-
-def _view_base(node):
-    """The node whose memory `node` may share (through reshapes, transposes, basic
-    indexing, broadcasts), and whether a broadcast (read-only) view is on the way."""
-    broadcast = False
-    while node.prim is not None and node.prim.name in _VIEWS and type(node.args[0]) is Node:
-        broadcast = broadcast or node.prim.name == "broadcast_to"
-        node = node.args[0]
-    return node, broadcast
 
 
 def _zeros(leaf):

@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from . import passes
 from ._version import __version__
 from .emit_ast import call_ast, constant_ast, expression, literal_ast, render
 from .graph import Node
@@ -248,6 +249,9 @@ def emit_module(graphs, standalone=False):
     from, so that tracing generated code (for higher derivatives) points at the user's
     lines. Runtime helpers are copied into the module, so the source runs as it reads.
     """
+    if passes.ENABLED:
+        graphs = [passes.optimize(graph) for graph in graphs]
+    graphs = [passes.ensure_fresh(graph) for graph in graphs]
     functions, function_locs, helpers, imports, constants = [], [], set(), set(), {}
     shared = Namespace(p for graph in graphs for p in graph.params)  # no constant shadows one
     for graph in graphs:

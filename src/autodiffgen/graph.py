@@ -101,6 +101,8 @@ class Graph:
     paths: dict = field(default_factory=dict)  # inputs that are not the function's own
     # derivative node -> the value it is the (co)tangent of, to name it g_h / t_h after h
     derivative_of: dict = field(default_factory=dict)
+    # outputs[fresh_from:] are handed to the caller and must own their memory (None: none)
+    fresh_from: object = None
     statics: dict = field(default_factory=dict)  # parameter -> the value it was traced at
 
 

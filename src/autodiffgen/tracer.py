@@ -49,7 +49,6 @@ class Trace:
         self.boxes = {}  # Node -> Box, so the backward pass can see forward values
         self.grad_of = None  # set while a derivative rule runs: the forward Node
         self.inputs = []
-        self.returned = set()  # nodes already handed out as a gradient
         self._outer = None
 
     def __enter__(self):

@@ -79,6 +79,7 @@ class JVPFunction(_Transformed):
         name = f"{function_name(self.fun)}_jvp"
         graph = backward.fused_graph(name, names, trace, (out, t_out))
         graph.kind = "jvp"
+        graph.fresh_from = 1
         graph.doc = (f"Value of {function_name(self.fun)} and its directional derivative "
                      f"along the tangents, traced at ({describe(primals, names)}).")
         return self._emit(graph, tangent_of)
@@ -132,6 +133,7 @@ class VJPFunction(_Transformed):
         bwd.doc = (f"The cotangents of {function_name(self.fun)}'s arguments for the output "
                    f"cotangent g, traced at ({traced_at}).")
         bwd.derivative_of = cotangent_of
+        bwd.fresh_from = 0
         source, injected, locs = emit_module([fwd, bwd])
         return source, injected, fwd, locs
 

@@ -1,0 +1,20 @@
+"""Dead-code elimination: keep only the nodes the outputs need, and the inputs they read.
+
+Runs after every other pass has redirected uses, so it is what actually removes the
+values a simplification made unnecessary (and the unpacking of unused inputs).
+"""
+
+import dataclasses
+
+from ..graph import Node, toposort
+from ..tree import leaves
+
+
+def dce(graph):
+    roots = [leaf for leaf in leaves(graph.outputs) if type(leaf) is Node]
+    live = set(toposort(roots)) if roots else set()
+    nodes = [n for n in graph.nodes if n in live]
+    inputs = [n for n in graph.inputs if n in live]
+    if len(nodes) == len(graph.nodes) and len(inputs) == len(graph.inputs):
+        return graph, False
+    return dataclasses.replace(graph, nodes=nodes, inputs=inputs), True

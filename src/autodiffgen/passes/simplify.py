@@ -1,0 +1,126 @@
+"""Algebraic simplification: x*1, x+0, x/1, --x, casts to the same dtype, reshapes and
+broadcasts to the same shape, chains of reshapes and of transposes.
+
+A rewrite is only made when the result has exactly the node's shape and dtype, so NumPy's
+broadcasting and type promotion are never changed by it. A graph's inputs are opaque:
+a rule may use one, never look into how it was computed (a backward function's inputs
+were computed by the forward function).
+"""
+
+import numpy as np
+
+from ..graph import Node
+from ..rules import PRIMITIVES
+from ..tracer import result_dtype
+from .rewrite import clone, substitute
+
+
+def simplify(graph):
+    replace = {}
+    opaque = set(graph.inputs)
+    for node in graph.nodes:
+        rule = _RULES.get(node.prim.name)
+        if rule is None:
+            continue
+        args = [replace.get(a, a) if type(a) is Node else a for a in node.args]
+        better = rule(node, args, opaque)
+        if better is not None and better is not node:
+            replace[node] = better
+    return substitute(graph, replace)
+
+
+def _fits(x, node):
+    """x can stand for node: same shape and dtype."""
+    if type(x) is Node:
+        return x.shape == node.shape and x.dtype == node.dtype
+    return np.shape(x) == node.shape and result_dtype(x) == node.dtype
+
+
+def _is(x, value):
+    """x is a constant all of whose elements equal value."""
+    if type(x) is Node or not isinstance(x, (np.ndarray, np.generic, int, float)):
+        return False
+    return bool(np.all(np.asarray(x) == value))
+
+
+def _op(x, opaque):
+    """The primitive name of a node computed in this graph; None otherwise."""
+    if type(x) is not Node or x.prim is None or x in opaque:
+        return None
+    return x.prim.name
+
+
+def _negated(node, x):
+    return clone(node, (x,), PRIMITIVES["negative"], {})
+
+
+def _multiply(node, args, opaque):
+    a, b = args
+    for x, c in ((a, b), (b, a)):
+        if _fits(x, node) and _is(c, 1):
+            return x
+        if _fits(x, node) and _is(c, -1):
+            return _negated(node, x)
+    return None
+
+
+def _divide(node, args, opaque):
+    a, b = args
+    return a if _fits(a, node) and _is(b, 1) else None
+
+
+def _add(node, args, opaque):
+    a, b = args
+    for x, c in ((a, b), (b, a)):
+        if _fits(x, node) and _is(c, 0):
+            return x
+    return None
+
+
+def _subtract(node, args, opaque):
+    a, b = args
+    if _fits(a, node) and _is(b, 0):
+        return a
+    if _fits(b, node) and _is(a, 0):
+        return _negated(node, b)
+    return None
+
+
+def _negative(node, args, opaque):
+    (a,) = args
+    if _op(a, opaque) == "negative" and _fits(a.args[0], node):
+        return a.args[0]
+    return None
+
+
+def _same_value(node, args, opaque):
+    return args[0] if _fits(args[0], node) else None
+
+
+def _reshape(node, args, opaque):
+    (a,) = args
+    if _fits(a, node):
+        return a
+    if _op(a, opaque) in ("reshape", "squeeze", "expand_dims"):
+        return clone(node, (a.args[0],))
+    return None
+
+
+def _transpose(node, args, opaque):
+    (a,) = args
+    if _op(a, opaque) != "transpose":
+        return None
+    ndim = len(node.shape)
+    inner = a.params["axes"] or tuple(range(ndim - 1, -1, -1))
+    outer = node.params["axes"] or tuple(range(ndim - 1, -1, -1))
+    axes = tuple(inner[i] for i in outer)
+    if axes == tuple(range(ndim)):
+        return a.args[0] if _fits(a.args[0], node) else None
+    reverse = axes == tuple(range(ndim - 1, -1, -1))
+    return clone(node, (a.args[0],), params={"axes": None if reverse else axes})
+
+
+_RULES = {"multiply": _multiply, "divide": _divide, "add": _add, "subtract": _subtract,
+          "negative": _negative, "astype": _same_value, "broadcast_to": _same_value,
+          "reshape": _reshape, "squeeze": _same_value, "expand_dims": _same_value,
+          "transpose": _transpose}
