@@ -1,6 +1,8 @@
 """Each optimization pass on its own: what it removes or rewrites, and that the generated
 function computes the same values before and after."""
 
+import ast
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from autodiffgen.api import _normalize_argnums, trace_gradient
 from autodiffgen.cache import load
 from autodiffgen.emit import emit_module
 from autodiffgen.graph import Node
+from autodiffgen.testing import check_grads
 
 RNG = np.random.default_rng(5)
 
@@ -157,3 +160,30 @@ def test_results_equal_with_passes_on_and_off(enabled, monkeypatch):
     np.testing.assert_allclose(value, tape_value)
     for g, t in zip(grads, tape_grads):
         np.testing.assert_allclose(g, t)
+
+
+# ---- Python floats: math-module code ---------------------------------------------------------
+def test_python_floats_get_math_module_code():
+    def f(a, b):
+        return np.log(a) * np.tanh(b) + a ** 2.5 - np.sqrt(b) / a
+    g = ad.value_and_grad(f, argnums=(0, 1))
+    value, (ga, gb) = g(1.7, 0.4)
+    source = g.source(1.7, 0.4)
+    names = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    assert "import math" in source and "np" not in names
+    assert type(value) is float and type(ga) is float and type(gb) is float
+    check_grads(f, 1.7, 0.4, argnums=(0, 1))
+
+
+def test_math_module_code_raises_where_numpy_would_return_nan():
+    g = ad.grad(lambda a: np.log(a) * 2.0)
+    g(1.0)
+    with pytest.raises(ValueError, match="math domain error"):
+        g(-1.0)
+
+
+def test_arrays_or_unsupported_primitives_keep_numpy_code():
+    source = ad.emit(lambda a, x: np.sum(a * x), 2.0, np.ones(3))
+    assert "import math" not in source and "np.sum" in source
+    source = ad.emit(lambda a: np.cbrt(a) * 2.0, 2.0)  # cbrt has no math-module form here
+    assert "np.cbrt" in source

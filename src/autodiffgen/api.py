@@ -8,10 +8,13 @@ import functools
 import inspect
 import threading
 
+import numpy as np
+
 from . import backward, naming, tracer
-from .cache import CacheInfo, describe, load, signature_key
+from .cache import CacheInfo, describe, leaf_key, load, signature_key
 from .emit import emit_module
 from .errors import ArgumentError, at, def_site, function_name, user_frame, where
+from .tree import leaves
 
 _MAX_ARGS = 256
 
@@ -43,6 +46,8 @@ def trace_gradient(fun, args, argnums, names):
                      if i not in argnums and type(a) in (int, float, bool, str, type(None))}
     graph.derivative_of = cotangent_of
     graph.fresh_from = 1  # (value, gradients): the gradients are the caller's
+    arrays = [leaf for leaf in leaves(args) if isinstance(leaf, (np.ndarray, np.generic))]
+    graph.scalar = not arrays and any(type(leaf) is float for leaf in leaves(args))
     return graph
 
 
@@ -104,9 +109,16 @@ class GradFunction:
         self.hits = self.misses = 0
 
     def __call__(self, *args, **kwargs):
-        if kwargs or len(args) < self._needed:
+        """The hot path: a signature key, one dict lookup, the generated function."""
+        if kwargs or not self._needed <= len(args) <= _MAX_ARGS:
             args = self._positional(args, kwargs)
-        out = self._entry(args)(*args)
+        try:
+            entry = self._entries[tuple(map(leaf_key, args, self._diff))]
+        except KeyError:
+            entry = self._entry(args)
+        else:
+            self.hits += 1
+        out = entry(*args)
         return out if self.with_value else out[1]
 
     def _entry(self, args):
@@ -165,6 +177,8 @@ class GradFunction:
         return names
 
     def _positional(self, args, kwargs):
+        if len(args) > _MAX_ARGS:
+            raise ArgumentError(at(_caller(), f"at most {_MAX_ARGS} positional arguments"))
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as e:

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from .graph import Index, Slot
+from .rules.scalar import SCALAR
 
 _INLINE_LIMIT = 16  # constant arrays up to this size are written out as literals
 
@@ -140,8 +141,12 @@ def literal_ast(value, args=()):
     return ast.Constant(value)
 
 
-def expression(node, arg_asts, param_ast=literal_ast):
+def expression(node, arg_asts, param_ast=literal_ast, scalar=False):
+    """The right-hand side for a node; `scalar`: its Python-float form (rules.scalar)."""
     prim = node.prim
+    if scalar:
+        return _Fill(arg_asts, node.params, param_ast).visit(
+            _parse_template(SCALAR[prim.name]))
     template = prim.template(node.params) if callable(prim.template) else prim.template
     tree = _Fill(arg_asts, node.params, param_ast).visit(_parse_template(template))
     if isinstance(tree, ast.Call):
@@ -155,6 +160,8 @@ def expression(node, arg_asts, param_ast=literal_ast):
 # ---- constants --------------------------------------------------------------------------
 def constant_ast(array, standalone):
     """How a module-level constant array is made, or None if it must be injected."""
+    if array.ndim == 0:  # a NumPy scalar: the same type promotion as a 0-d array
+        return literal_ast(array[()])
     dtype = dtype_ast(array.dtype)
     flat = array.ravel()
     if array.size and (flat == flat[0]).all():

@@ -103,6 +103,7 @@ class Graph:
     derivative_of: dict = field(default_factory=dict)
     # outputs[fresh_from:] are handed to the caller and must own their memory (None: none)
     fresh_from: object = None
+    scalar: bool = False  # called with Python floats only: math-module code if possible
     statics: dict = field(default_factory=dict)  # parameter -> the value it was traced at
 
 
