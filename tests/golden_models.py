@@ -1,0 +1,44 @@
+"""The models whose generated code is kept as reviewed golden files (tests/golden/)."""
+
+import itertools
+
+import numpy as np
+
+
+def mlp_loss(params, x, y):
+    """784-256-256-10 MLP, relu, softmax cross-entropy on integer labels."""
+    h = np.maximum(x @ params["W1"] + params["b1"], 0.0)
+    h = np.maximum(h @ params["W2"] + params["b2"], 0.0)
+    logits = h @ params["W3"] + params["b3"]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return -log_probs[np.arange(len(y)), y].mean()
+
+
+def mlp_args(batch=128, sizes=(784, 256, 256, 10), dtype=np.float32):
+    rng = np.random.default_rng(0)
+    params = {}
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes), start=1):
+        params[f"W{i}"] = (rng.normal(size=(n_in, n_out)) / np.sqrt(n_in)).astype(dtype)
+        params[f"b{i}"] = np.zeros(n_out, dtype)
+    x = rng.normal(size=(batch, sizes[0])).astype(dtype)
+    y = rng.integers(0, sizes[-1], batch)
+    return params, x, y
+
+
+def rnn_loss(params, xs, target):
+    """A tanh RNN unrolled over the time steps of xs; squared error of the last state."""
+    h = np.zeros((xs.shape[1], params["Wh"].shape[0]), xs.dtype)
+    for t in range(xs.shape[0]):
+        h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
+    return np.mean((h - target) ** 2)
+
+
+def rnn_args(steps=4, batch=2, n_in=3, hidden=5, dtype=np.float32):
+    rng = np.random.default_rng(1)
+    params = {"Wx": rng.normal(size=(n_in, hidden)).astype(dtype) / 2,
+              "Wh": rng.normal(size=(hidden, hidden)).astype(dtype) / 2,
+              "b": np.zeros(hidden, dtype)}
+    xs = rng.normal(size=(steps, batch, n_in)).astype(dtype)
+    target = rng.normal(size=(batch, hidden)).astype(dtype)
+    return params, xs, target
