@@ -13,9 +13,10 @@ checks that autodiffgen's gradient equals the hand-written one, so the baselines
 correct).
 """
 
+import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -32,6 +33,7 @@ class Workload:
     sizes: dict = field(default_factory=dict)   # "full" and "tiny": keyword sizes
     rtol: float = 1e-9           # gradient agreement, relative to each gradient's scale
     python_floats: bool = False  # arguments are Python floats, not arrays
+    extras: dict = field(default_factory=dict)  # more hand-written versions, name -> function
 
 
 def allclose(a, b, rtol):
@@ -54,6 +56,12 @@ def scalar_loss(xp):
 def scalar_by_hand(x1, x2):
     value = np.log(x1) + x1 * x2 - np.sin(x2)
     return value, (1.0 / x1 + x2, x1 - np.cos(x2))
+
+
+def scalar_by_hand_math(x1, x2):
+    """What a skilled person writes for Python floats: the math module, not NumPy."""
+    value = math.log(x1) + x1 * x2 - math.sin(x2)
+    return value, (1.0 / x1 + x2, x1 - math.cos(x2))
 
 
 def scalar_torch(torch, x1, x2):
@@ -90,16 +98,21 @@ def mlp_by_hand(W1, b1, W2, b2, W3, b3, x, y):
     p = np.exp(z)
     s = p.sum(axis=1, keepdims=True)
     value = (np.log(s).sum() - z[rows, y].sum()) / n
+    del z
     # d loss / d logits = (softmax - onehot) / n, built in p
     p /= s
     p[rows, y] -= 1.0
     p *= 1.0 / n
     gW3, gb3 = h2.T @ p, p.sum(axis=0)
     d2 = p @ W3.T
+    del p
     d2 *= h2 > 0
+    del h2
     gW2, gb2 = h1.T @ d2, d2.sum(axis=0)
     d1 = d2 @ W2.T
+    del d2
     d1 *= h1 > 0
+    del h1
     gW1, gb1 = x.T @ d1, d1.sum(axis=0)
     return value, (gW1, gb1, gW2, gb2, gW3, gb3)
 
@@ -113,7 +126,7 @@ def mlp_torch(torch, W1, b1, W2, b2, W3, b3, x, y):
 
 def mlp_args(rng, batch=128, sizes=(784, 256, 256, 10)):
     args = []
-    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+    for n_in, n_out in itertools.pairwise(sizes):
         args.append((rng.normal(size=(n_in, n_out)) * np.sqrt(2.0 / n_in)).astype(np.float32))
         args.append((rng.normal(size=n_out) * 0.1).astype(np.float32))
     x = rng.normal(size=(batch, sizes[0])).astype(np.float32)
@@ -223,6 +236,7 @@ def chain_by_hand(x, y):
     n = k * m
     o = np.tanh(n)
     value = 0.5 * o.sum() + n.sum()
+    del n
     # backward: dn = 1 + 0.5 (1 - o^2) = 1.5 - 0.5 o^2
     dn = o
     dn *= o
@@ -240,19 +254,17 @@ def chain_by_hand(x, y):
     s *= x
     s /= g
     dg -= s                        # dg from log: dh / g, dh = di x
-    de = np.multiply(e, e, out=e)  # dd = 2 e (1 - e^2) dg, e recomputed from g = e^2 + 1
-    de = np.subtract(2.0, g, out=de)
-    np.sqrt(g - 1.0, out=g)        # |e|; the sign of e is that of d = c + x
-    de *= g
-    de *= 2.0 * dg
-    de *= np.sign(c + x)
-    gx += de                       # dx from d = c + x
-    de *= c                        # db = dd c
+    dd = np.multiply(e, dg, out=e)  # dd = 2 e (1 - e^2) dg, and 1 - e^2 = 2 - g
+    dd *= 2.0
+    dd *= np.subtract(2.0, g, out=g)
+    gx += dd                       # dx from d = c + x
+    dd *= c                        # db = dd c
     np.negative(gy, out=gy)        # dy from k = j - y
-    gy += de * a
-    de *= y
-    de *= np.cos(x)
-    gx += de
+    a *= dd
+    gy += a                        # dy from b = a y
+    dd *= y
+    dd *= np.cos(x, out=a)
+    gx += dd                       # dx from a = sin x
     return value, (gx, gy)
 
 
@@ -344,6 +356,7 @@ def conv_by_hand(W, b, x, target):
     xpad = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
     patches = np.stack([xpad[:, :, i:i + H, j:j + Wd] for i in range(3) for j in range(3)],
                        axis=2)
+    del xpad
     d = np.einsum("bckhw,ock->bohw", patches, W.reshape(O, C, 9))
     d += b[:, None, None]
     d -= target
@@ -376,7 +389,7 @@ def conv_args(rng, batch=8, c_in=16, c_out=32, size=16):
 def attention_loss(xp):
     def attention(Wq, Wk, Wv, Wo, x, target):
         q, k, v = x @ Wq, x @ Wk, x @ Wv
-        s = (q @ k.transpose(0, 2, 1)) * (1.0 / math.sqrt(Wq.shape[1]))
+        s = (q @ xp.swapaxes(k, 1, 2)) * (1.0 / math.sqrt(Wq.shape[1]))
         s = s - s.max(axis=2, keepdims=True)
         e = xp.exp(s)
         p = e / e.sum(axis=2, keepdims=True)
@@ -386,10 +399,10 @@ def attention_loss(xp):
 
 
 def attention_by_hand(Wq, Wk, Wv, Wo, x, target):
-    B, S, D = x.shape
+    B, S, _ = x.shape
     scale = 1.0 / math.sqrt(Wq.shape[1])
     q, k, v = x @ Wq, x @ Wk, x @ Wv
-    p = q @ k.transpose(0, 2, 1)
+    p = q @ np.swapaxes(k, 1, 2)
     p *= scale
     p -= p.max(axis=2, keepdims=True)
     np.exp(p, out=p)
@@ -399,19 +412,22 @@ def attention_by_hand(Wq, Wk, Wv, Wo, x, target):
     d -= target
     value = 0.5 * (d * d).sum() / B
     d *= 1.0 / B                                   # d loss / d output
-    x2 = x.reshape(B * S, D)
-    gWo = a.reshape(B * S, -1).T @ d.reshape(B * S, -1)
+    flat = (B * S, -1)
+    x2 = x.reshape(flat)
+    gWo = a.reshape(flat).T @ d.reshape(flat)
+    del a
     da = d @ Wo.T
-    gv = p.transpose(0, 2, 1) @ da
-    ds = da @ v.transpose(0, 2, 1)                 # d loss / d p, then through the softmax
+    del d
+    gWv = x2.T @ (np.swapaxes(p, 1, 2) @ da).reshape(flat)
+    ds = da @ np.swapaxes(v, 1, 2)                 # d loss / d p, then through the softmax
+    del da
     ds -= (ds * p).sum(axis=2, keepdims=True)
     ds *= p
     ds *= scale
-    gq = ds @ k
-    gk = ds.transpose(0, 2, 1) @ q
-    flat = (B * S, -1)
-    return value, (x2.T @ gq.reshape(flat), x2.T @ gk.reshape(flat), x2.T @ gv.reshape(flat),
-                   gWo)
+    del p
+    gWq = x2.T @ (ds @ k).reshape(flat)
+    gWk = x2.T @ (np.swapaxes(ds, 1, 2) @ q).reshape(flat)
+    return value, (gWq, gWk, gWv, gWo)
 
 
 def attention_torch(torch, Wq, Wk, Wv, Wo, x, target):
@@ -437,7 +453,8 @@ F32, F64 = 2e-4, 1e-9
 WORKLOADS = [
     Workload("scalar", "f(x1, x2) = log x1 + x1*x2 - sin x2, Python floats",
              scalar_loss, scalar_by_hand, scalar_torch, scalar_args, (0, 1),
-             {"full": {}, "tiny": {}}, F64, python_floats=True),
+             {"full": {}, "tiny": {}}, F64, python_floats=True,
+             extras={"hand-written, math module": scalar_by_hand_math}),
     Workload("mlp", "MLP 784-256-256-10, batch 128, relu, softmax cross-entropy, float32",
              mlp_loss, mlp_by_hand, mlp_torch, mlp_args, (0, 1, 2, 3, 4, 5),
              {"full": {}, "tiny": {"batch": 8, "sizes": (12, 7, 5, 4)}}, F32),
