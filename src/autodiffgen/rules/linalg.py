@@ -29,7 +29,11 @@ def _matmul_b(g, ans, a, b):
     if np.ndim(a) == 1:
         return g * a if np.ndim(b) == 1 else np.expand_dims(a, -1) * np.expand_dims(g, -2)
     if np.ndim(b) == 1:
+        if np.ndim(a) == 2:  # a matrix-vector product's weights: one vector-matrix product
+            return g @ a
         return np.squeeze(np.swapaxes(a, -1, -2) @ np.expand_dims(g, -1), -1)
+    if np.ndim(b) == 2 and np.ndim(a) > 2:  # shared weights: one matmul over all batches
+        return np.reshape(a, (-1, np.shape(a)[-1])).T @ np.reshape(g, (-1, np.shape(g)[-1]))
     return np.swapaxes(a, -1, -2) @ g
 
 
@@ -72,7 +76,7 @@ def _explicit(subscripts, operands):
     return ",".join(ins) + "->" + out
 
 
-def _einsum_vjp(i, g, ans, *operands, subscripts):
+def _einsum_vjp(i, g, ans, *operands, subscripts, optimize=False):
     """The einsum of the other operands and g; an index that operand i repeats gets an
     identity operand (its cotangent lives on the diagonal), and an index summed within
     operand i alone is broadcast back."""
@@ -91,7 +95,7 @@ def _einsum_vjp(i, g, ans, *operands, subscripts):
         term += c
     seen = set("".join(terms))
     keep = "".join(c for c in term if c in seen)
-    r = einsum(*ops, subscripts=",".join(terms) + "->" + keep)
+    r = einsum(*ops, subscripts=",".join(terms) + "->" + keep, optimize=optimize)
     if keep != term:
         axes = tuple(k for k, c in enumerate(term) if c not in seen)
         r = np.expand_dims(r, axes[0] if len(axes) == 1 else axes)
@@ -101,9 +105,10 @@ def _einsum_vjp(i, g, ans, *operands, subscripts):
     return r
 
 
-einsum = defprimitive("einsum", lambda *ops, subscripts: np.einsum(subscripts, *ops),
-                      "np.einsum({subscripts}, {*})", variadic_vjp=_einsum_vjp,
-                      jvp_from="multilinear")
+einsum = defprimitive("einsum", lambda *ops, subscripts, optimize=False:
+                      np.einsum(subscripts, *ops, optimize=optimize),
+                      "np.einsum({subscripts}, {*})", {"optimize": False},
+                      variadic_vjp=_einsum_vjp, jvp_from="multilinear")
 
 
 @register_function(np.einsum)
@@ -111,7 +116,8 @@ def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
     if out is not None or kwargs or not isinstance(subscripts, str):
         raise UnsupportedOperationError(at(user_loc(), "np.einsum is supported with a "
                                            "subscripts string and operands only"))
-    return einsum(*operands, subscripts=_explicit(subscripts, operands))
+    optimize = optimize if isinstance(optimize, (bool, str)) else bool(optimize)
+    return einsum(*operands, subscripts=_explicit(subscripts, operands), optimize=optimize)
 
 
 # ---- dot, vdot, inner, outer, tensordot: einsums (or matmul) ------------------------------
@@ -139,7 +145,8 @@ def _tensordot(a, b, axes=2):
                             "have the same length"))
     axes_a = [int(x) % na for x in axes_a]
     axes_b = [int(x) % nb for x in axes_b]
-    return einsum(a, b, subscripts=_tensordot_subscripts(na, nb, axes_a, axes_b))
+    return einsum(a, b, subscripts=_tensordot_subscripts(na, nb, axes_a, axes_b),
+                  optimize=True)  # optimize: NumPy contracts with BLAS, as tensordot does
 
 
 @register_function(np.dot)
@@ -165,7 +172,7 @@ def _inner(a, b):
 
 @register_function(np.vdot)
 def _vdot(a, b):
-    return einsum(np.reshape(a, (-1,)), np.reshape(b, (-1,)), subscripts="i,i->")
+    return einsum(np.reshape(a, (-1,)), np.reshape(b, (-1,)), subscripts="i,i->", optimize=True)
 
 
 @register_function(np.outer)
