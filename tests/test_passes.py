@@ -187,3 +187,27 @@ def test_arrays_or_unsupported_primitives_keep_numpy_code():
     assert "import math" not in source and "np.sum" in source
     source = ad.emit(lambda a: np.cbrt(a) * 2.0, 2.0)  # cbrt has no math-module form here
     assert "np.cbrt" in source
+
+
+def test_accumulate_merges_per_step_terms_of_a_loop():
+    def unrolled(W, xs):
+        h = np.zeros((2, 3))
+        for t in range(xs.shape[0]):
+            h = np.tanh(xs[t] @ W + h)
+        return np.sum(h ** 2)
+    W, xs = RNG.normal(size=(4, 3)), RNG.normal(size=(6, 2, 4))
+    graph = traced(unrolled, W, xs, argnums=(0, 1))
+    merged, changed = passes.accumulate(graph)
+    assert changed
+    backward_ops = [n.prim.name for n in merged.nodes if n.grad_of is not None]
+    assert "concatenate" in backward_ops and "stack" in backward_ops
+    assert "scatter_add" not in backward_ops  # every row of xs is set: a plain stack
+    same_results(graph, merged, W, xs)
+    check_grads(unrolled, W, xs, argnums=(0, 1))
+
+
+def test_accumulate_leaves_short_sums_alone():
+    def two_steps(W, x):
+        return np.sum((x @ W) ** 2) + np.sum((2 * x) @ W)
+    graph = traced(two_steps, RNG.normal(size=(3, 2)), RNG.normal(size=(4, 3)))
+    assert passes.accumulate(graph)[1] is False

@@ -7,6 +7,7 @@ no array bigger than the constants the user's function captured.
 """
 
 import heapq
+import itertools
 from dataclasses import dataclass, field
 
 
@@ -68,16 +69,17 @@ def toposort(roots, parents=parents_of):
         stack.extend(parents(node))
     for root in roots:  # roots were counted once as if they had a child: the caller
         child_counts[root] -= 1
-    ready = [(-n.id, n) for n in set(roots) if child_counts[n] == 0]
+    tie = itertools.count()  # nodes a pass made share an id: first come, first out
+    ready = [(-n.id, next(tie), n) for n in dict.fromkeys(roots) if child_counts[n] == 0]
     heapq.heapify(ready)
     order = []
     while ready:
-        _, node = heapq.heappop(ready)
+        _, _, node = heapq.heappop(ready)
         order.append(node)
         for parent in parents(node):
             child_counts[parent] -= 1
             if child_counts[parent] == 0:
-                heapq.heappush(ready, (-parent.id, parent))
+                heapq.heappush(ready, (-parent.id, next(tie), parent))
     return order
 
 

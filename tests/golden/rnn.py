@@ -67,15 +67,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     sum_1 = np.sum(g_add_7, axis=0)       # grad of add, golden_models.py:33
     transpose = params_Wh.T               # grad of matmul, golden_models.py:33
     g_tanh_2 = g_add_7 @ transpose        # grad of matmul, golden_models.py:33
-    transpose_1 = tanh_2.T                # grad of matmul, golden_models.py:33
-    matmul_8 = transpose_1 @ g_add_7      # grad of matmul, golden_models.py:33
-    del transpose_1
-    transpose_2 = getitem_3.T             # grad of matmul, golden_models.py:33
-    del getitem_3
-    matmul_9 = transpose_2 @ g_add_7      # grad of matmul, golden_models.py:33
-    del g_add_7, transpose_2
     multiply_2 = tanh_2 * tanh_2          # grad of tanh, golden_models.py:33
-    del tanh_2
     subtract_2 = 1 - multiply_2           # grad of tanh, golden_models.py:33
     del multiply_2
     g_add_5 = g_tanh_2 * subtract_2       # grad of tanh, golden_models.py:33
@@ -84,55 +76,40 @@ def rnn_loss_value_and_grad(params, xs, target):
     add_8 = sum_1 + sum_2                 # grad of add, golden_models.py:33
     del sum_1, sum_2
     g_tanh_1 = g_add_5 @ transpose        # grad of matmul, golden_models.py:33
-    transpose_3 = tanh_1.T                # grad of matmul, golden_models.py:33
-    matmul_10 = transpose_3 @ g_add_5     # grad of matmul, golden_models.py:33
-    del transpose_3
-    add_9 = matmul_8 + matmul_10          # grad of matmul, golden_models.py:33
-    del matmul_10, matmul_8
-    transpose_4 = getitem_2.T             # grad of matmul, golden_models.py:33
-    del getitem_2
-    matmul_11 = transpose_4 @ g_add_5     # grad of matmul, golden_models.py:33
-    del g_add_5, transpose_4
-    add_10 = matmul_9 + matmul_11         # grad of matmul, golden_models.py:33
-    del matmul_11, matmul_9
     multiply_3 = tanh_1 * tanh_1          # grad of tanh, golden_models.py:33
-    del tanh_1
     subtract_3 = 1 - multiply_3           # grad of tanh, golden_models.py:33
     del multiply_3
     g_add_3 = g_tanh_1 * subtract_3       # grad of tanh, golden_models.py:33
     del g_tanh_1, subtract_3
     sum_3 = np.sum(g_add_3, axis=0)       # grad of add, golden_models.py:33
-    add_11 = add_8 + sum_3                # grad of add, golden_models.py:33
+    add_9 = add_8 + sum_3                 # grad of add, golden_models.py:33
     del add_8, sum_3
     g_tanh = g_add_3 @ transpose          # grad of matmul, golden_models.py:33
     del transpose
-    transpose_5 = tanh.T                  # grad of matmul, golden_models.py:33
-    matmul_12 = transpose_5 @ g_add_3     # grad of matmul, golden_models.py:33
-    del transpose_5
-    add_12 = add_9 + matmul_12            # grad of matmul, golden_models.py:33
-    del add_9, matmul_12
-    transpose_6 = getitem_1.T             # grad of matmul, golden_models.py:33
-    del getitem_1
-    matmul_13 = transpose_6 @ g_add_3     # grad of matmul, golden_models.py:33
-    del g_add_3, transpose_6
-    add_13 = add_10 + matmul_13           # grad of matmul, golden_models.py:33
-    del add_10, matmul_13
     multiply_4 = tanh * tanh              # grad of tanh, golden_models.py:33
-    del tanh
     subtract_4 = 1 - multiply_4           # grad of tanh, golden_models.py:33
     del multiply_4
     g_add_1 = g_tanh * subtract_4         # grad of tanh, golden_models.py:33
     del g_tanh, subtract_4
     sum_4 = np.sum(g_add_1, axis=0)       # grad of add, golden_models.py:33
-    g_params_b = add_11 + sum_4           # grad of add, golden_models.py:33
-    del add_11, sum_4
-    matmul_14 = const_2 @ g_add_1         # grad of matmul, golden_models.py:33
-    g_params_Wh = add_12 + matmul_14      # grad of matmul, golden_models.py:33
-    del add_12, matmul_14
-    transpose_7 = getitem.T               # grad of matmul, golden_models.py:33
-    del getitem
-    matmul_15 = transpose_7 @ g_add_1     # grad of matmul, golden_models.py:33
-    del g_add_1, transpose_7
-    g_params_Wx = add_13 + matmul_15      # grad of matmul, golden_models.py:33
-    del add_13, matmul_15
+    g_params_b = add_9 + sum_4            # grad of add, golden_models.py:33
+    del add_9, sum_4
+    matmul_8 = const_2 @ g_add_1          # grad of matmul, golden_models.py:33
+    concatenate = np.concatenate([tanh_2, tanh_1, tanh])  # grad of matmul, golden_models.py:33
+    del tanh, tanh_1, tanh_2
+    transpose_1 = concatenate.T           # grad of matmul, golden_models.py:33
+    del concatenate
+    concatenate_1 = np.concatenate([g_add_7, g_add_5, g_add_3])  # grad of matmul, golden_models.py:33
+    matmul_9 = transpose_1 @ concatenate_1  # grad of matmul, golden_models.py:33
+    del concatenate_1, transpose_1
+    g_params_Wh = matmul_9 + matmul_8     # grad of matmul, golden_models.py:33
+    del matmul_8, matmul_9
+    concatenate_2 = np.concatenate([getitem_3, getitem_2, getitem_1, getitem])  # grad of matmul, golden_models.py:33
+    del getitem, getitem_1, getitem_2, getitem_3
+    transpose_2 = concatenate_2.T         # grad of matmul, golden_models.py:33
+    del concatenate_2
+    concatenate_3 = np.concatenate([g_add_7, g_add_5, g_add_3, g_add_1])  # grad of matmul, golden_models.py:33
+    del g_add_1, g_add_3, g_add_5, g_add_7
+    g_params_Wx = transpose_2 @ concatenate_3  # grad of matmul, golden_models.py:33
+    del concatenate_3, transpose_2
     return (rnn_loss, {'Wx': g_params_Wx, 'Wh': g_params_Wh, 'b': g_params_b})

@@ -8,13 +8,14 @@ the graph exactly as traced, e.g. to compare the two.
 
 import os
 
+from .accumulate import accumulate
 from .cse import cse
 from .dce import dce
 from .fold import fold
 from .fresh import ensure_fresh
 from .simplify import simplify
 
-PIPELINE = (fold, simplify, cse, dce)
+PIPELINE = (fold, simplify, cse, accumulate, dce)
 ENABLED = os.environ.get("AUTODIFFGEN_PASSES", "1") != "0"
 MAX_ROUNDS = 20
 
@@ -31,4 +32,4 @@ def optimize(graph, pipeline=PIPELINE):
     return graph
 
 
-__all__ = ["ENABLED", "PIPELINE", "cse", "dce", "ensure_fresh", "fold", "optimize", "simplify"]
+__all__ = ["ENABLED", "PIPELINE", "accumulate", "cse", "dce", "ensure_fresh", "fold", "optimize", "simplify"]

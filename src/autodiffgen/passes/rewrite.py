@@ -26,7 +26,7 @@ def substitute(graph, replace):
     that takes the replaced node's place in the order. Returns (graph, changed)."""
     if not replace:
         return graph, False
-    present = set(graph.nodes)
+    present = set(graph.nodes) | set(graph.inputs)  # a backward function's inputs are nodes too
     new_of = {}
 
     def resolve(arg):
@@ -41,15 +41,22 @@ def substitute(graph, replace):
         return new_of.get(node, node)
 
     nodes = []
+
+    def insert(target):
+        """A new node (and any new node it reads) in the place of the one it replaces."""
+        if type(target) is not Node or target.prim is None or target in present \
+                or target in new_of:
+            return
+        for arg in target.args:
+            insert(arg)
+        nodes.append(renew(target))
+        new_of.setdefault(target, target)
+
     for node in graph.nodes:
-        if node not in replace:
+        if node in replace:
+            insert(replace[node])
+        else:
             nodes.append(renew(node))
-            continue
-        target = replace[node]
-        is_new = type(target) is Node and target.prim is not None and target not in present
-        if is_new and target not in new_of:
-            nodes.append(renew(target))  # a new node, in the place of the one it replaces
-            new_of.setdefault(target, target)
     outputs = map_tree(graph.outputs, lambda o: resolve(o) if type(o) is Node else o)
     derivative_of = {}
     for node, of in graph.derivative_of.items():

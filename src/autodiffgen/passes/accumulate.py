@@ -1,0 +1,152 @@
+"""Sums of many like terms, computed at once.
+
+The backward pass of a loop accumulates one term per step: a recurrent net's weight
+gradient is h[0].T @ g[0] + h[1].T @ g[1] + ..., and the gradient of xs in `xs[t] @ W`
+adds one zero-filled array per step with a single row set. Done term by term, that is
+many small matmuls, and work quadratic in the number of steps. Here such an add tree is
+rewritten as one matmul over concatenated operands, and as one stack of the rows.
+"""
+
+import numpy as np
+
+from ..graph import Index, Node, Slot
+from ..rules import PRIMITIVES
+from ..tree import leaves
+from .rewrite import clone, substitute
+
+MIN_TERMS = 3
+MAX_INNER = 512  # products with a longer inner dimension are efficient one by one
+
+
+def accumulate(graph):
+    """Rewrites add trees of like terms. Only nodes computed in this graph are looked
+    into: a graph's inputs (a backward function's saved values) are opaque."""
+    uses = _use_counts(graph)
+    computed = set(graph.nodes)
+    replace = {}
+    consumed = set()
+    for node in reversed(graph.nodes):  # roots of add trees come last
+        if node.prim.name != "add" or node in consumed or not _plain(node, node):
+            continue
+        terms, inner = _terms(node, uses)
+        if len(terms) < MIN_TERMS:
+            continue
+        merged = _merge(node, terms, uses, computed)
+        if merged is not None:
+            replace[node] = merged
+            consumed |= inner
+    return substitute(graph, replace)
+
+
+def _use_counts(graph):
+    uses = {}
+    for node in graph.nodes:
+        for arg in node.args:
+            if type(arg) is Node:
+                uses[arg] = uses.get(arg, 0) + 1
+    for leaf in leaves(graph.outputs):
+        if type(leaf) is Node:
+            uses[leaf] = uses.get(leaf, 0) + 2  # an output is always needed as it is
+    return uses
+
+
+def _plain(x, like):
+    """A computed node of the same shape and dtype (no broadcasting in the sum)."""
+    return type(x) is Node and x.prim is not None and x.shape == like.shape \
+        and x.dtype == like.dtype
+
+
+def _terms(root, uses):
+    """The leaves of the add tree under root, and its inner add nodes."""
+    terms, inner, stack = [], set(), [root]
+    while stack:
+        node = stack.pop()
+        is_sum = node is root or (node.prim is not None and node.prim.name == "add"
+                                  and uses.get(node, 0) == 1 and _plain(node, root))
+        if is_sum and all(_plain(a, root) for a in node.args):
+            inner.add(node)
+            stack.extend(reversed(node.args))
+        else:
+            terms.append(node)
+    return terms, inner
+
+
+def _merge(root, terms, uses, computed):
+    """One node for the sum of the terms, or None when nothing merges."""
+    single = [t for t in terms if uses.get(t, 0) == 1 and t in computed]
+    rows = [t for t in single if _row_scatter(t, root) is not None]
+    products = [t for t in single if _product(t, root)]
+    groups = [g for g in (rows, products) if len(g) >= MIN_TERMS]
+    if not groups:
+        return None
+    merged = [_stack_rows(root, rows) if group is rows else _one_matmul(root, products, computed)
+              for group in groups]
+    rest = [t for t in terms if not any(t in g for g in groups)]
+    total = merged[0]
+    for term in merged[1:] + rest:
+        total = clone(root, (total, term))
+    return total
+
+
+# ---- rows set by indexing: x[t] for every t ----------------------------------------------
+def _row_scatter(node, root):
+    """t, for a scatter_add that sets row t of an array shaped like root."""
+    if node.prim.name != "scatter_add" or node.params["shape"] != root.shape:
+        return None
+    items = node.params["index"].items
+    if len(items) != 1 or type(items[0]) is not int or len(node.args) != 1:
+        return None
+    return items[0] % root.shape[0]
+
+
+def _stack_rows(root, rows):
+    """The rows stacked in order; a scatter of the stack where rows are missing."""
+    order = sorted(rows, key=lambda t: _row_scatter(t, root))
+    index = [_row_scatter(t, root) for t in order]
+    pieces = [t.args[0] for t in order]
+    stacked = clone(root, pieces, PRIMITIVES["stack"], {"axis": 0})
+    stacked.shape = (len(pieces),) + root.shape[1:]
+    if index == list(range(root.shape[0])):
+        stacked.shape = root.shape
+        return stacked
+    positions = np.array(index)
+    return clone(root, (stacked, positions), PRIMITIVES["scatter_add"],
+                 {"index": Index((Slot(1),)), "shape": root.shape,
+                  "unique": len(set(index)) == len(index)})
+
+
+# ---- products sharing no operand but their shape: sum_i A_i @ B_i ------------------------
+def _product(node, root):
+    if node.prim.name != "matmul" or len(node.shape) != 2:
+        return False
+    a, b = node.args
+    return all(type(x) is Node and len(x.shape) == 2 for x in (a, b)) \
+        and b.shape[0] <= MAX_INNER
+
+
+def _one_matmul(root, products, computed):
+    """sum_i A_i @ B_i as [A_1 ... A_n] @ [B_1; ...; B_n] (concatenated operands)."""
+    lefts = [p.args[0] for p in products]
+    rights = [p.args[1] for p in products]
+    if all(_transposed(a, computed) for a in lefts):  # A_i = X_i.T: stack the X_i, transpose once
+        xs = [a.args[0] for a in lefts]
+        left = _concatenate(root, xs, 0)
+        left = clone(root, (left,), PRIMITIVES["transpose"], {"axes": None})
+        left.shape = left.args[0].shape[::-1]
+    else:
+        left = _concatenate(root, lefts, 1)
+    right = _concatenate(root, rights, 0)
+    return clone(root, (left, right), PRIMITIVES["matmul"], {})
+
+
+def _transposed(x, computed):
+    return x in computed and x.prim is not None and x.prim.name == "transpose" and x.params["axes"] is None \
+        and type(x.args[0]) is Node and len(x.shape) == 2
+
+
+def _concatenate(root, parts, axis):
+    joined = clone(root, parts, PRIMITIVES["concatenate"], {"axis": axis})
+    shape = list(parts[0].shape)
+    shape[axis] = sum(p.shape[axis] for p in parts)
+    joined.shape, joined.dtype = tuple(shape), np.result_type(*[p.dtype for p in parts])
+    return joined
