@@ -16,6 +16,7 @@ from . import passes
 from ._version import __version__
 from .emit_ast import call_ast, constant_ast, expression, literal_ast, render
 from .graph import Node
+from .memory import reuse_plan, ufunc_of
 from .naming import Namespace
 from .rules.scalar import SCALAR
 from .runtime import HELPERS
@@ -93,6 +94,7 @@ class Emitter:
         body = self.unpack_inputs()
         locs = {}  # body index -> the user's (file, line) the statement came from
         last_use = self.last_uses()
+        reuse = {} if self.scalar else reuse_plan(self.graph, last_use)
         section = None
         run_loc = None
         for i, node in enumerate(self.graph.nodes):
@@ -106,9 +108,13 @@ class Emitter:
             if kind != section:
                 body.append((kind, ""))
                 section = kind
-            stmt = ast.Assign([ast.Name(name, ast.Store())],
-                              expression(node, [self.arg_ast(a) for a in node.args],
-                                         self.param_ast, self.scalar))
+            args = [self.arg_ast(a) for a in node.args]
+            if i in reuse:  # written into a dying operand's buffer (see memory.py)
+                value = call_ast(f"np.{ufunc_of(node.prim)}", args,
+                                 [ast.keyword("out", self.arg_ast(reuse[i]))])
+            else:
+                value = expression(node, args, self.param_ast, self.scalar)
+            stmt = ast.Assign([ast.Name(name, ast.Store())], value)
             comment = _comment(node, self.graph.kind)
             if node.grad_of is None and node.loc is not None and node.loc != run_loc:
                 comment = f"{comment}  {source_line(node.loc)}".rstrip()

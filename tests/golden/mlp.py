@@ -27,22 +27,22 @@ def mlp_loss_value_and_grad(params, x, y):
     params_b3 = params['b3']              # unpack the argument
     # forward
     matmul = x @ params_W1                # golden_models.py:10  h = np.maximum(x @ params["W1"] + params["b1"], 0.0)
-    add = matmul + params_b1              # golden_models.py:10
+    add = np.add(matmul, params_b1, out=matmul)  # golden_models.py:10
     del matmul
     h = np.maximum(add, 0.0)              # golden_models.py:10
     matmul_1 = h @ params_W2              # golden_models.py:11  h = np.maximum(h @ params["W2"] + params["b2"], 0.0)
-    add_1 = matmul_1 + params_b2          # golden_models.py:11
+    add_1 = np.add(matmul_1, params_b2, out=matmul_1)  # golden_models.py:11
     del matmul_1
     h_1 = np.maximum(add_1, 0.0)          # golden_models.py:11
     matmul_2 = h_1 @ params_W3            # golden_models.py:12  logits = h @ params["W3"] + params["b3"]
-    logits = matmul_2 + params_b3         # golden_models.py:12
+    logits = np.add(matmul_2, params_b3, out=matmul_2)  # golden_models.py:12
     del matmul_2
     max_1 = np.max(logits, axis=1, keepdims=True)  # golden_models.py:13  shifted = logits - logits.max(axis=1, keepdims=True)
     shifted = logits - max_1              # golden_models.py:13
     exp = np.exp(shifted)                 # golden_models.py:14  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     sum_1 = np.sum(exp, axis=1, keepdims=True)  # golden_models.py:14
     log = np.log(sum_1)                   # golden_models.py:14
-    log_probs = shifted - log             # golden_models.py:14
+    log_probs = np.subtract(shifted, log, out=shifted)  # golden_models.py:14
     del log, shifted
     getitem = log_probs[const, y]         # golden_models.py:15  return -log_probs[np.arange(len(y)), y].mean()
     del log_probs
@@ -55,13 +55,13 @@ def mlp_loss_value_and_grad(params, x, y):
     negative = -g_log_probs               # grad of subtract, golden_models.py:14
     g_log = np.sum(negative, axis=1, keepdims=True)  # grad of subtract, golden_models.py:14
     del negative
-    g_sum_1 = g_log / sum_1               # grad of log, golden_models.py:14
+    g_sum_1 = np.divide(g_log, sum_1, out=g_log)  # grad of log, golden_models.py:14
     del g_log, sum_1
     g_exp = np.broadcast_to(g_sum_1, (128, 10))  # grad of sum, golden_models.py:14
     del g_sum_1
-    multiply = g_exp * exp                # grad of exp, golden_models.py:14
+    multiply = np.multiply(g_exp, exp, out=exp)  # grad of exp, golden_models.py:14
     del exp, g_exp
-    g_shifted = g_log_probs + multiply    # grad of exp, golden_models.py:14
+    g_shifted = np.add(g_log_probs, multiply, out=g_log_probs)  # grad of exp, golden_models.py:14
     del g_log_probs, multiply
     negative_1 = -g_shifted               # grad of subtract, golden_models.py:13
     g_max_1 = np.sum(negative_1, axis=1, keepdims=True)  # grad of subtract, golden_models.py:13
@@ -72,9 +72,9 @@ def mlp_loss_value_and_grad(params, x, y):
     del g_max_1
     sum_2 = np.sum(equal, axis=1, keepdims=True, dtype=np.float32)  # grad of max, golden_models.py:13
     del equal
-    divide = multiply_1 / sum_2           # grad of max, golden_models.py:13
+    divide = np.divide(multiply_1, sum_2, out=multiply_1)  # grad of max, golden_models.py:13
     del multiply_1, sum_2
-    g_logits = g_shifted + divide         # grad of max, golden_models.py:13
+    g_logits = np.add(g_shifted, divide, out=g_shifted)  # grad of max, golden_models.py:13
     del divide, g_shifted
     g_params_b3 = np.sum(g_logits, axis=0)  # grad of add, golden_models.py:12
     transpose = params_W3.T               # grad of matmul, golden_models.py:12
@@ -87,7 +87,7 @@ def mlp_loss_value_and_grad(params, x, y):
     multiply_2 = 0.5 * g_h_1              # grad of maximum, golden_models.py:11
     equal_2 = add_1 == h_1                # grad of maximum, golden_models.py:11
     del add_1, h_1
-    multiply_3 = g_h_1 * equal_2          # grad of maximum, golden_models.py:11
+    multiply_3 = np.multiply(g_h_1, equal_2, out=g_h_1)  # grad of maximum, golden_models.py:11
     del equal_2, g_h_1
     g_add_1 = np.where(equal_1, multiply_2, multiply_3)  # grad of maximum, golden_models.py:11
     del equal_1, multiply_2, multiply_3
@@ -102,7 +102,7 @@ def mlp_loss_value_and_grad(params, x, y):
     multiply_4 = 0.5 * g_h                # grad of maximum, golden_models.py:10
     equal_4 = add == h                    # grad of maximum, golden_models.py:10
     del add, h
-    multiply_5 = g_h * equal_4            # grad of maximum, golden_models.py:10
+    multiply_5 = np.multiply(g_h, equal_4, out=g_h)  # grad of maximum, golden_models.py:10
     del equal_4, g_h
     g_add = np.where(equal_3, multiply_4, multiply_5)  # grad of maximum, golden_models.py:10
     del equal_3, multiply_4, multiply_5

@@ -1,0 +1,60 @@
+"""The memory plan: results written into dying operands, never into anything else."""
+
+import numpy as np
+
+import autodiffgen as ad
+from autodiffgen.testing import check_grads
+
+RNG = np.random.default_rng(9)
+
+
+def chain(x):
+    a = np.sin(x)
+    b = np.exp(a) * a
+    c = np.tanh(b) + b
+    return np.sum(c * c)
+
+
+def test_dying_temporaries_are_reused():
+    source = ad.emit(chain, RNG.normal(size=100))
+    assert "out=" in source
+    check_grads(chain, RNG.normal(size=20))
+
+
+def test_inputs_outputs_and_viewed_buffers_are_never_written():
+    def f(x, y):
+        t = x * 2.0          # x is an input: never an out= target
+        v = t.T              # t is viewed by v: never an out= target
+        return np.sum(v * y) + np.sum(t)
+    x, y = RNG.normal(size=(3, 3)), RNG.normal(size=(3, 3))
+    x0, y0 = x.copy(), y.copy()
+    source = ad.emit(f, x, y, argnums=(0, 1))
+    for line in source.splitlines():
+        assert "out=x)" not in line and "out=y)" not in line and "out=multiply)" not in line
+    gx, gy = ad.grad(f, argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(x, x0)
+    np.testing.assert_array_equal(y, y0)
+    np.testing.assert_allclose(gy, 2.0 * x.T)
+    np.testing.assert_allclose(gx, 2.0 * y.T + 2.0)
+
+
+def test_code_with_reused_buffers_can_be_differentiated_again():
+    x = RNG.normal(size=4)
+    H = ad.hessian(chain)(x)
+    eps = 1e-6
+    g = ad.grad(chain)
+    fd = np.stack([(g(x + eps * e) - g(x - eps * e)) / (2 * eps) for e in np.eye(4)])
+    np.testing.assert_allclose(H, fd, rtol=1e-5, atol=1e-6)
+
+
+def test_user_code_still_may_not_write_into_traced_values():
+    def f(x):
+        h = np.zeros(3)
+        np.add(h, x, out=h)
+        return h.sum()
+    try:
+        ad.grad(f)(np.ones(3))
+    except ad.TracingError as e:
+        assert "out=" in str(e)
+    else:
+        raise AssertionError("np.add(..., out=) on a traced value should be refused")
