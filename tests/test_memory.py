@@ -58,3 +58,16 @@ def test_user_code_still_may_not_write_into_traced_values():
         assert "out=" in str(e)
     else:
         raise AssertionError("np.add(..., out=) on a traced value should be refused")
+
+
+def test_matmul_never_writes_into_an_operand():
+    def f(W, xs):
+        h = np.zeros((2, 4))
+        for t in range(xs.shape[0]):
+            h = np.tanh(xs[t] @ W + h @ W.T[:4, :4])
+        return np.sum(h ** 2)
+    W, xs = RNG.normal(size=(4, 4)), RNG.normal(size=(2, 2, 4))  # T * B == H: square terms
+    source = ad.emit(f, W, xs)
+    assert "np.matmul(" not in source or "out=" not in [
+        line for line in source.splitlines() if "np.matmul(" in line][0]
+    check_grads(f, W, xs)

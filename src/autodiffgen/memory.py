@@ -34,7 +34,7 @@ def reuse_plan(graph, last_use):
     kept = set(graph.inputs) | {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
     plan = {}
     for i, node in enumerate(graph.nodes):
-        if ufunc_of(node.prim) is None or node.shape == ():
+        if not _elementwise(node.prim) or node.shape == ():
             continue
         dying = set(last_use.get(i, ()))
         for arg in node.args:
@@ -43,6 +43,12 @@ def reuse_plan(graph, last_use):
                 plan[i] = arg
                 break
     return plan
+
+
+def _elementwise(prim):
+    """A ufunc applied elementwise (not a generalized one such as matmul, which must not
+    write into an operand it is still reading)."""
+    return ufunc_of(prim) is not None and prim.impl.signature is None
 
 
 def _owns(node):
