@@ -11,6 +11,8 @@ DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "coverage.md"
 
 def test_coverage_table_is_current():
     pytest.importorskip("scipy")  # the table lists the scipy.special rules too
+    if f"NumPy {coverage.numpy_version()} " not in DOC.read_text():
+        pytest.skip("docs/coverage.md was generated with another NumPy version")
     assert DOC.read_text() == coverage.table(), (
         "docs/coverage.md is stale: run `python -m autodiffgen.coverage > docs/coverage.md`")
 
