@@ -29,6 +29,8 @@ def leaf_key(x, diff):
         return (x.shape, x.dtype)
     if kind is float:  # -0.0 and 0.0 differ, and a NaN equals itself, by its hex form
         return float if diff else (float, x.hex())
+    if isinstance(x, np.generic):  # a NumPy scalar: an input, like a 0-d array
+        return (kind, "scalar")
     if kind is Box:  # an enclosing trace's value: always an input of the inner code
         return ("traced", x.shape, x.dtype)
     if kind in _STATIC:
@@ -37,8 +39,6 @@ def leaf_key(x, diff):
         return (kind, tuple([leaf_key(v, diff) for v in x]))
     if kind is dict:
         return (dict, tuple([(k, leaf_key(v, diff)) for k, v in x.items()]))
-    if isinstance(x, np.generic):
-        return (kind, "scalar")
     if isinstance(x, np.ndarray):  # a subclass: the tracer refuses it with a clear message
         return (kind, x.shape, x.dtype)
     try:
