@@ -81,31 +81,25 @@ def mlp_loss_value_and_grad(params, x, y):
     g_h_1 = g_logits @ transpose          # grad of matmul, golden_models.py:12
     del transpose
     transpose_1 = h_1.T                   # grad of matmul, golden_models.py:12
+    del h_1
     g_params_W3 = transpose_1 @ g_logits  # grad of matmul, golden_models.py:12
     del g_logits, transpose_1
-    equal_1 = add_1 == 0.0                # grad of maximum, golden_models.py:11
-    multiply_2 = 0.5 * g_h_1              # grad of maximum, golden_models.py:11
-    equal_2 = add_1 == h_1                # grad of maximum, golden_models.py:11
-    del add_1, h_1
-    multiply_3 = np.multiply(g_h_1, equal_2, out=g_h_1)  # grad of maximum, golden_models.py:11
-    del equal_2, g_h_1
-    g_add_1 = np.where(equal_1, multiply_2, multiply_3)  # grad of maximum, golden_models.py:11
-    del equal_1, multiply_2, multiply_3
+    heaviside = np.heaviside(add_1, 0.5, out=add_1)  # grad of maximum, golden_models.py:11
+    del add_1
+    g_add_1 = np.multiply(g_h_1, heaviside, out=g_h_1)  # grad of maximum, golden_models.py:11
+    del g_h_1, heaviside
     g_params_b2 = np.sum(g_add_1, axis=0)  # grad of add, golden_models.py:11
     transpose_2 = params_W2.T             # grad of matmul, golden_models.py:11
     g_h = g_add_1 @ transpose_2           # grad of matmul, golden_models.py:11
     del transpose_2
     transpose_3 = h.T                     # grad of matmul, golden_models.py:11
+    del h
     g_params_W2 = transpose_3 @ g_add_1   # grad of matmul, golden_models.py:11
     del g_add_1, transpose_3
-    equal_3 = add == 0.0                  # grad of maximum, golden_models.py:10
-    multiply_4 = 0.5 * g_h                # grad of maximum, golden_models.py:10
-    equal_4 = add == h                    # grad of maximum, golden_models.py:10
-    del add, h
-    multiply_5 = np.multiply(g_h, equal_4, out=g_h)  # grad of maximum, golden_models.py:10
-    del equal_4, g_h
-    g_add = np.where(equal_3, multiply_4, multiply_5)  # grad of maximum, golden_models.py:10
-    del equal_3, multiply_4, multiply_5
+    heaviside_1 = np.heaviside(add, 0.5, out=add)  # grad of maximum, golden_models.py:10
+    del add
+    g_add = np.multiply(g_h, heaviside_1, out=g_h)  # grad of maximum, golden_models.py:10
+    del g_h, heaviside_1
     g_params_b1 = np.sum(g_add, axis=0)   # grad of add, golden_models.py:10
     transpose_4 = x.T                     # grad of matmul, golden_models.py:10
     g_params_W1 = transpose_4 @ g_add     # grad of matmul, golden_models.py:10

@@ -36,6 +36,12 @@ def _drop_seed(args, params, value):
     return None
 
 
+def _step(g, lead):
+    """g where x leads (won the max or min), g/2 on ties, else 0: one heaviside step,
+    two passes over the data for relu's np.maximum(x, 0.0)."""
+    return g * np.heaviside(lead, 0.5)
+
+
 def _balanced(g, x, ans, other):
     """g where x won a max/min, g/2 on ties (so tied arguments share it), else 0.
 
@@ -86,7 +92,11 @@ ufunc(np.square, "np.square({0})", lambda g, ans, x: g * (2 * x))
 ufunc(np.reciprocal, "np.reciprocal({0})", lambda g, ans, x: -(g * (ans * ans)))
 ufunc(np.absolute, "np.abs({0})", lambda g, ans, x: g * np.sign(x))
 ufunc(np.fabs, "np.fabs({0})", lambda g, ans, x: g * np.sign(x))
-for _uf in (np.maximum, np.minimum, np.fmax, np.fmin):
+ufunc(np.maximum, "np.maximum({0}, {1})", lambda g, ans, x, y: _step(g, x - y),
+      lambda g, ans, x, y: _step(g, y - x))
+ufunc(np.minimum, "np.minimum({0}, {1})", lambda g, ans, x, y: _step(g, y - x),
+      lambda g, ans, x, y: _step(g, x - y))
+for _uf in (np.fmax, np.fmin):  # a NaN loses: compare with the result, not the difference
     ufunc(_uf, f"np.{_uf.__name__}({{0}}, {{1}})", lambda g, ans, x, y: _balanced(g, x, ans, y),
           lambda g, ans, x, y: _balanced(g, y, ans, x))
 # x % y == x - floor(x / y) * y, and floor is locally constant; likewise fmod with trunc
@@ -141,7 +151,7 @@ for _uf, _template in [
         (np.floor_divide, "{0} // {1}"),
         (np.logical_and, "np.logical_and({0}, {1})"), (np.logical_or, "np.logical_or({0}, {1})"),
         (np.logical_xor, "np.logical_xor({0}, {1})"), (np.logical_not, "np.logical_not({0})"),
-        (np.sign, "np.sign({0})"), (np.floor, "np.floor({0})"), (np.ceil, "np.ceil({0})"),
+        (np.sign, "np.sign({0})"), (np.heaviside, "np.heaviside({0}, {1})"), (np.floor, "np.floor({0})"), (np.ceil, "np.ceil({0})"),
         (np.rint, "np.rint({0})"), (np.trunc, "np.trunc({0})"), (np.isnan, "np.isnan({0})"),
         (np.isfinite, "np.isfinite({0})"), (np.isinf, "np.isinf({0})")]:
     ufunc(_uf, _template)
