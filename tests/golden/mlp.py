@@ -84,10 +84,17 @@ def mlp_loss_value_and_grad(params, x, y):
     del h_1
     g_params_W3 = transpose_1 @ g_logits  # grad of matmul, golden_models.py:12
     del g_logits, transpose_1
-    heaviside = np.heaviside(add_1, 0.5, out=add_1)  # grad of maximum, golden_models.py:11
+    greater = add_1 > 0.0                 # grad of maximum, golden_models.py:11
+    multiply_2 = g_h_1 * greater          # grad of maximum, golden_models.py:11
+    del greater
+    multiply_3 = np.multiply(0.5, g_h_1, out=g_h_1)  # grad of maximum, golden_models.py:11
+    del g_h_1
+    equal_1 = add_1 == 0.0                # grad of maximum, golden_models.py:11
     del add_1
-    g_add_1 = np.multiply(g_h_1, heaviside, out=g_h_1)  # grad of maximum, golden_models.py:11
-    del g_h_1, heaviside
+    multiply_4 = np.multiply(multiply_3, equal_1, out=multiply_3)  # grad of maximum, golden_models.py:11
+    del equal_1, multiply_3
+    g_add_1 = np.add(multiply_2, multiply_4, out=multiply_2)  # grad of maximum, golden_models.py:11
+    del multiply_2, multiply_4
     g_params_b2 = np.sum(g_add_1, axis=0)  # grad of add, golden_models.py:11
     transpose_2 = params_W2.T             # grad of matmul, golden_models.py:11
     g_h = g_add_1 @ transpose_2           # grad of matmul, golden_models.py:11
@@ -96,10 +103,17 @@ def mlp_loss_value_and_grad(params, x, y):
     del h
     g_params_W2 = transpose_3 @ g_add_1   # grad of matmul, golden_models.py:11
     del g_add_1, transpose_3
-    heaviside_1 = np.heaviside(add, 0.5, out=add)  # grad of maximum, golden_models.py:10
+    greater_1 = add > 0.0                 # grad of maximum, golden_models.py:10
+    multiply_5 = g_h * greater_1          # grad of maximum, golden_models.py:10
+    del greater_1
+    multiply_6 = np.multiply(0.5, g_h, out=g_h)  # grad of maximum, golden_models.py:10
+    del g_h
+    equal_2 = add == 0.0                  # grad of maximum, golden_models.py:10
     del add
-    g_add = np.multiply(g_h, heaviside_1, out=g_h)  # grad of maximum, golden_models.py:10
-    del g_h, heaviside_1
+    multiply_7 = np.multiply(multiply_6, equal_2, out=multiply_6)  # grad of maximum, golden_models.py:10
+    del equal_2, multiply_6
+    g_add = np.add(multiply_5, multiply_7, out=multiply_5)  # grad of maximum, golden_models.py:10
+    del multiply_5, multiply_7
     g_params_b1 = np.sum(g_add, axis=0)   # grad of add, golden_models.py:10
     transpose_4 = x.T                     # grad of matmul, golden_models.py:10
     g_params_W1 = transpose_4 @ g_add     # grad of matmul, golden_models.py:10
