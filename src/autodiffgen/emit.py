@@ -9,6 +9,7 @@ file and line, backward lines say whose rule made them.
 import ast
 import inspect
 import os
+import re
 
 import numpy as np
 
@@ -228,10 +229,17 @@ class Emitter:
         return lines
 
 
+_MODULE_USE = re.compile(r"\b(np|math)\.")
+
+
 def _names_used(parts):
-    """The names the code (not a comment quoting the user's source) reads."""
-    tree = ast.parse("\n\n".join(parts))
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    """Which of np and math the code reads (not a comment quoting the user's source)."""
+    used = set()
+    for part in parts:
+        for line in part.splitlines():
+            code = line.split("  # ", 1)[0]
+            used.update(_MODULE_USE.findall(code))
+    return used
 
 
 def _all_python_floats(graph):

@@ -7,6 +7,8 @@ of these into source: the one place that calls astor.
 """
 
 import ast
+import copy
+import functools
 import re
 import warnings
 
@@ -35,6 +37,12 @@ _PLACEHOLDER = re.compile(r"\{(\w+|\*)\}")
 
 
 def _parse_template(text):
+    """A fresh copy of the template's tree (parsed once per template: _Fill edits it)."""
+    return copy.deepcopy(_parsed(text))
+
+
+@functools.cache
+def _parsed(text):
     def placeholder(match):
         key = match.group(1)
         return "_a_star" if key == "*" else f"_a{key}" if key.isdigit() else f"_p_{key}"

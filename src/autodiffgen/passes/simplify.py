@@ -40,7 +40,9 @@ def _is(x, value):
     """x is a constant all of whose elements equal value (also a broadcast of one)."""
     if type(x) is Node and x.prim is not None and x.prim.name == "broadcast_to":
         x = x.args[0]
-    if type(x) is Node or not isinstance(x, (np.ndarray, np.generic, int, float)):
+    if type(x) in (int, float):
+        return x == value
+    if type(x) is Node or not isinstance(x, (np.ndarray, np.generic)):
         return False
     return bool(np.all(np.asarray(x) == value))
 
