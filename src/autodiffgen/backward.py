@@ -10,6 +10,7 @@ import numpy as np
 
 from .errors import OutputError, at, def_site, function_name
 from .graph import Graph, Node, toposort
+from .invariance import dead_shifts
 from .rules import PRIMITIVES, missing_rule, unbroadcast
 from .tracer import Box, result_dtype
 from .tree import leaves, map_tree
@@ -41,6 +42,7 @@ def cotangents(trace, out_node, wrt, lookup, seed):
     which forward node each recorded cotangent belongs to.
     """
     order = toposort([out_node])
+    shifted = dead_shifts(order)  # z - max(z) before a softmax: the max's side is zero
     needs = _needs_grad(order, set(wrt))
     cots = {out_node: seed}
     result, cotangent_of = {}, {}
@@ -58,7 +60,8 @@ def cotangents(trace, out_node, wrt, lookup, seed):
         trace.grad_of = node
         try:
             for i, parent in enumerate(node.args):
-                if type(parent) is not Node or parent not in needs:
+                if type(parent) is not Node or parent not in needs or (
+                        i == 1 and node in shifted):
                     continue
                 rule = node.prim.vjp(i)
                 if rule is None and node.prim.strict:

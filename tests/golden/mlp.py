@@ -38,7 +38,8 @@ def mlp_loss_value_and_grad(params, x, y):
     logits = np.add(matmul_2, params_b3, out=matmul_2)  # golden_models.py:12
     del matmul_2
     max_1 = np.max(logits, axis=1, keepdims=True)  # golden_models.py:13  shifted = logits - logits.max(axis=1, keepdims=True)
-    shifted = logits - max_1              # golden_models.py:13
+    shifted = np.subtract(logits, max_1, out=logits)  # golden_models.py:13
+    del logits, max_1
     exp = np.exp(shifted)                 # golden_models.py:14  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     sum_1 = np.sum(exp, axis=1, keepdims=True)  # golden_models.py:14
     log = np.log(sum_1)                   # golden_models.py:14
@@ -63,38 +64,25 @@ def mlp_loss_value_and_grad(params, x, y):
     del exp, g_exp
     g_shifted = np.add(g_log_probs, multiply, out=g_log_probs)  # grad of exp, golden_models.py:14
     del g_log_probs, multiply
-    negative_1 = -g_shifted               # grad of subtract, golden_models.py:13
-    g_max_1 = np.sum(negative_1, axis=1, keepdims=True)  # grad of subtract, golden_models.py:13
-    del negative_1
-    equal = logits == max_1               # grad of max, golden_models.py:13
-    del logits, max_1
-    multiply_1 = g_max_1 * equal          # grad of max, golden_models.py:13
-    del g_max_1
-    sum_2 = np.sum(equal, axis=1, keepdims=True, dtype=np.float32)  # grad of max, golden_models.py:13
-    del equal
-    divide = np.divide(multiply_1, sum_2, out=multiply_1)  # grad of max, golden_models.py:13
-    del multiply_1, sum_2
-    g_logits = np.add(g_shifted, divide, out=g_shifted)  # grad of max, golden_models.py:13
-    del divide, g_shifted
-    g_params_b3 = np.sum(g_logits, axis=0)  # grad of add, golden_models.py:12
+    g_params_b3 = np.sum(g_shifted, axis=0)  # grad of add, golden_models.py:12
     transpose = params_W3.T               # grad of matmul, golden_models.py:12
-    g_h_1 = g_logits @ transpose          # grad of matmul, golden_models.py:12
+    g_h_1 = g_shifted @ transpose         # grad of matmul, golden_models.py:12
     del transpose
     transpose_1 = h_1.T                   # grad of matmul, golden_models.py:12
     del h_1
-    g_params_W3 = transpose_1 @ g_logits  # grad of matmul, golden_models.py:12
-    del g_logits, transpose_1
+    g_params_W3 = transpose_1 @ g_shifted  # grad of matmul, golden_models.py:12
+    del g_shifted, transpose_1
     greater = add_1 > 0.0                 # grad of maximum, golden_models.py:11
-    multiply_2 = g_h_1 * greater          # grad of maximum, golden_models.py:11
+    multiply_1 = g_h_1 * greater          # grad of maximum, golden_models.py:11
     del greater
-    multiply_3 = np.multiply(0.5, g_h_1, out=g_h_1)  # grad of maximum, golden_models.py:11
+    multiply_2 = np.multiply(0.5, g_h_1, out=g_h_1)  # grad of maximum, golden_models.py:11
     del g_h_1
-    equal_1 = add_1 == 0.0                # grad of maximum, golden_models.py:11
+    equal = add_1 == 0.0                  # grad of maximum, golden_models.py:11
     del add_1
-    multiply_4 = np.multiply(multiply_3, equal_1, out=multiply_3)  # grad of maximum, golden_models.py:11
-    del equal_1, multiply_3
-    g_add_1 = np.add(multiply_2, multiply_4, out=multiply_2)  # grad of maximum, golden_models.py:11
-    del multiply_2, multiply_4
+    multiply_3 = np.multiply(multiply_2, equal, out=multiply_2)  # grad of maximum, golden_models.py:11
+    del equal, multiply_2
+    g_add_1 = np.add(multiply_1, multiply_3, out=multiply_1)  # grad of maximum, golden_models.py:11
+    del multiply_1, multiply_3
     g_params_b2 = np.sum(g_add_1, axis=0)  # grad of add, golden_models.py:11
     transpose_2 = params_W2.T             # grad of matmul, golden_models.py:11
     g_h = g_add_1 @ transpose_2           # grad of matmul, golden_models.py:11
@@ -104,16 +92,16 @@ def mlp_loss_value_and_grad(params, x, y):
     g_params_W2 = transpose_3 @ g_add_1   # grad of matmul, golden_models.py:11
     del g_add_1, transpose_3
     greater_1 = add > 0.0                 # grad of maximum, golden_models.py:10
-    multiply_5 = g_h * greater_1          # grad of maximum, golden_models.py:10
+    multiply_4 = g_h * greater_1          # grad of maximum, golden_models.py:10
     del greater_1
-    multiply_6 = np.multiply(0.5, g_h, out=g_h)  # grad of maximum, golden_models.py:10
+    multiply_5 = np.multiply(0.5, g_h, out=g_h)  # grad of maximum, golden_models.py:10
     del g_h
-    equal_2 = add == 0.0                  # grad of maximum, golden_models.py:10
+    equal_1 = add == 0.0                  # grad of maximum, golden_models.py:10
     del add
-    multiply_7 = np.multiply(multiply_6, equal_2, out=multiply_6)  # grad of maximum, golden_models.py:10
-    del equal_2, multiply_6
-    g_add = np.add(multiply_5, multiply_7, out=multiply_5)  # grad of maximum, golden_models.py:10
-    del multiply_5, multiply_7
+    multiply_6 = np.multiply(multiply_5, equal_1, out=multiply_5)  # grad of maximum, golden_models.py:10
+    del equal_1, multiply_5
+    g_add = np.add(multiply_4, multiply_6, out=multiply_4)  # grad of maximum, golden_models.py:10
+    del multiply_4, multiply_6
     g_params_b1 = np.sum(g_add, axis=0)   # grad of add, golden_models.py:10
     transpose_4 = x.T                     # grad of matmul, golden_models.py:10
     g_params_W1 = transpose_4 @ g_add     # grad of matmul, golden_models.py:10
