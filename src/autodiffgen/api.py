@@ -19,10 +19,10 @@ from .tree import leaves
 _MAX_ARGS = 256
 
 
-def compile_gradient(fun, args, argnums, names, standalone=False):
+def compile_gradient(fun, args, argnums, names, standalone=False, pure=False):
     """Trace `fun` at `args` and return (source, namespace, graph) of its value-and-grad."""
     graph = trace_gradient(fun, args, argnums, names)
-    source, namespace, locs = emit_module([graph], standalone)
+    source, namespace, locs = emit_module([graph], standalone, pure)
     return source, namespace, graph, locs
 
 
@@ -157,17 +157,20 @@ class GradFunction:
             entry = self._entries.get(key)  # another thread may have compiled it meanwhile
             if entry is not None:
                 return entry
-            source, namespace, graph, locs = self._build(tracer.unbox(args), names)
+            # called on an enclosing trace's Boxes: code that never writes in place, since
+            # that trace keeps references to the plain arrays the code computes
+            pure = any(type(leaf) is tracer.Box for leaf in leaves(args))
+            source, namespace, graph, locs = self._build(tracer.unbox(args), names, pure)
             entry = load(source, namespace, graph.name, locs)
             self._entries[key] = entry
             self._sources[key] = source
             self.misses += 1
         return entry
 
-    def _build(self, args, names):
+    def _build(self, args, names, pure=False):
         """(source, injected constants, graph, source locations) of the generated function
         for `args`."""
-        return compile_gradient(self.fun, args, self._argnums, names)
+        return compile_gradient(self.fun, args, self._argnums, names, pure=pure)
 
     def _arg_names(self, n):
         names = list(self._names[:n])

@@ -16,7 +16,7 @@ import numpy as np
 from . import passes
 from ._version import __version__
 from .emit_ast import call_ast, constant_ast, expression, literal_ast, render
-from .graph import Node
+from .graph import Node, op
 from .memory import reuse_plan, ufunc_of
 from .naming import Namespace
 from .rules.scalar import SCALAR
@@ -52,7 +52,7 @@ def _comment(node, kind="grad"):
 class Emitter:
     """Turns one Graph into the lines of one function (and its module-level constants)."""
 
-    def __init__(self, graph, standalone=False, constants=None):
+    def __init__(self, graph, standalone=False, constants=None, pure=False):
         self.graph = graph
         self.standalone = standalone
         self.cotangent_of = graph.derivative_of
@@ -64,6 +64,7 @@ class Emitter:
         self.helpers = set()
         self.imports = set()  # modules other than NumPy that some primitive's template uses
         self.scalar = graph.scalar and _all_python_floats(graph)
+        self.pure = pure  # no writes into dead buffers (code an enclosing trace will read)
 
     def arg_ast(self, arg):
         if type(arg) is Node:
@@ -95,7 +96,7 @@ class Emitter:
         body = self.unpack_inputs()
         locs = {}  # body index -> the user's (file, line) the statement came from
         last_use = self.last_uses()
-        reuse = {} if self.scalar else reuse_plan(self.graph, last_use)
+        reuse = {} if self.scalar or self.pure else reuse_plan(self.graph, last_use)
         section = None
         run_loc = None
         for i, node in enumerate(self.graph.nodes):
@@ -154,9 +155,12 @@ class Emitter:
         lines = []
         for node in self.graph.inputs:
             path = self.graph.paths.get(node) or node.params["path"]
+            as_numpy = node.params.get("pyfloat") and not self.scalar and node not in self.graph.paths
             if len(path) == 1:
-                self.names[node] = self.graph.params[path[0]]
-                self.ns.used.add(self.names[node])
+                self.names[node] = name = self.graph.params[path[0]]
+                self.ns.used.add(name)
+                if as_numpy:  # NumPy's semantics (x > 0 is np.True_, and True + True is True)
+                    lines.append((f"{name} = np.float64({name})", "a Python float in"))
                 continue
             expr = ast.Name(self.graph.params[path[0]], ast.Load())
             for key in path[1:]:
@@ -164,6 +168,8 @@ class Emitter:
             name = self.ns.fresh(node.name or (node.prim.name if node.prim else "v"))
             self.names[node] = name
             saved = node in self.graph.paths
+            if as_numpy:
+                expr = call_ast("np.float64", [expr])
             lines.append((f"{name} = {render(expr)}",
                           "saved by the forward pass" if saved else "unpack the argument"))
         return lines
@@ -246,7 +252,7 @@ def _all_python_floats(graph):
     """Every value is a Python-float scalar with a math-module form (rules.scalar)."""
     def scalar_constant(a):
         return type(a) is Node or np.ndim(a) == 0 and not isinstance(a, (str, bytes))
-    return all(n.shape == () and n.dtype in (np.float64, np.bool_) and n.prim.name in SCALAR
+    return all(n.shape == () and n.dtype == np.float64 and op(n) in SCALAR
                and all(scalar_constant(a) for a in n.args) for n in graph.nodes)
 
 
@@ -266,7 +272,7 @@ def _line(code, comment, indent="    "):
         else f"{code}  # {comment}"
 
 
-def emit_module(graphs, standalone=False):
+def emit_module(graphs, standalone=False, pure=False):
     """Module source for one or more graphs, plus the arrays to inject (if not standalone).
 
     Returns (source, injected, locs): `injected` holds what is too large to write out,
@@ -281,7 +287,7 @@ def emit_module(graphs, standalone=False):
     functions, function_locs, helpers, imports, constants = [], [], set(), set(), {}
     shared = Namespace(p for graph in graphs for p in graph.params)  # no constant shadows one
     for graph in graphs:
-        emitter = Emitter(graph, standalone, constants)
+        emitter = Emitter(graph, standalone, constants, pure)
         emitter.ns.used |= shared.used
         functions.append("\n".join(emitter.function()))
         function_locs.append(emitter.line_locs)

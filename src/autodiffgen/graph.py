@@ -47,6 +47,12 @@ class Node:
         return f"<Node {self.id} {op} {self.name or ''} {self.dtype}{list(self.shape)}>"
 
 
+def op(x):
+    """The built-in primitive a node applies ("add", "matmul"...); None for inputs,
+    constants and user-defined primitives, which no pass may take for a built-in."""
+    return x.prim.op if type(x) is Node and x.prim is not None else None
+
+
 def parents_of(node):
     return [a for a in node.args if type(a) is Node]
 

@@ -8,45 +8,46 @@ and yields rounding noise. `dead_shifts` finds such subtractions so that the bac
 pass skips the max's side of them; anything else that reads s or the max keeps it.
 """
 
-from .graph import Node
+from .graph import Node, op
 
 
 def dead_shifts(order):
-    """The subtract nodes `z - max(z)` whose max side gets an exactly zero gradient."""
+    """The subtract nodes `z - max(z)` whose max side gets an exactly zero gradient.
+
+    `order` starts with the output, which counts as a use that is never allowed: the
+    softmax or log-softmax must be the only way out of the chain."""
     consumers = {}
     for node in order:
         for arg in node.args:
             if type(arg) is Node:
                 consumers.setdefault(arg, []).append(node)
+    if order:
+        consumers.setdefault(order[0], []).append(None)  # the caller reads the output
     dead = set()
     for node in order:
-        if _op(node) != "subtract" or type(node.args[1]) is not Node:
+        if op(node) != "subtract" or type(node.args[1]) is not Node:
             continue
         z, m = node.args
-        if _op(m) == "max" and m.args[0] is z and m.params["keepdims"] \
+        if op(m) == "max" and m.args[0] is z and m.params["keepdims"] \
                 and consumers.get(m) == [node] and _invariant(node, m.params["axis"], consumers):
             dead.add(node)
     return dead
 
 
-def _op(node):
-    return node.prim.name if type(node) is Node and node.prim is not None else None
-
-
 def _invariant(s, axis, consumers):
     """Every use of s is part of a softmax or log-softmax of s over `axis`."""
-    exps = [c for c in consumers.get(s, []) if _op(c) == "exp"]
-    sums = [c for e in exps for c in consumers.get(e, []) if _op(c) == "sum"
+    exps = [c for c in consumers.get(s, []) if op(c) == "exp"]
+    sums = [c for e in exps for c in consumers.get(e, []) if op(c) == "sum"
             and c.params["axis"] == axis and c.params["keepdims"]]
-    logs = [c for t in sums for c in consumers.get(t, []) if _op(c) == "log"]
+    logs = [c for t in sums for c in consumers.get(t, []) if op(c) == "log"]
     allowed = {
-        id(s): lambda c: c in exps or (_op(c) == "subtract" and c.args[0] is s
+        id(s): lambda c: c in exps or (op(c) == "subtract" and c.args[0] is s
                                        and c.args[1] in logs),
-        **{id(e): lambda c, e=e: c in sums or (_op(c) == "divide" and c.args[0] is e
+        **{id(e): lambda c, e=e: c in sums or (op(c) == "divide" and c.args[0] is e
                                                  and c.args[1] in sums) for e in exps},
-        **{id(t): lambda c: c in logs or (_op(c) == "divide" and c.args[1] in sums
+        **{id(t): lambda c: c in logs or (op(c) == "divide" and c.args[1] in sums
                                           and c.args[0] in exps) for t in sums},
-        **{id(L): lambda c: _op(c) == "subtract" and c.args[0] is s and c.args[1] in logs
+        **{id(L): lambda c: op(c) == "subtract" and c.args[0] is s and c.args[1] in logs
            for L in logs},
     }
     for value in [s] + exps + sums + logs:

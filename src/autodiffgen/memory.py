@@ -9,7 +9,7 @@ saved value, an output, a constant, or an array that some view still looks into.
 
 import numpy as np
 
-from .graph import Node
+from .graph import Node, op
 from .tree import leaves
 
 # primitives whose result is a new array of its own (a view would share its buffer)
@@ -22,15 +22,17 @@ _VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcas
 def ufunc_of(prim):
     """The NumPy ufunc a primitive applies as it is, or None."""
     impl = prim.impl
-    if isinstance(impl, np.ufunc) and getattr(np, impl.__name__, None) is impl:
+    if prim.op is not None and isinstance(impl, np.ufunc) and getattr(np, impl.__name__, None) is impl:
         return impl.__name__
     return None
 
 
 def reuse_plan(graph, last_use):
     """{statement index: the operand node whose buffer that statement writes into}."""
-    viewed = {n.args[0] for n in graph.nodes if n.prim.name in _VIEWS and n.args
+    viewed = {n.args[0] for n in graph.nodes if op(n) in _VIEWS and n.args
               and type(n.args[0]) is Node}
+    viewed |= {a for n in graph.nodes if op(n) is None for a in n.args  # a user's
+               if type(a) is Node}                                          # primitive
     kept = set(graph.inputs) | {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
     plan = {}
     for i, node in enumerate(graph.nodes):
@@ -38,7 +40,7 @@ def reuse_plan(graph, last_use):
             continue
         dying = set(last_use.get(i, ()))
         for arg in node.args:
-            if type(arg) is Node and arg in dying and arg not in kept and arg not in viewed and _owns(arg) \
+            if type(arg) is Node and arg in dying and arg not in kept and arg not in viewed and owns(arg) \
                     and arg.shape == node.shape and arg.dtype == node.dtype:
                 plan[i] = arg
                 break
@@ -51,5 +53,6 @@ def _elementwise(prim):
     return ufunc_of(prim) is not None and prim.impl.signature is None
 
 
-def _owns(node):
-    return node.prim is not None and (node.prim.name in _OWNERS or ufunc_of(node.prim))
+def owns(node):
+    """The node's value is a new array of its own (so it may be written into)."""
+    return op(node) in _OWNERS or (op(node) is not None and ufunc_of(node.prim) is not None)

@@ -72,7 +72,8 @@ class Trace:
         return node
 
     def new_input(self, value, name, path):
-        node = self.new_node(None, (), {"path": path}, value, stack=())
+        node = self.new_node(None, (), {"path": path, "pyfloat": type(value) is float}, value,
+                             stack=())
         node.name = name
         box = Box(value, node)
         self.boxes[node] = box
@@ -214,8 +215,6 @@ class Box:
         "functions directly, and use np.stack([...]) instead of np.array([...])")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if "out" in kwargs and sys._getframe(1).f_code.co_filename in GENERATED_LOCS:
-            del kwargs["out"]  # generated code reuses a dead buffer: the value is the same
         if kwargs.get("out") is not None or any(type(a) is Box for a in kwargs.get("out", ())):
             raise TracingError(at(user_loc(), f"in-place np.{ufunc.__name__}(..., out=...) "
                                   "with a traced value: write `y = x + v`, not `x += v`, "

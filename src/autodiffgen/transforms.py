@@ -47,9 +47,9 @@ class _Transformed(GradFunction):
         primals = super()._arg_names(self._n_primals(n))
         return primals + [self.extra_prefix + name for name in primals][:n - len(primals)]
 
-    def _emit(self, graph, names_of):
+    def _emit(self, graph, names_of, pure):
         graph.derivative_of = names_of
-        source, injected, locs = emit_module([graph])
+        source, injected, locs = emit_module([graph], pure=pure)
         return source, injected, graph, locs
 
 
@@ -59,7 +59,7 @@ class JVPFunction(_Transformed):
     def _n_primals(self, n):
         return n // 2
 
-    def _build(self, args, names):
+    def _build(self, args, names, pure=False):
         n = len(args) // 2
         primals, tangents = args[:n], args[n:]
         trace, boxed, out = tracer.trace(self.fun, primals, range(n), names[:n], diff="auto")
@@ -82,7 +82,7 @@ class JVPFunction(_Transformed):
         graph.fresh_from = 1
         graph.doc = (f"Value of {function_name(self.fun)} and its directional derivative "
                      f"along the tangents, traced at ({describe(primals, names)}).")
-        return self._emit(graph, tangent_of)
+        return self._emit(graph, tangent_of, pure)
 
 
 class VJPFunction(_Transformed):
@@ -114,7 +114,7 @@ class VJPFunction(_Transformed):
         entry.backward = entry.__globals__[entry.__name__[:-len("_fwd")] + "_bwd"]
         return entry
 
-    def _build(self, primals, names):
+    def _build(self, primals, names, pure=False):
         argnums = tuple(range(len(primals)))
         trace, boxed, out = tracer.trace(self.fun, primals, argnums, names, diff="auto")
         naming.name_forward(list(trace.boxes))
@@ -134,7 +134,7 @@ class VJPFunction(_Transformed):
                    f"cotangent g, traced at ({traced_at}).")
         bwd.derivative_of = cotangent_of
         bwd.fresh_from = 0
-        source, injected, locs = emit_module([fwd, bwd])
+        source, injected, locs = emit_module([fwd, bwd], pure=pure)
         return source, injected, fwd, locs
 
 

@@ -9,7 +9,7 @@ rewritten as one matmul over concatenated operands, and as one stack of the rows
 
 import numpy as np
 
-from ..graph import Index, Node, Slot
+from ..graph import Index, Node, Slot, op
 from ..rules import PRIMITIVES
 from ..tree import leaves
 from .rewrite import clone, substitute
@@ -26,7 +26,7 @@ def accumulate(graph):
     replace = {}
     consumed = set()
     for node in reversed(graph.nodes):  # roots of add trees come last
-        if node.prim.name != "add" or node in consumed or not _plain(node, node):
+        if op(node) != "add" or node in consumed or not _plain(node, node):
             continue
         terms, inner = _terms(node, uses)
         if len(terms) < MIN_TERMS:
@@ -61,8 +61,8 @@ def _terms(root, uses):
     terms, inner, stack = [], set(), [root]
     while stack:
         node = stack.pop()
-        is_sum = node is root or (node.prim is not None and node.prim.name == "add"
-                                  and uses.get(node, 0) == 1 and _plain(node, root))
+        is_sum = node is root or (op(node) == "add" and uses.get(node, 0) == 1
+                                  and _plain(node, root))
         if is_sum and all(_plain(a, root) for a in node.args):
             inner.add(node)
             stack.extend(reversed(node.args))
@@ -91,7 +91,7 @@ def _merge(root, terms, uses, computed):
 # ---- rows set by indexing: x[t] for every t ----------------------------------------------
 def _row_scatter(node, root):
     """t, for a scatter_add that sets row t of an array shaped like root."""
-    if node.prim.name != "scatter_add" or node.params["shape"] != root.shape:
+    if op(node) != "scatter_add" or node.params["shape"] != root.shape:
         return None
     items = node.params["index"].items
     if len(items) != 1 or type(items[0]) is not int or len(node.args) != 1:
@@ -117,7 +117,7 @@ def _stack_rows(root, rows):
 
 # ---- products sharing no operand but their shape: sum_i A_i @ B_i ------------------------
 def _product(node, root):
-    if node.prim.name != "matmul" or len(node.shape) != 2:
+    if op(node) != "matmul" or len(node.shape) != 2:
         return False
     a, b = node.args
     return all(type(x) is Node and len(x.shape) == 2 for x in (a, b)) \
@@ -140,7 +140,7 @@ def _one_matmul(root, products, computed):
 
 
 def _transposed(x, computed):
-    return x in computed and x.prim is not None and x.prim.name == "transpose" and x.params["axes"] is None \
+    return x in computed and op(x) == "transpose" and x.params["axes"] is None \
         and type(x.args[0]) is Node and len(x.shape) == 2
 
 

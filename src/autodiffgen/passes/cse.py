@@ -12,13 +12,20 @@ from .rewrite import substitute
 def cse(graph):
     seen, replace = {}, {}
     for node in graph.nodes:
-        key = (node.prim.name, tuple(_arg_key(a, replace) for a in node.args),
-               repr(sorted(node.params.items(), key=lambda kv: kv[0])))
+        key = (id(node.prim), tuple(_arg_key(a, replace) for a in node.args),
+               tuple((k, _param_key(v)) for k, v in sorted(node.params.items())))
         if key in seen:
             replace[node] = seen[key]
         else:
             seen[key] = node
     return substitute(graph, replace)
+
+
+def _param_key(value):
+    """Parameters by value, except functions (a custom primitive's), which go by identity:
+    two closures may print alike and still differ."""
+    return ("fn", id(value)) if callable(value) and not isinstance(value, type) \
+        else repr(value)
 
 
 def _arg_key(arg, replace):

@@ -61,7 +61,7 @@ def substitute(graph, replace):
     derivative_of = {}
     for node, of in graph.derivative_of.items():
         target = resolve(node)
-        if type(target) is Node:
-            derivative_of.setdefault(target, of)
+        if type(target) is Node and target.grad_of is not None:  # forward values keep
+            derivative_of.setdefault(target, of)                 # their own names
     return dataclasses.replace(graph, nodes=nodes, outputs=outputs,
                                derivative_of=derivative_of), True

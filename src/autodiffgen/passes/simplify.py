@@ -9,7 +9,7 @@ were computed by the forward function).
 
 import numpy as np
 
-from ..graph import Node
+from ..graph import Node, op
 from ..rules import PRIMITIVES
 from ..tracer import result_dtype
 from .rewrite import clone, substitute
@@ -19,7 +19,7 @@ def simplify(graph):
     replace = {}
     opaque = set(graph.inputs)
     for node in graph.nodes:
-        rule = _RULES.get(node.prim.name)
+        rule = _RULES.get(op(node))
         if rule is None:
             continue
         args = [replace.get(a, a) if type(a) is Node else a for a in node.args]
@@ -38,7 +38,7 @@ def _fits(x, node):
 
 def _is(x, value):
     """x is a constant all of whose elements equal value (also a broadcast of one)."""
-    if type(x) is Node and x.prim is not None and x.prim.name == "broadcast_to":
+    if op(x) == "broadcast_to":
         x = x.args[0]
     if type(x) in (int, float):
         return x == value
@@ -49,9 +49,7 @@ def _is(x, value):
 
 def _op(x, opaque):
     """The primitive name of a node computed in this graph; None otherwise."""
-    if type(x) is not Node or x.prim is None or x in opaque:
-        return None
-    return x.prim.name
+    return None if type(x) is not Node or x in opaque else op(x)
 
 
 def _negated(node, x):

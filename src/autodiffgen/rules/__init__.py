@@ -35,7 +35,7 @@ class Primitive:
 
     def __init__(self, name, impl, template, defaults=None, vjps=(), simplify=None,
                  variadic_vjp=None, helper=None, jvps=(), jvp_from=None, linear_in=None,
-                 strict=False, imports=()):
+                 strict=False, imports=(), builtin=False):
         self.name = name
         self.impl = impl
         self.template = template
@@ -49,6 +49,8 @@ class Primitive:
         self.linear_in = linear_in
         self.strict = strict  # a missing rule is an error (user primitives), not a zero
         self.imports = tuple(imports)  # modules besides NumPy its template names
+        # passes recognize primitives by `op`: a user's primitive named "exp" is not np.exp
+        self.op = name if builtin else None
 
     def __call__(self, *args, **params):
         return bind(self, args, params)
@@ -123,7 +125,7 @@ def defprimitive(name, impl, template, defaults=None, vjps=(), **options):
     """
     if name in PRIMITIVES:
         raise ValueError(f"a primitive named {name!r} is already registered")
-    prim = Primitive(name, impl, template, defaults, vjps, **options)
+    prim = Primitive(name, impl, template, defaults, vjps, builtin=True, **options)
     PRIMITIVES[name] = prim
     return prim
 

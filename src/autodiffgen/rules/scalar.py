@@ -25,10 +25,8 @@ SCALAR = {
     "arcsinh": "math.asinh({0})", "arccosh": "math.acosh({0})",
     "arctanh": "math.atanh({0})", "arctan2": "math.atan2({0}, {1})",
     "hypot": "math.hypot({0}, {1})",
-    # comparisons and choices
-    "greater": "{0} > {1}", "greater_equal": "{0} >= {1}", "less": "{0} < {1}",
-    "less_equal": "{0} <= {1}", "equal": "{0} == {1}", "not_equal": "{0} != {1}",
-    "where": "{1} if {0} else {2}",
+    # (no comparisons and no `where`: NumPy computes both branches of np.where and adds
+    # booleans as numbers; Python would raise in the discarded branch or add as ints)
     # structure that is the identity on a scalar
     "ones": "1.0", "copy": _SAME, "stop_gradient": _SAME, "reshape": _SAME,
     "broadcast_to": _SAME, "squeeze": _SAME, "expand_dims": _SAME, "sum": _SAME,
