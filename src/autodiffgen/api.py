@@ -112,10 +112,11 @@ class GradFunction:
         """The hot path: a signature key, one dict lookup, the generated function."""
         if kwargs or not self._needed <= len(args) <= _MAX_ARGS:
             args = self._positional(args, kwargs)
+        key = tuple(map(leaf_key, args, self._diff))  # signature_key, inlined: hot path
         try:
-            entry = self._entries[tuple(map(leaf_key, args, self._diff))]
+            entry = self._entries[key]
         except KeyError:
-            entry = self._entry(args)
+            entry = self._miss(args, key)  # the key is computed once, hit or miss
         else:
             self.hits += 1
         out = entry(*args)
