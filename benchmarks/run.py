@@ -76,6 +76,13 @@ def _timed_first(step):
     return time.perf_counter() - t0, result
 
 
+def _calling(fn, args):
+    """(step, first-call time, result) for a contender whose step is fn(*args)."""
+    step = lambda: fn(*args)
+    first, result = _timed_first(step)
+    return step, first, result
+
+
 class HandWritten(Contender):
     """The baseline (w.by_hand), or one of a workload's extra hand-written versions."""
     name = BASELINE
@@ -84,10 +91,7 @@ class HandWritten(Contender):
         self.name, self.fn = name, fn
 
     def prepare(self, w, args):
-        fn = self.fn or w.by_hand
-        step = lambda: fn(*args)
-        first, result = _timed_first(step)
-        return step, first, result
+        return _calling(self.fn or w.by_hand, args)
 
 
 class Autodiffgen(Contender):
@@ -96,11 +100,8 @@ class Autodiffgen(Contender):
 
     def prepare(self, w, args):
         from autodiffgen import value_and_grad
-        fn = value_and_grad(w.make_loss(np), argnums=w.argnums)  # a new function: cold cache
-        step = lambda: fn(*args)
-        first, result = _timed_first(step)
-        self.fn = fn
-        return step, first, result
+        self.fn = value_and_grad(w.make_loss(np), argnums=w.argnums)  # new: a cold cache
+        return _calling(self.fn, args)
 
 
 class Autograd(Contender):
@@ -109,10 +110,7 @@ class Autograd(Contender):
     def prepare(self, w, args):
         import autograd
         import autograd.numpy as anp
-        fn = autograd.value_and_grad(w.make_loss(anp), argnum=w.argnums)
-        step = lambda: fn(*args)
-        first, result = _timed_first(step)
-        return step, first, result
+        return _calling(autograd.value_and_grad(w.make_loss(anp), argnum=w.argnums), args)
 
 
 class Jax(Contender):
