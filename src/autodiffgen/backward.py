@@ -103,14 +103,14 @@ def traced_gradients(trace, out, wrt_tree, seed=None):
                              np.ones(out_node.shape, out_node.dtype))
             trace.grad_of = None
         found, cotangent_of = cotangents(trace, out_node, wrt, trace.boxes.__getitem__, seed)
-        grads = map_tree(wrt_tree, lambda b: fresh(trace, found.get(b.node), b, out)
+        grads = map_tree(wrt_tree, lambda b: or_zeros(found.get(b.node), b)
                          if _differentiable_leaf(b) else None)
     return grads, cotangent_of
 
 
-def fresh(trace, g, leaf, out):
-    """The gradient for one input: zeros when no cotangent reached it. (That a returned
-    gradient owns its memory is passes.ensure_fresh's job, after the optimizations.)"""
+def or_zeros(g, leaf):
+    """The derivative for one leaf: zeros when none reached it. (That a returned
+    derivative owns its memory is passes.ensure_fresh's job, after the optimizations.)"""
     return _zeros(leaf) if g is None else g
 
 

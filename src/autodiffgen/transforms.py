@@ -73,9 +73,9 @@ class JVPFunction(_Transformed):
         nodes = [node for node in trace.boxes if node.prim is not None]
         with trace:
             found, tangent_of = forward.tangents(trace, nodes, seeds, trace.boxes.__getitem__)
-            t_out = backward.map_tree(out, lambda o: backward.fresh(
-                trace, found.get(o.node), o, None) if type(o) is tracer.Box
-                else np.zeros(np.shape(o), np.result_type(o)))
+            t_out = backward.map_tree(out, lambda o: backward.or_zeros(found.get(o.node), o)
+                                      if type(o) is tracer.Box
+                                      else np.zeros(np.shape(o), np.result_type(o)))
         name = f"{function_name(self.fun)}_jvp"
         graph = backward.fused_graph(name, names, trace, (out, t_out))
         graph.kind = "jvp"
