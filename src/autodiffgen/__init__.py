@@ -13,16 +13,19 @@ from .custom import defjvp, defvjp, primitive, stop_gradient
 from .errors import (
                      ArgumentError,
                      AutodiffgenError,
+                     GuardError,
                      OutputError,
                      TracingError,
                      UnsupportedOperationError,
 )
+from .retrace import explain_retraces
 from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp
 
 __all__ = [
                      "ArgumentError",
                      "AutodiffgenError",
                      "GradFunction",
+                     "GuardError",
                      "OutputError",
                      "TracingError",
                      "UnsupportedOperationError",
@@ -30,6 +33,7 @@ __all__ = [
                      "defjvp",
                      "defvjp",
                      "emit",
+                     "explain_retraces",
                      "grad",
                      "hessian",
                      "hvp",

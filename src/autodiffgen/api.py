@@ -6,17 +6,30 @@
 
 import functools
 import inspect
+import os
 import threading
 
 import numpy as np
 
-from . import backward, naming, tracer
+from . import backward, naming, retrace, tracer
 from .cache import CacheInfo, describe, leaf_key, load, signature_key
 from .emit import emit_module
-from .errors import ArgumentError, at, def_site, function_name, user_frame, where
+from .errors import (
+    ArgumentError,
+    GuardError,
+    TracingError,
+    at,
+    def_site,
+    function_name,
+    user_frame,
+    where,
+)
+from .graph import is_guard
+from .runtime import GuardFailure
 from .tree import leaves
 
 _MAX_ARGS = 256
+MAX_VARIANTS = int(os.environ.get("AUTODIFFGEN_MAX_VARIANTS", "8"))
 
 
 def compile_gradient(fun, args, argnums, names, standalone=False, pure=False):
@@ -85,12 +98,36 @@ def _normalize_argnums(argnums, fun):
     return argnums
 
 
-class GradFunction:
-    """A differentiated function: call it like the original; it caches generated code."""
+class Variants:
+    """The generated functions of one signature, one per path through the user's
+    data-dependent branches: the first whose guards hold answers the call; when none
+    does, `grow` traces the path these arguments take and adds it."""
 
-    def __init__(self, fun, argnums=0, with_value=True, example=None):
+    __slots__ = ("functions", "grow", "key", "sources")
+
+    def __init__(self, function, source, key, grow):
+        self.functions, self.sources, self.key, self.grow = [function], [source], key, grow
+
+    def __call__(self, *args):
+        failure = None
+        for function in self.functions:
+            try:
+                return function(*args)
+            except GuardFailure as failed:
+                failure = failed
+        return self.grow(self, args, failure)
+
+
+class GradFunction:
+    """A differentiated function: call it like the original; it caches generated code.
+
+    A function whose Python reads traced values (`if x.sum() > 0:`) gets one generated
+    function per path its arguments take, at most `max_variants` per signature."""
+
+    def __init__(self, fun, argnums=0, with_value=True, example=None, max_variants=None):
         functools.update_wrapper(self, fun)
         self.fun = fun
+        self.max_variants = MAX_VARIANTS if max_variants is None else max_variants
         self.with_value = with_value
         self.example = example
         self._argnums = _normalize_argnums(argnums, fun)
@@ -138,9 +175,17 @@ class GradFunction:
         if kwargs:
             args = self._positional(args, kwargs)
         key = signature_key(args, self._diff)
-        if key not in self._sources:
-            self._miss(args, key)
-        return self._sources[key]
+        entry = self._entries.get(key) or self._miss(args, key)
+        if type(entry) is not Variants:
+            return self._sources[key]
+        for function, source in zip(entry.functions, entry.sources):
+            try:  # the variant whose guards these arguments pass
+                function(*args)
+            except GuardFailure:
+                continue
+            return source
+        entry(*args)
+        return entry.sources[-1]
 
     def cache_info(self):
         return CacheInfo(self.hits, self.misses, len(self._entries))
@@ -153,20 +198,58 @@ class GradFunction:
 
     def _miss(self, args, key):
         self._check_argnums(len(args))
-        names = self._arg_names(len(args))
         with self._lock:
             entry = self._entries.get(key)  # another thread may have compiled it meanwhile
             if entry is not None:
                 return entry
-            # called on an enclosing trace's Boxes: code that never writes in place, since
-            # that trace keeps references to the plain arrays the code computes
-            pure = any(type(leaf) is tracer.Box for leaf in leaves(args))
-            source, namespace, graph, locs = self._build(tracer.unbox(args), names, pure)
-            entry = load(source, namespace, graph.name, locs)
+            if retrace.enabled() and self.misses:
+                retrace.report(function_name(self.fun), retrace.new_signature(
+                    self._arg_names(len(args)), key, list(self._entries)))
+            entry, source, guarded = self._compile(args)
+            if guarded:
+                entry = Variants(entry, source, key, self._grow)
             self._entries[key] = entry
             self._sources[key] = source
-            self.misses += 1
         return entry
+
+    def _compile(self, args):
+        """(function, source, whether it has guards) for these arguments."""
+        # called on an enclosing trace's Boxes: code that never writes in place, since
+        # that trace keeps references to the plain arrays the code computes
+        pure = any(type(leaf) is tracer.Box for leaf in leaves(args))
+        names = self._arg_names(len(args))
+        source, namespace, graph, locs = self._build(tracer.unbox(args), names, pure)
+        self.misses += 1
+        return self._load(source, namespace, graph, locs), source, \
+            any(is_guard(n) for n in graph.nodes)
+
+    def _load(self, source, namespace, graph, locs):
+        return load(source, namespace, graph.name, locs)
+
+    def _grow(self, variants, args, failure):
+        """No variant's guards hold for `args`: trace the path they take, add it, run it."""
+        name = function_name(self.fun)
+        with self._lock:
+            if len(variants.functions) >= self.max_variants:
+                raise GuardError(f"{failure}: {name} has been traced "
+                                 f"{len(variants.functions)} times for arguments of the same "
+                                 "shapes because this guard keeps failing (the value it reads "
+                                 "changes from call to call). Make the decision with array "
+                                 "operations (np.where, np.maximum) instead of Python's "
+                                 "if/float()/int(), pass the value as a static argument, or "
+                                 "raise the bound with max_variants=")
+            if retrace.enabled():
+                retrace.report(name, f"guard failed: {failure}")
+            function, source, _ = self._compile(args)
+            try:
+                out = function(*args)
+            except GuardFailure as again:
+                raise TracingError(f"{again}: {name} gave another result when traced again "
+                                   "with the same arguments (does it use randomness or "
+                                   "state outside its arguments?)") from None
+            variants.functions.append(function)
+            variants.sources.append(source)
+        return out
 
     def _build(self, args, names, pure=False):
         """(source, injected constants, graph, source locations) of the generated function
@@ -210,12 +293,12 @@ def _caller():
 
 
 def _decorator(with_value, cls=GradFunction):
-    def make(fun=None, argnums=0, *, example=None):
+    def make(fun=None, argnums=0, *, example=None, max_variants=None):
         if fun is None:
-            return lambda f: cls(f, argnums, with_value, example)
+            return lambda f: cls(f, argnums, with_value, example, max_variants)
         if not callable(fun):  # grad(argnums) used positionally by mistake
             raise ArgumentError(f"expected a function to differentiate, got {fun!r}")
-        return cls(fun, argnums, with_value, example)
+        return cls(fun, argnums, with_value, example, max_variants)
     return make
 
 

@@ -4,10 +4,17 @@ A key is what a generated function depends on: each argument's tree structure, t
 shape and dtype of every array, whether a float is differentiated, and the value of
 every other (static) argument. Computing it is the whole cost of a cache hit, so the
 common case, a plain ndarray, takes one type check and a tuple.
+
+A compiled module lives exactly as long as its functions: its source lines (linecache)
+and its line map (tracer.GENERATED_LOCS) are registered under a filename no other module
+ever gets, and removed when the functions are collected, so tracing a thousand distinct
+functions and dropping them leaves nothing behind.
 """
 
 import itertools
 import linecache
+import threading
+import weakref
 from collections import namedtuple
 
 import numpy as np
@@ -20,6 +27,7 @@ from .tree import is_namedtuple
 
 CacheInfo = namedtuple("CacheInfo", "hits misses entries")
 _counter = itertools.count()
+_counter_lock = threading.Lock()
 _STATIC = (int, float, bool, str, bytes, complex, type(None))
 
 
@@ -73,11 +81,36 @@ def describe(args, names):
 def load(source, namespace, name, locs=None):
     """Compile generated source under a filename that tracebacks and pdb can show, and
     remember which user line each generated line came from (see tracer.user_stack)."""
-    filename = f"<autodiffgen-{next(_counter)}:{name}>"
+    filename = _unique_filename(name)
+    code = compile(source, filename, "exec")
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     GENERATED_LOCS[filename] = locs or {}
     scope = {"np": np, "__name__": f"autodiffgen.generated.{name}", **HELPERS}
-    exec(compile(source, filename, "exec"), scope)  # noqa: S102  our own generated code
+    try:
+        exec(code, scope)  # noqa: S102  our own generated code
+    except BaseException:
+        _forget(filename)
+        raise
     scope.update(namespace)  # constants too big to print in the source
+    scope.update(HELPERS)  # the module's copies, replaced: one GuardFailure class to catch
     scope.update(TRACEABLE_HELPERS)  # same results, and an enclosing trace can see into them
-    return scope[name]
+    function = scope[name]
+    # every function of the module reads `scope`, which holds this one: it dies last
+    weakref.finalize(function, _forget, filename).atexit = False
+    return function
+
+
+def _unique_filename(name):
+    """The key of a module's linecache and GENERATED_LOCS entries, which its finalizer
+    deletes: a name shared by two modules would delete the lines of a live one. The lock
+    keeps the counter unique on free-threaded builds too (under the GIL, next() already is)."""
+    with _counter_lock:
+        number = next(_counter)
+    return f"<autodiffgen-{number}:{name}>"
+
+
+def _forget(filename):
+    """Drop a collected module's source lines and line map (a finalizer: may run on any
+    thread, at any allocation; dict.pop is atomic)."""
+    linecache.cache.pop(filename, None)
+    GENERATED_LOCS.pop(filename, None)

@@ -16,7 +16,7 @@ import numpy as np
 from . import passes
 from ._version import __version__
 from .emit_ast import call_ast, constant_ast, expression, literal_ast, render
-from .graph import Node, op
+from .graph import Node, op, with_guards_first
 from .memory import reuse_plan, ufunc_of
 from .naming import Namespace
 from .rules.scalar import SCALAR
@@ -100,6 +100,12 @@ class Emitter:
         section = None
         run_loc = None
         for i, node in enumerate(self.graph.nodes):
+            if op(node) == "guard":
+                body += self.guard_lines(node)
+                dead = [self.names[n] for n in last_use.get(i, ())]
+                if dead:
+                    body.append((f"del {', '.join(sorted(dead))}", ""))
+                continue
             prefix = "t_" if self.graph.kind == "jvp" else "g_"
             name = self.ns.fresh(_base_name(node, self.cotangent_of, self.names, prefix))
             self.names[node] = name
@@ -135,6 +141,30 @@ class Emitter:
             head += [_line(line, "") for line in self.static_guards()]
         self.line_locs = {len(head) + i: loc for i, loc in locs.items()}
         return head + [_line(code, comment) for code, comment in body]
+
+    def guard_lines(self, node):
+        """`if <the value reads otherwise>: raise GuardFailure(...)`, the guard's check."""
+        self.helpers.add("GuardFailure")
+        p = node.params
+        x = self.arg_ast(node.args[0])
+        read = render(x) if p["test"] == "bool" else \
+            f"{render(x)}.item({', '.join(map(repr, p['index']))})" if p["test"] == "item" else \
+            f"{'operator.index' if p['test'] == 'index' else p['test']}({render(x)})"
+        if p["test"] == "index":
+            self.imports.add("operator")
+        outcome = p["outcome"]
+        if p["test"] == "bool":
+            test = f"not {read}" if outcome else read
+        elif isinstance(outcome, float) and np.isnan(outcome):
+            test = f"not np.isnan({read})"
+        else:
+            test = f"{read} != {render(literal_ast(outcome))}"
+        where = f"{os.path.basename(node.loc[0])}:{node.loc[1]}" if node.loc else "?"
+        code = source_line(node.loc) if node.loc else ""
+        message = f"{where}: `{code}` was {outcome!r} when traced" if p["test"] == "bool" \
+            else f"{where}: `{code}` read {p['test']}() = {outcome!r} when traced"
+        return [(f"if {test}:", f"guard: {code}" if code else "guard"),
+                (f"    raise GuardFailure({message!r})", "")]
 
     def static_guards(self):
         """A standalone module cannot retrace: refuse a non-array argument's new value."""
@@ -252,7 +282,7 @@ def _all_python_floats(graph):
     """Every value is a Python-float scalar with a math-module form (rules.scalar)."""
     def scalar_constant(a):
         return type(a) is Node or np.ndim(a) == 0 and not isinstance(a, (str, bytes))
-    return all(n.shape == () and n.dtype == np.float64 and op(n) in SCALAR
+    return all(op(n) == "guard" or n.shape == () and n.dtype == np.float64 and op(n) in SCALAR
                and all(scalar_constant(a) for a in n.args) for n in graph.nodes)
 
 
@@ -283,7 +313,7 @@ def emit_module(graphs, standalone=False, pure=False):
     """
     if passes.ENABLED:
         graphs = [passes.optimize(graph) for graph in graphs]
-    graphs = [passes.ensure_fresh(graph) for graph in graphs]
+    graphs = [with_guards_first(passes.ensure_fresh(graph)) for graph in graphs]
     functions, function_locs, helpers, imports, constants = [], [], set(), set(), {}
     shared = Namespace(p for graph in graphs for p in graph.params)  # no constant shadows one
     for graph in graphs:

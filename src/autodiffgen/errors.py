@@ -79,6 +79,10 @@ class ArgumentError(AutodiffgenError, ValueError):
     """argnums or an argument's type does not fit the differentiated function."""
 
 
+class GuardError(AutodiffgenError, RuntimeError):
+    """A data-dependent guard kept failing: the function is traced too many times."""
+
+
 def at(loc, message):
     """Prefix a message with a location given as (filename, lineno) or a string."""
     if isinstance(loc, tuple):

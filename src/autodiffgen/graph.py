@@ -8,7 +8,9 @@ no array bigger than the constants the user's function captured.
 
 import heapq
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from .tree import leaves
 
 
 class Node:
@@ -87,6 +89,46 @@ def toposort(roots, parents=parents_of):
             if child_counts[parent] == 0:
                 heapq.heappush(ready, (-parent.id, next(tie), parent))
     return order
+
+
+def is_guard(node):
+    return node.prim is not None and node.prim.name == "guard" and node.prim.op is not None
+
+
+def guards_first(nodes):
+    """`nodes` reordered so that each guard, with what it reads, comes as early as it can:
+    a call that takes another path fails before the work that path would not do."""
+    position = {n: i for i, n in enumerate(nodes)}
+    placed, order = set(), []
+
+    def place(root):
+        stack = [root]
+        pending = []
+        while stack:  # the not-yet-placed ancestors of root, then root
+            node = stack.pop()
+            if node in placed or node not in position:
+                continue
+            placed.add(node)
+            pending.append(node)
+            stack.extend(a for a in node.args if type(a) is Node)
+        order.extend(sorted(pending, key=position.__getitem__))
+
+    for node in nodes:
+        if is_guard(node):
+            place(node)
+    order.extend(n for n in nodes if n not in placed)
+    return order
+
+
+def with_guards_first(graph):
+    return replace(graph, nodes=guards_first(graph.nodes)) \
+        if any(is_guard(n) for n in graph.nodes) else graph
+
+
+def roots_of(graph):
+    """What a graph must compute: its outputs' nodes, and its guards."""
+    return [leaf for leaf in leaves(graph.outputs) if type(leaf) is Node] + \
+        [n for n in graph.nodes if is_guard(n)]
 
 
 @dataclass

@@ -3,6 +3,10 @@
 import numpy as np
 
 
+class GuardFailure(Exception):
+    """Raised by generated code when the arguments take another path than the traced one."""
+
+
 def _scatter_add(g, index, shape, unique=False):
     """Zeros of `shape` with `g` added at `index` (the transpose of indexing)."""
     out = np.zeros(shape, dtype=np.result_type(g))
@@ -20,4 +24,4 @@ def _stop_gradient(x):
 
 scatter_add = _scatter_add  # for importers; generated code calls the _ names
 stop_gradient = _stop_gradient
-HELPERS = {"_scatter_add": _scatter_add, "_stop_gradient": _stop_gradient}
+HELPERS = {"GuardFailure": GuardFailure, "_scatter_add": _scatter_add, "_stop_gradient": _stop_gradient}

@@ -11,6 +11,7 @@ needs them), but Nodes keep no values, so dropping the Trace frees every array.
 
 import itertools
 import linecache
+import operator
 import sys
 import threading
 
@@ -30,6 +31,7 @@ from .tree import is_container, items, map_tree, rebuild
 UFUNCS = {}  # np.ufunc -> Primitive, for ufunc(...) calls
 UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)
 FUNCTIONS = {}  # NumPy function -> handler(*args, **kwargs)
+GUARD = []  # [the guard Primitive], filled in by the rules package
 
 _state = threading.local()
 _trace_ids = itertools.count(1)
@@ -49,6 +51,8 @@ class Trace:
         self.boxes = {}  # Node -> Box, so the backward pass can see forward values
         self.grad_of = None  # set while a derivative rule runs: the forward Node
         self.inputs = []
+        self.wrt = set()  # input nodes that derivatives are taken with respect to
+        self.guards = []  # guard nodes: what the traced path assumed of the values
         self._outer = None
 
     def __enter__(self):
@@ -79,6 +83,13 @@ class Trace:
         self.boxes[node] = box
         self.inputs.append(node)
         return box
+
+    def guard(self, box, test, outcome, index=()):
+        """Record that the traced path depends on `test` of box's value giving `outcome`
+        (a branch taken, a number read): the generated code checks it before it runs."""
+        params = {"test": test, "outcome": outcome, "index": tuple(index)}
+        node = self.new_node(GUARD[0], (box.node,), params, True)
+        self.guards.append(node)
 
     def box(self, prim, args, params, value):
         node = self.new_node(prim, tuple(a.node if type(a) is Box else a for a in args),
@@ -156,9 +167,57 @@ def _refuse(what, hint):
     return method
 
 
-_CONTROL = ("its value is not known while tracing; data-dependent Python control flow "
-            "(if/while on array values, float(), int(), bool()) is not supported yet. "
-            "Use np.where for branches, or compute the decision outside the function")
+def _current(box, what):
+    """The trace that recorded `box`, which must be the one running."""
+    trace = current_trace()
+    if trace is None or box.node.trace_id != trace.id:
+        raise TracingError(at(user_loc(), f"{what} of a value traced by another (enclosing or "
+                              "finished) transformation, probably reached through a closure "
+                              "or a global; pass it to the function as an argument instead"))
+    return trace
+
+
+def carries_gradient(trace, node):
+    """Whether a derivative taken by this trace flows into `node` (so reading its value
+    as a Python number would cut that derivative off)."""
+    seen, stack = set(), [node]
+    while stack:
+        node = stack.pop()
+        if node in seen or not np.issubdtype(node.dtype, np.inexact):
+            continue
+        seen.add(node)
+        if node in trace.wrt:
+            return True
+        if node.prim is not None and node.prim.name != "stop_gradient":
+            stack.extend(a for i, a in enumerate(node.args)
+                         if type(a) is Node and node.prim.vjp(i) is not None)
+    return False
+
+
+def _read(test, convert, differentiable=False):
+    """A method that reads a traced value as a Python object, guarded on the result."""
+    label = ".item()" if test == "item" else f"{test}()"
+
+    def method(self, *args):
+        trace = _current(self, label)
+        if differentiable and carries_gradient(trace, self.node):
+            raise TracingError(at(user_loc(), f"{label} of a traced value that depends on a "
+                                  "differentiated argument: the Python number it returns would "
+                                  "carry no derivative, so the gradient would silently be "
+                                  "wrong. Keep it an array (np.maximum(x, 0), or max(x, 0) on "
+                                  "the traced value, instead of max(0, float(x))), or wrap it "
+                                  "in autodiffgen.stop_gradient(...) if no derivative should "
+                                  "flow through it"))
+        try:
+            outcome = convert(self.value, *args)
+        except Exception as error:  # NumPy's own message, plus where the user wrote it
+            if hasattr(error, "add_note"):
+                error.add_note(f"(autodiffgen: {label} of a traced value at "
+                               f"{at(user_loc(), '').rstrip(': ')})")
+            raise
+        trace.guard(self, test, outcome, args)
+        return outcome
+    return method
 
 
 class Box:
@@ -198,13 +257,15 @@ class Box:
                                            "use the np. function, or compute it outside "
                                            "the differentiated function"))
 
-    __bool__ = _refuse("bool() or an `if`", _CONTROL)
-    __float__ = _refuse("float()", _CONTROL)
-    __int__ = _refuse("int()", _CONTROL)
-    __index__ = _refuse("use as an index or int()", _CONTROL)
-    __complex__ = _refuse("complex()", _CONTROL)
-    item = _refuse(".item()", _CONTROL)
-    tolist = _refuse(".tolist()", _CONTROL)
+    # data-dependent Python: the value read now, and a guard that it is the same next time
+    __bool__ = _read("bool", bool)
+    __float__ = _read("float", float, differentiable=True)
+    __complex__ = _read("complex", complex, differentiable=True)
+    __int__ = _read("int", int)
+    __index__ = _read("index", operator.index)
+    item = _read("item", lambda value, *i: np.asarray(value).item(*i), differentiable=True)
+    tolist = _refuse(".tolist()", "it would turn every element into a Python number with "
+                     "no derivative; use the array itself, or index it (x[i])")
     __setitem__ = _refuse(
         "assignment into an element or slice",
         "in-place updates of traced arrays are not supported. Build the new array "
@@ -319,7 +380,10 @@ def _box_tree(recording, x, path, name, diff):
                 f"argument {name!r} is under argnums but has dtype {result_dtype(x)}: only "
                 "real floating-point arrays have gradients. Remove it from argnums or "
                 "convert it with .astype(np.float64)")
-        return recording.new_input(x, name, path)
+        box = recording.new_input(x, name, path)
+        if diff:
+            recording.wrt.add(box.node)
+        return box
     if isinstance(x, np.ndarray):
         raise _argument_error(f"argument {name!r} is a {kind.__name__}, an ndarray subclass; "
                               "pass np.asarray(...) of it")

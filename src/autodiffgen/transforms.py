@@ -97,9 +97,7 @@ class VJPFunction(_Transformed):
         return super(_Transformed, self)._arg_names(n)
 
     def __call__(self, *primals):
-        entry = self._entry(primals)
-        out, residuals = entry(*primals)
-        backward_fn = entry.backward
+        out, residuals, backward_fn = self._entry(primals)(*primals)
         shape = np.shape(out)
 
         def vjp_fn(g):
@@ -109,10 +107,14 @@ class VJPFunction(_Transformed):
             return backward_fn(residuals, g)
         return out, vjp_fn
 
-    def _miss(self, args, key):
-        entry = super()._miss(args, key)
-        entry.backward = entry.__globals__[entry.__name__[:-len("_fwd")] + "_bwd"]
-        return entry
+    def _load(self, source, namespace, graph, locs):
+        """The forward function, returning the backward function of its own variant too."""
+        fwd = super()._load(source, namespace, graph, locs)
+        bwd = fwd.__globals__[fwd.__name__[:-len("_fwd")] + "_bwd"]
+
+        def run(*primals):
+            return (*fwd(*primals), bwd)
+        return run
 
     def _build(self, primals, names, pure=False):
         argnums = tuple(range(len(primals)))

@@ -1,4 +1,5 @@
-"""Dead-code elimination: keep only the nodes the outputs need, and the inputs they read.
+"""Dead-code elimination: keep only the nodes the outputs and guards need, and the inputs
+they read.
 
 Runs after every other pass has redirected uses, so it is what actually removes the
 values a simplification made unnecessary (and the unpacking of unused inputs).
@@ -6,12 +7,11 @@ values a simplification made unnecessary (and the unpacking of unused inputs).
 
 import dataclasses
 
-from ..graph import Node, toposort
-from ..tree import leaves
+from ..graph import roots_of, toposort
 
 
 def dce(graph):
-    roots = [leaf for leaf in leaves(graph.outputs) if type(leaf) is Node]
+    roots = roots_of(graph)
     live = set(toposort(roots)) if roots else set()
     nodes = [n for n in graph.nodes if n in live]
     inputs = [n for n in graph.inputs if n in live]

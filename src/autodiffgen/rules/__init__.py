@@ -244,6 +244,7 @@ def broadcast_up(t, shape, dtype):
 # each module registers its primitives when imported
 from . import (  # noqa: F401
     assembly,
+    control,
     decompositions,
     elementwise,
     extras,

@@ -1,0 +1,90 @@
+"""Why a call missed the cache: an opt-in log of every retrace and its cause.
+
+Set AUTODIFFGEN_EXPLAIN=1 (or call `autodiffgen.explain_retraces()`) and each trace after
+a function's first says which argument's structure, shape, dtype or static value differs
+from the nearest signature already compiled, or which guard failed. Messages go to the
+"autodiffgen" logger at WARNING level, so they show without any logging set-up.
+"""
+
+import logging
+import os
+
+import numpy as np
+
+LOG = logging.getLogger("autodiffgen")
+_enabled = [os.environ.get("AUTODIFFGEN_EXPLAIN", "0") not in ("", "0")]
+
+
+def explain_retraces(on=True):
+    """Log why each call of a differentiated function traces again (off: stop)."""
+    _enabled[0] = bool(on)
+
+
+def enabled():
+    return _enabled[0]
+
+
+def report(name, message):
+    LOG.warning("autodiffgen: retracing %s: %s", name, message)
+
+
+def new_signature(names, key, known):
+    """What differs between `key` and the closest of the `known` signature keys."""
+    if not known:
+        return "first call"
+    best = min((_differences(names, key, other) for other in known), key=len)
+    return "; ".join(best) or "same signature (the entry was cleared)"
+
+
+def _differences(names, key, other):
+    if len(key) != len(other):
+        return [f"{len(key)} positional arguments instead of {len(other)}"]
+    found = []
+    for name, now, then in zip(names, key, other):
+        found += _leaf_differences(name, now, then)
+    return found
+
+
+def _leaf_differences(path, now, then):
+    if now == then:
+        return []
+    if _is_array_key(now) and _is_array_key(then):
+        (shape, dtype), (old_shape, old_dtype) = now, then
+        parts = []
+        if shape != old_shape:
+            parts.append(f"shape {old_shape} -> {shape}")
+        if dtype != old_dtype:
+            parts.append(f"dtype {old_dtype} -> {dtype}")
+        return [f"argument {path!r}: {', '.join(parts)}"]
+    if _is_tree_key(now) and _is_tree_key(then) and now[0] is then[0] \
+            and len(now[1]) == len(then[1]):
+        found = []
+        for i, (a, b) in enumerate(zip(now[1], then[1])):
+            if now[0] is dict:
+                (k, a), (k_old, b) = a, b
+                if k != k_old:
+                    return [f"argument {path!r}: keys differ ({k_old!r} -> {k!r})"]
+                found += _leaf_differences(f"{path}[{k!r}]", a, b)
+            else:
+                found += _leaf_differences(f"{path}[{i}]", a, b)
+        return found
+    return [f"argument {path!r}: {_say(then)} -> {_say(now)}"]
+
+
+def _is_array_key(k):
+    return type(k) is tuple and len(k) == 2 and type(k[0]) is tuple \
+        and isinstance(k[1], np.dtype)
+
+
+def _is_tree_key(k):
+    return type(k) is tuple and len(k) == 2 and type(k[1]) is tuple and isinstance(k[0], type)
+
+
+def _say(k):
+    if _is_array_key(k):
+        return f"an array of shape {k[0]} and dtype {k[1]}"
+    if type(k) is tuple and len(k) == 2 and isinstance(k[0], type):
+        return f"{k[0].__name__} {k[1]!r}" if k[0] is not float else f"float {k[1]}"
+    if k is float:
+        return "a differentiated float"
+    return repr(k)
