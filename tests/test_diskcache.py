@@ -1,0 +1,547 @@
+"""The persistent disk cache: a private directory, signed entries, atomic writes, keys that
+change with everything the generated code depends on, and a real second process."""
+
+import hashlib
+import json
+import linecache
+import os
+import pathlib
+import re
+import stat
+import subprocess
+import sys
+import textwrap
+import types
+import warnings
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+import autodiffgen
+from autodiffgen import _version, diskcache, passes
+from autodiffgen.cache import signature_key
+from autodiffgen.diskcache import CacheDirError, DiskCacheWarning, Variant
+
+KEY = hashlib.sha256(b"one").hexdigest()
+OTHER = hashlib.sha256(b"two").hexdigest()
+Point = namedtuple("Point", "x y")
+
+
+@pytest.fixture(autouse=True)
+def fresh_state(monkeypatch):
+    """No test sees another's settings, reports or the user's environment."""
+    monkeypatch.delenv(diskcache.ENV_DIR, raising=False)
+    monkeypatch.setattr(diskcache, "_explicit", False)
+    monkeypatch.setattr(diskcache, "_path", None)
+    monkeypatch.setattr(diskcache, "_max_bytes", diskcache.MAX_BYTES)
+    monkeypatch.setattr(diskcache, "_reported", set())
+
+
+@pytest.fixture
+def cache(tmp_path):
+    return pathlib.Path(diskcache.enable(tmp_path / "cache"))
+
+
+def variant(seed, size=1000):
+    source = f"SEED = {seed}\n\n\ndef f_value_and_grad(x):\n    return x * {seed}, W\n"
+    return Variant(source, {"W": np.full(size, float(seed))}, "f_value_and_grad",
+                   {4: ("model.py", 12)})
+
+
+def run_python(code, *args, env=None):
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
+                         check=False, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, **(env or {})})
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def no_warnings(call, *args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return call(*args)
+
+
+# ---------------------------------------------------------------- on, off, where
+
+def test_off_by_default():
+    assert not diskcache.enabled() and diskcache.directory() is None
+    assert diskcache.load(KEY) is None
+    assert diskcache.store(KEY, [variant(1)]) is False
+
+
+def test_env_var_turns_it_on_and_disable_turns_it_off(tmp_path, monkeypatch):
+    monkeypatch.setenv(diskcache.ENV_DIR, str(tmp_path / "env"))
+    assert diskcache.store(KEY, [variant(1)])
+    assert stat.S_IMODE((tmp_path / "env").stat().st_mode) == 0o700
+    assert diskcache.load(KEY)[0].source == variant(1).source
+    diskcache.disable()
+    assert diskcache.load(KEY) is None and not diskcache.enabled()
+
+
+def test_directory_and_files_are_private_whatever_the_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        path = pathlib.Path(diskcache.enable(tmp_path / "a" / "cache"))
+        diskcache.store(KEY, [variant(1)])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    for name in ("hmac.key", KEY + ".adg"):
+        assert stat.S_IMODE((path / name).stat().st_mode) == 0o600
+
+
+def test_default_directory_honors_xdg_cache_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert diskcache.enable() == str(tmp_path / "xdg" / "autodiffgen")
+    assert (tmp_path / "xdg" / "autodiffgen").is_dir()
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert diskcache.default_directory() == str(tmp_path / "home" / ".cache" / "autodiffgen")
+
+
+# ---------------------------------------------------------------- refusals
+
+def test_refuses_a_symlinked_directory(tmp_path, monkeypatch):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(real)
+    with pytest.raises(CacheDirError, match=re.escape(f"{tmp_path / 'link'}: it is a symbolic link")):
+        diskcache.enable(tmp_path / "link")
+    monkeypatch.setenv(diskcache.ENV_DIR, str(tmp_path / "link"))
+    with pytest.warns(DiskCacheWarning, match="symbolic link.*without the disk cache"):
+        assert diskcache.store(KEY, [variant(1)]) is False
+    assert diskcache.load(KEY) is None
+    assert list(real.iterdir()) == []
+
+
+def test_refuses_a_directory_others_can_write(tmp_path):
+    (tmp_path / "open").mkdir()
+    (tmp_path / "open").chmod(0o755)
+    with pytest.raises(CacheDirError, match="mode is 0755, not 0700.*chmod 700"):
+        diskcache.enable(tmp_path / "open")
+
+
+def test_refuses_a_directory_owned_by_someone_else(tmp_path, monkeypatch):
+    (tmp_path / "theirs").mkdir(mode=0o700)
+    uid = os.geteuid()
+    monkeypatch.setattr(os, "geteuid", lambda: uid + 1)
+    with pytest.raises(CacheDirError, match=f"owned by uid {uid}, not by you"):
+        diskcache.enable(tmp_path / "theirs")
+
+
+def test_a_directory_that_turns_unsafe_later_is_reported_and_skipped(cache):
+    diskcache.store(KEY, [variant(1)])
+    cache.chmod(0o777)
+    with pytest.warns(DiskCacheWarning, match="mode is 0777"):
+        assert diskcache.load(KEY) is None
+    cache.chmod(0o700)
+
+
+def test_a_symlinked_entry_is_never_followed(cache, tmp_path):
+    diskcache.store(KEY, [variant(1)])
+    outside = tmp_path / "outside.adg"
+    (cache / f"{KEY}.adg").rename(outside)  # a valid entry, but outside the directory
+    before = outside.read_bytes()
+    (cache / f"{KEY}.adg").symlink_to(outside)
+    with pytest.warns(DiskCacheWarning, match=re.escape(f"{cache / KEY}.adg: it is a symbolic link")):
+        assert diskcache.load(KEY) is None
+    assert diskcache.store(KEY, [variant(2)])  # regenerated: the link is replaced, not followed
+    assert not (cache / f"{KEY}.adg").is_symlink()
+    assert outside.read_bytes() == before
+    assert no_warnings(diskcache.load, KEY)[0].source == variant(2).source
+
+
+def test_a_fifo_in_place_of_an_entry_does_not_block(cache):
+    os.mkfifo(cache / f"{KEY}.adg")
+    with pytest.warns(DiskCacheWarning, match="not a regular file"):
+        assert diskcache.load(KEY) is None
+
+
+def test_a_symlinked_secret_is_replaced_and_never_trusted(cache, tmp_path):
+    attacker = b"k" * 32
+    (tmp_path / "their.key").write_bytes(attacker)
+    (cache / "hmac.key").symlink_to(tmp_path / "their.key")
+    (cache / f"{KEY}.adg").write_bytes(diskcache._seal(KEY, [variant(666)], attacker))
+    with pytest.warns(DiskCacheWarning) as record:
+        assert diskcache.load(KEY) is None
+    messages = " ".join(str(w.message) for w in record)
+    assert "hmac.key: it is a symbolic link" in messages and f"{KEY}.adg" in messages
+    assert not (cache / "hmac.key").is_symlink()
+    assert (tmp_path / "their.key").read_bytes() == attacker
+
+
+# ---------------------------------------------------------------- integrity
+
+def test_round_trip_keeps_arrays_names_and_line_maps(cache):
+    arrays = {"a": np.asfortranarray(np.arange(12.0, dtype=np.float32).reshape(3, 4)),
+              "b": np.array(7, dtype=np.int64), "c": np.array([True, False]),
+              "d": np.arange(10.0).astype(">f8")[::3], "e": np.zeros((0, 2))}
+    first = Variant("def g(x):\n    return x\n", arrays, "g", {1: ("/m/model.py", 3)})
+    diskcache.store(KEY, [first, variant(2)])
+    loaded = no_warnings(diskcache.load, KEY)
+    assert [v.source for v in loaded] == [first.source, variant(2).source]
+    assert loaded[0].name == "g" and loaded[0].locs == {1: ("/m/model.py", 3)}
+    for name, array in arrays.items():
+        got = loaded[0].arrays[name]
+        assert got.dtype == array.dtype and got.shape == array.shape
+        np.testing.assert_array_equal(got, array)
+    np.testing.assert_array_equal(loaded[1].arrays["W"], variant(2).arrays["W"])
+
+
+def test_a_tampered_source_is_reported_once_and_regenerated(cache):
+    diskcache.store(KEY, [variant(2)])
+    path = cache / f"{KEY}.adg"
+    data = path.read_bytes()
+    assert data.count(b"x * 2") == 1
+    path.write_bytes(data.replace(b"x * 2", b"x * 3"))
+    with pytest.warns(DiskCacheWarning, match=re.escape(f"{path}: its content is not what")):
+        assert diskcache.load(KEY) is None
+    assert no_warnings(diskcache.load, KEY) is None  # once per file and process
+    diskcache.store(KEY, [variant(2)])
+    assert no_warnings(diskcache.load, KEY)[0].source == variant(2).source
+
+
+def test_a_tampered_array_is_rejected(cache):
+    diskcache.store(KEY, [variant(2)])
+    path = cache / f"{KEY}.adg"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.warns(DiskCacheWarning, match=re.escape(str(path))):
+        assert diskcache.load(KEY) is None
+
+
+@pytest.mark.parametrize("keep", [0, 10, 60, 0.5, -1])
+def test_a_truncated_entry_is_ignored(cache, keep):
+    diskcache.store(KEY, [variant(2)])
+    path = cache / f"{KEY}.adg"
+    data = path.read_bytes()
+    path.write_bytes(data[:int(len(data) * keep) if isinstance(keep, float) else keep])
+    with pytest.warns(DiskCacheWarning, match=re.escape(str(path))):
+        assert diskcache.load(KEY) is None
+
+
+def test_an_entry_copied_under_another_key_is_rejected(cache):
+    diskcache.store(KEY, [variant(2)])
+    (cache / f"{OTHER}.adg").write_bytes((cache / f"{KEY}.adg").read_bytes())
+    with pytest.warns(DiskCacheWarning, match="written under another key"):
+        assert diskcache.load(OTHER) is None
+
+
+def test_entries_are_only_valid_under_the_secret_they_were_signed_with(cache):
+    diskcache.store(KEY, [variant(2)])
+    (cache / "hmac.key").unlink()
+    with pytest.warns(DiskCacheWarning, match=f"{KEY}.adg"):
+        assert diskcache.load(KEY) is None
+
+
+def test_a_process_that_loses_the_race_to_create_the_secret_uses_the_winners(cache,
+                                                                               monkeypatch):
+    diskcache.store(KEY, [variant(2)])
+    read, raced = diskcache._read, []
+
+    def late(d, name, private=False):  # as if another process created it just after we looked
+        if name == "hmac.key" and not raced:
+            raced.append(name)
+            raise FileNotFoundError(name)
+        return read(d, name, private)
+    monkeypatch.setattr(diskcache, "_read", late)
+    assert no_warnings(diskcache.load, KEY)[0].source == variant(2).source
+    assert raced
+
+
+def test_only_plain_arrays_are_persisted(cache):
+    assert diskcache.persistable({"W": np.ones(3), "i": np.arange(2)})
+    assert diskcache.persistable({})
+    assert not diskcache.persistable({"fn": np.sin})
+    assert not diskcache.persistable({"P": Point})
+    assert not diskcache.persistable({"o": np.array([None, 1], dtype=object)})
+    assert not diskcache.persistable({"m": np.ma.masked_array([1.0])})
+    with pytest.raises(ValueError, match="persistable"):
+        diskcache.store(KEY, [("def f(): pass\n", {"fn": np.sin}, "f")])
+    with pytest.raises(ValueError, match="not a disk cache key"):
+        diskcache.load("../../etc/passwd")
+
+
+def test_least_recently_used_entries_go_past_the_size_bound(tmp_path):
+    path = pathlib.Path(diskcache.enable(tmp_path / "c", max_bytes=250_000))
+    keys = [hashlib.sha256(bytes([i])).hexdigest() for i in range(3)]
+    for age, key in zip((100, 50), keys):
+        diskcache.store(key, [variant(1, size=10_000)])  # about 80 kB each
+        os.utime(path / f"{key}.adg", (1e9 - age, 1e9 - age))
+    assert diskcache.load(keys[0]) is not None  # used: now the most recent
+    diskcache.store(keys[2], [variant(1, size=15_000)])
+    assert sorted(p.name for p in path.glob("*.adg")) == sorted(f"{k}.adg" for k in
+                                                                  (keys[0], keys[2]))
+
+
+def test_temporary_files_of_crashed_writers_are_cleaned_up(cache):
+    (cache / ".tmp-old").write_bytes(b"x")
+    os.utime(cache / ".tmp-old", (1e9, 1e9))
+    (cache / ".tmp-young").write_bytes(b"x")
+    diskcache.store(KEY, [variant(1)])
+    assert not (cache / ".tmp-old").exists() and (cache / ".tmp-young").exists()
+
+
+def test_without_o_nofollow_or_dir_fd_links_are_still_refused(cache, tmp_path, monkeypatch):
+    monkeypatch.setattr(diskcache, "_NOFOLLOW", 0)
+    monkeypatch.setattr(diskcache, "_DIR_FD", False)
+    diskcache.store(KEY, [variant(3)])
+    assert no_warnings(diskcache.load, KEY)[0].source == variant(3).source
+    (cache / f"{KEY}.adg").rename(tmp_path / "outside.adg")
+    (cache / f"{KEY}.adg").symlink_to(tmp_path / "outside.adg")
+    with pytest.warns(DiskCacheWarning, match="symbolic link"):
+        assert diskcache.load(KEY) is None
+
+
+WRITER = """
+    import sys, warnings
+    import numpy as np
+    from autodiffgen import diskcache
+    warnings.simplefilter("error")
+    diskcache.enable(sys.argv[1])
+    seed, key = int(sys.argv[2]), sys.argv[3]
+    for _ in range(25):
+        diskcache.store(key, [diskcache.Variant(f"SEED = {seed}\\n", {"W": np.full(50_000, seed)})])
+        got = diskcache.load(key)[0]
+        other = int(got.source.split()[-1])
+        assert (got.arrays["W"] == other).all(), "a mix of two writers' entries"
+"""
+
+
+def test_concurrent_writers_leave_a_valid_entry(tmp_path):
+    path = tmp_path / "shared"
+    writers = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(path),
+                                 str(seed), KEY], stderr=subprocess.PIPE, text=True)
+               for seed in range(4)]
+    for w in writers:
+        assert w.wait(timeout=120) == 0, w.stderr.read()
+        w.stderr.close()
+    diskcache.enable(path)
+    got = no_warnings(diskcache.load, KEY)[0]
+    assert (got.arrays["W"] == int(got.source.split()[-1])).all()
+    assert sorted(p.name for p in path.iterdir()) == sorted([f"{KEY}.adg", "hmac.key"])
+
+
+# ---------------------------------------------------------------- keys
+
+def module(tmp_path, source, name="model"):
+    """`source` run as the module `name` from tmp_path/name.py, as an import would."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(source))
+    linecache.checkcache(str(path))
+    namespace = {"__name__": name, "np": np}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102  our test
+    return types.SimpleNamespace(**namespace)
+
+
+def fp(tmp_path, source, name="f"):
+    return diskcache.fingerprint(getattr(module(tmp_path, source), name))
+
+
+HELPER = """
+    def helper(x):
+        return x * 2
+
+    def f(x):
+        return helper(x) + 1
+"""
+
+
+def test_fingerprint_is_the_same_for_the_same_code(tmp_path):
+    assert fp(tmp_path, HELPER) == fp(tmp_path, HELPER)
+
+
+@pytest.mark.parametrize("before, after", [
+    ("return helper(x) + 1", "return helper(x) + 2"),           # the function's code
+    ("return x * 2", "return x * 3"),                           # a helper it calls
+    ("def f(x):", "def f(x, k=1):"),                            # a default
+    ("return helper(x) + 1", "return helper(x) + 1  # note"),   # a line the comments quote
+    ("def f(x):", "def f(y):\n        x = y"),                  # a variable's name
+])
+def test_fingerprint_changes_with_what_the_generated_code_depends_on(tmp_path, before, after):
+    assert HELPER.count(before) == 1
+    assert fp(tmp_path, HELPER) != fp(tmp_path, HELPER.replace(before, after))
+
+
+@pytest.mark.parametrize("source", [
+    """
+    import types
+    layers = types.ModuleType("layers")
+    exec("def dense(x):\\n    return x * SCALE", layers.__dict__)
+    def f(x):
+        return layers.dense(x)
+    """,
+    """
+    class Model:
+        @staticmethod
+        def apply(x):
+            return x * SCALE
+    def f(x):
+        return Model.apply(x)
+    """,
+    """
+    def make(h):
+        def f(x):
+            return h(x)
+        return f
+    def h(x):
+        return x * SCALE
+    f = make(h)
+    """,
+    """
+    def helper(x):
+        return x * SCALE
+    def f(x):
+        return (lambda y: helper(y))(x)
+    """,
+    """
+    def f(x):
+        return g(x) if x > 0 else x
+    def g(x):
+        return f(x - SCALE)
+    """,
+    """
+    import functools
+    def scaled(x, k):
+        return x * k * SCALE
+    def f(x):
+        return part(x)
+    part = functools.partial(scaled, k=2)
+    """,
+    """
+    class Layer:
+        def __call__(self, x):
+            return x * SCALE
+    f = Layer()
+    """,
+], ids=["module attribute", "class attribute", "closure", "nested lambda", "cycle", "partial",
+        "callable object"])
+def test_helpers_reached_every_way_are_part_of_the_fingerprint(tmp_path, source):
+    assert fp(tmp_path, source.replace("SCALE", "2")) != fp(tmp_path,
+                                                            source.replace("SCALE", "3"))
+
+
+def test_values_of_global_arrays_and_numbers_are_not_part_of_it(tmp_path):
+    m = module(tmp_path, """
+        W = np.ones(3)
+        k = 2.0
+        def f(x):
+            return x @ W * k
+    """)
+    before = diskcache.fingerprint(m.f)
+    m.f.__globals__["W"], m.f.__globals__["k"] = np.zeros(3), 5.0
+    assert diskcache.fingerprint(m.f) == before
+
+
+def test_a_grad_of_a_helper_is_followed_with_its_argnums(tmp_path):
+    source = """
+        import autodiffgen
+        def loss(a, b):
+            return a * b * SCALE
+        d = autodiffgen.grad(loss, argnums=ARG)
+        def f(x):
+            return d(x, x)
+    """
+    variants = [source.replace("SCALE", s).replace("ARG", a)
+                for s, a in (("2", "0"), ("3", "0"), ("2", "1"))]
+    assert len({fp(tmp_path, v) for v in variants}) == 3
+
+
+ARGS = (np.ones((3, 2), np.float32), 2.0, {"a": np.arange(3), "b": [0.5, None]}, "s",
+        Point(np.ones(2), 3), -0.0, np.float64(1.0), float("nan"))
+DIFF = (True, True, False, False, False, False, False, False)
+
+
+def key_of(args=ARGS, diff=DIFF, extra=()):
+    return diskcache.entry_key("0" * 64, signature_key(args, diff), extra)
+
+
+def test_entry_key_changes_with_signature_version_settings_and_extra(monkeypatch):
+    base = key_of()
+    assert key_of() == base
+    assert key_of(ARGS[:5] + (0.0,) + ARGS[6:]) != base        # -0.0 is not 0.0
+    assert key_of((np.ones((3, 2), np.float64),) + ARGS[1:]) != base
+    assert key_of(extra=("value_and_grad", (0, 1))) != base
+    changes = [(_version, "__version__", "99.0"), (np, "__version__", "0.0.1"),
+               (passes, "ENABLED", not passes.ENABLED),
+               (diskcache, "_library_digest", lambda: "edited")]
+    for owner, name, value in changes:
+        with monkeypatch.context() as m:
+            m.setattr(owner, name, value)
+            assert key_of() != base, name
+    monkeypatch.setenv(diskcache.ENV_DIR, "/elsewhere")  # where the cache is: same code
+    monkeypatch.setenv("AUTODIFFGEN_EXPLAIN", "1")  # a log of retraces: same code
+    assert key_of() == base
+    monkeypatch.setenv("AUTODIFFGEN_SOMETHING_NEW", "1")
+    assert key_of() != base
+
+
+def test_a_signature_with_no_stable_text_is_not_persisted():
+    class Local:
+        pass
+    LocalPoint = namedtuple("LocalPoint", "x")
+    assert key_of((object(),), (False,)) is None
+    assert key_of((Local,), (False,)) is None
+    assert key_of((LocalPoint(np.ones(2)),), (False,)) is not None
+    assert key_of((autodiffgen.grad,), (False,)) is not None  # a function: by its code
+    assert key_of(extra=(object(),)) is None
+
+
+def test_keys_are_the_same_in_another_process(tmp_path):
+    m = module(tmp_path, HELPER)
+    code = """
+        import sys, numpy as np
+        sys.path.insert(0, sys.argv[1])
+        import model
+        from autodiffgen import diskcache
+        from autodiffgen.cache import signature_key
+        from test_diskcache import ARGS, DIFF
+        fp = diskcache.fingerprint(model.f)
+        print(fp, diskcache.entry_key(fp, signature_key(ARGS, DIFF), ("x", 1)))
+    """
+    out = run_python(code, tmp_path, env={"PYTHONPATH": os.path.dirname(__file__)}).split()
+    mine = diskcache.fingerprint(m.f)
+    assert out == [mine, diskcache.entry_key(mine, signature_key(ARGS, DIFF), ("x", 1))]
+
+
+# ---------------------------------------------------------------- a second process
+
+MODEL = """
+    import numpy as np
+
+    def f(x):
+        W = np.random.default_rng(0).normal(size=(30, 30))  # too big to print: injected
+        return np.sum(np.tanh(x @ W) ** 2)
+"""
+
+SECOND = """
+    import sys, json
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import model
+    from autodiffgen import cache, diskcache, tracer
+    tracer.trace = None  # a trace in this process would fail
+    fp = diskcache.fingerprint(model.f)
+    x = np.linspace(-1, 1, 60).reshape(2, 30)
+    key = diskcache.entry_key(fp, cache.signature_key((x,), (True,)))
+    (source, arrays, name, locs), = diskcache.load(key)
+    value, (g,) = cache.load(source, arrays, name, locs)(x)
+    print(json.dumps([value, g.tolist()]))
+"""
+
+
+def test_a_second_process_runs_the_stored_code_without_tracing(cache, tmp_path):
+    m = module(tmp_path, MODEL)
+    x = np.linspace(-1, 1, 60).reshape(2, 30)
+    source, injected, graph, locs = autodiffgen.api.compile_gradient(m.f, (x,), (0,), ["x"])
+    assert injected and diskcache.persistable(injected)
+    key = diskcache.entry_key(diskcache.fingerprint(m.f), signature_key((x,), (True,)))
+    assert diskcache.store(key, [(source, injected, graph.name, locs)])
+    out = run_python(SECOND, tmp_path, env={diskcache.ENV_DIR: str(cache)})
+    value, g = json.loads(out)
+    expected_value, expected = autodiffgen.value_and_grad(m.f)(x)
+    np.testing.assert_allclose(value, expected_value, rtol=1e-12)
+    np.testing.assert_allclose(g, expected, rtol=1e-12)
