@@ -221,7 +221,7 @@ class GradFunction:
         source, namespace, graph, locs = self._build(tracer.unbox(args), names, pure)
         self.misses += 1
         return self._load(source, namespace, graph, locs), source, \
-            any(is_guard(n) for n in graph.nodes)
+            bool(graph.captured) or any(is_guard(n) for n in graph.nodes)
 
     def _load(self, source, namespace, graph, locs):
         return load(source, namespace, graph.name, locs)

@@ -132,7 +132,8 @@ def fused_graph(name, params, trace, outputs):
     nodes = sorted((n for n in order if n.prim is not None), key=lambda n: n.id)
     inputs = [n for n in trace.inputs if n in live]
     return Graph(name, params, inputs, nodes,
-                 map_tree(outputs, lambda b: b.node if type(b) is Box else b))
+                 map_tree(outputs, lambda b: b.node if type(b) is Box else b),
+                 captured=trace.captured)
 
 
 def split_graphs(name, params, trace, value, grads, seed):
@@ -153,7 +154,7 @@ def split_graphs(name, params, trace, value, grads, seed):
     fwd_order = set(toposort(fwd_roots)) if fwd_roots else set()
     fwd = Graph(f"{name}_fwd", params, [n for n in trace.inputs if n in fwd_order],
                 sorted((n for n in fwd_order if n.prim is not None), key=lambda n: n.id),
-                (value_node, tuple(residuals)))
+                (value_node, tuple(residuals)), captured=trace.captured)
     paths = {r: (0, i) for i, r in enumerate(residuals)}
     paths[seed.node] = (1,)
     bwd = Graph(f"{name}_bwd", ["residuals", "g"], residuals + [seed.node], bwd_nodes,

@@ -15,12 +15,20 @@ import numpy as np
 
 from . import passes
 from ._version import __version__
-from .emit_ast import call_ast, constant_ast, expression, literal_ast, render
+from .emit_ast import (
+    call_ast,
+    constant_ast,
+    expression,
+    literal_ast,
+    render,
+    symbolic_array_ast,
+)
 from .graph import Node, op, with_guards_first
 from .memory import reuse_plan, ufunc_of
 from .naming import Namespace
 from .rules.scalar import SCALAR
 from .runtime import HELPERS
+from .symbolic import SymArray
 from .tracer import source_line
 from .tree import is_namedtuple, leaves
 
@@ -61,6 +69,7 @@ class Emitter:
         # content key -> (name, value); shared by the functions of one module
         self.constants = {} if constants is None else constants
         self.injected = {}
+        self.local_constants = {}  # symbolic.SymArray -> name: made in the function, from n
         self.helpers = set()
         self.imports = set()  # modules other than NumPy that some primitive's template uses
         self.scalar = graph.scalar and _all_python_floats(graph)
@@ -73,6 +82,8 @@ class Emitter:
             return literal_ast(arg.item())  # a Python float (or bool) in math-module code
         if isinstance(arg, np.ndarray):
             return ast.Name(self.constant_name(arg), ast.Load())
+        if type(arg) is SymArray:
+            return ast.Name(self.local_constant(arg), ast.Load())
         return literal_ast(arg)
 
     def param_ast(self, value, args=()):
@@ -91,9 +102,45 @@ class Emitter:
             self.constants[key] = entry
         return entry[0]
 
+    def local_constant(self, array):
+        """A constant whose shape or values depend on the batch size: one name per distinct
+        formula, computed at the top of the function (`const = np.arange(n)`)."""
+        if array not in self.local_constants:
+            self.local_constants[array] = self.ns.fresh("const")
+        return self.local_constants[array]
+
+    def batch_guard(self):
+        """Polymorphic code (poly.py) reads the batch size n from its first batch argument,
+        and checks every other one has n rows and that n is a size it was checked for."""
+        batch = self.graph.batch
+        if batch is None:
+            return []
+        self.helpers.add("GuardFailure")
+        self.ns.used.add(batch.var)
+        rows = [render(self.path_ast(path)) for path in batch.paths]
+        tests = [f"not {batch.lo} <= {batch.var} <= {batch.hi}"]
+        tests += [f"{r}.shape[0] != {batch.var}" for r in rows[1:]]
+        each = f", the same in {', '.join(rows)}" if len(rows) > 1 else ""
+        message = f"{{{batch.var}}} rows: this code serves {batch.lo} to {batch.hi} rows{each}"
+        return [(f"{batch.var} = {rows[0]}.shape[0]", "the batch size"),
+                (f"if {' or '.join(tests)}:", ""),
+                (f"    raise GuardFailure(f{message!r})", "")]
+
+    def path_ast(self, path):
+        expr = ast.Name(self.graph.params[path[0]], ast.Load())
+        for key in path[1:]:
+            expr = ast.Subscript(expr, ast.Constant(key), ast.Load())
+        return expr
+
+    def local_constant_lines(self):
+        return [(f"{name} = {render(symbolic_array_ast(array))}",
+                 f"{array.dtype.name}[{render(literal_ast(array.shape))[1:-1].rstrip(',')}]")
+                for array, name in self.local_constants.items()]
+
     def function(self):
         """The function's source lines (with module-level constants first)."""
-        body = self.unpack_inputs()
+        prologue = self.batch_guard()  # first: it takes the batch size's name
+        body = self.captured_checks() + self.unpack_inputs()
         locs = {}  # body index -> the user's (file, line) the statement came from
         last_use = self.last_uses()
         reuse = {} if self.scalar or self.pure else reuse_plan(self.graph, last_use)
@@ -139,6 +186,7 @@ class Emitter:
             head.append("    " + render(ast.Expr(ast.Constant(self.graph.doc))))
         if self.standalone:
             head += [_line(line, "") for line in self.static_guards()]
+        head += [_line(code, comment) for code, comment in prologue + self.local_constant_lines()]
         self.line_locs = {len(head) + i: loc for i, loc in locs.items()}
         return head + [_line(code, comment) for code, comment in body]
 
@@ -165,6 +213,44 @@ class Emitter:
             else f"{where}: `{code}` read {p['test']}() = {outcome!r} when traced"
         return [(f"if {test}:", f"guard: {code}" if code else "guard"),
                 (f"    raise GuardFailure({message!r})", "")]
+
+    def captured_checks(self):
+        """Re-read each global and closure value the trace read: the code holds only while
+        they are what they were (an in-memory module; a standalone one keeps them)."""
+        if self.standalone or not self.graph.captured:
+            return []
+        lines = [("# the globals and closure variables it read, as they were when traced", "")]
+        for item in self.graph.captured:
+            holder = self.handover(item.holder, "module_globals" if item.kind == "global"
+                                   else f"cell_{item.name}",
+                                   f"the globals of {os.path.basename(item.where)}"
+                                   if item.kind == "global" else f"the closure cell {item.name}")
+            read = f"{holder}.get({item.name!r})" if item.kind == "global" \
+                else f"{holder}.cell_contents"
+            value = item.value
+            if type(value) is np.ndarray or isinstance(value, float) and np.isnan(value):
+                traced = self.handover(value, f"traced_{item.name}",
+                                       f"the value of {item.name} when traced")
+                test, was = f"{read} is not {traced}", "the same object"
+            else:
+                was = repr(value) if type(value) in (int, float, bool) and np.isfinite(value) \
+                    else render(literal_ast(value))
+                test = f"{read} != {was}"
+            message = (f"{os.path.basename(item.where)}: the {item.kind} variable "
+                       f"{item.name!r} is no longer {was}, as it was when traced")
+            self.helpers.add("GuardFailure")
+            lines += [(f"if {test}:", f"{item.kind} {item.name}"),
+                      (f"    raise GuardFailure({message!r})", "")]
+        return lines
+
+    def handover(self, obj, base, what):
+        """A module-level name for an object the code reads but cannot write out (the
+        user's globals, a closure cell): load() hands it over."""
+        key = ("handover", id(obj))
+        entry = self.constants.get(key)
+        if entry is None:
+            entry = self.constants[key] = (self.ns.fresh(base), obj, what)
+        return entry[0]
 
     def static_guards(self):
         """A standalone module cannot retrace: refuse a non-array argument's new value."""
@@ -227,7 +313,7 @@ class Emitter:
             return ast.List([self.output_ast(o) for o in out], ast.Load())
         if isinstance(out, dict):
             return ast.Dict([ast.Constant(k) for k in out], [self.output_ast(v) for v in out.values()])
-        if isinstance(out, np.ndarray):
+        if isinstance(out, (np.ndarray, SymArray)):
             return call_ast("np.copy", [self.arg_ast(out)])
         return self.arg_ast(out)
 
@@ -250,7 +336,12 @@ class Emitter:
 
     def constant_lines(self):
         lines = []
-        for name, array in self.constants.values():
+        for name, array, *what in self.constants.values():
+            if what:
+                self.injected[name] = array
+                lines.append(f"{name} = None  # {what[0]}, which autodiffgen fills in when it "
+                             "loads this module")
+                continue
             if not isinstance(array, np.ndarray):
                 lines.append(self.function_line(name, array))
                 continue
@@ -311,8 +402,8 @@ def emit_module(graphs, standalone=False, pure=False):
     from, so that tracing generated code (for higher derivatives) points at the user's
     lines. Runtime helpers are copied into the module, so the source runs as it reads.
     """
-    if passes.ENABLED:
-        graphs = [passes.optimize(graph) for graph in graphs]
+    if passes.ENABLED:  # a graph poly.py made is optimized already
+        graphs = [g if getattr(g, "optimized", False) else passes.optimize(g) for g in graphs]
     graphs = [with_guards_first(passes.ensure_fresh(graph)) for graph in graphs]
     functions, function_locs, helpers, imports, constants = [], [], set(), set(), {}
     shared = Namespace(p for graph in graphs for p in graph.params)  # no constant shadows one

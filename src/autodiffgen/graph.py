@@ -155,6 +155,8 @@ class Graph:
     fresh_from: object = None
     scalar: bool = False  # called with Python floats only: math-module code if possible
     statics: dict = field(default_factory=dict)  # parameter -> the value it was traced at
+    captured: list = field(default_factory=list)  # capture.Captured the code re-checks
+    batch: object = None  # a polymorphic graph's symbolic.Batch: where its size n comes from
 
 
 class Slot:

@@ -17,6 +17,7 @@ import threading
 
 import numpy as np
 
+from .capture import captured
 from .errors import (
     ArgumentError,
     TracingError,
@@ -53,6 +54,7 @@ class Trace:
         self.inputs = []
         self.wrt = set()  # input nodes that derivatives are taken with respect to
         self.guards = []  # guard nodes: what the traced path assumed of the values
+        self.captured = []  # capture.Captured: globals and closure values it read
         self._outer = None
 
     def __enter__(self):
@@ -344,6 +346,7 @@ def trace(fun, args, argnums, names, diff=True):
     "auto" (jvp, vjp) leaves them alone, so only the floating-point leaves get derivatives.
     """
     recording = Trace()
+    recording.captured = captured(fun)
     with recording:
         boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else False)
                  for i, a in enumerate(args)]
