@@ -502,7 +502,8 @@ def test_keys_are_the_same_in_another_process(tmp_path):
         fp = diskcache.fingerprint(model.f)
         print(fp, diskcache.entry_key(fp, signature_key(ARGS, DIFF), ("x", 1)))
     """
-    out = run_python(code, tmp_path, env={"PYTHONPATH": os.path.dirname(__file__)}).split()
+    path = os.pathsep.join(filter(None, [os.path.dirname(__file__), os.environ.get("PYTHONPATH")]))
+    out = run_python(code, tmp_path, env={"PYTHONPATH": path}).split()
     mine = diskcache.fingerprint(m.f)
     assert out == [mine, diskcache.entry_key(mine, signature_key(ARGS, DIFF), ("x", 1))]
 
