@@ -120,7 +120,7 @@ class Emitter:
         rows = [render(self.path_ast(path)) for path in batch.paths]
         tests = [f"not {batch.lo} <= {batch.var} <= {batch.hi}"]
         tests += [f"{r}.shape[0] != {batch.var}" for r in rows[1:]]
-        each = f", the same in {', '.join(rows)}" if len(rows) > 1 else ""
+        each = f", the same in {', '.join(rows[:-1])} and {rows[-1]}" if len(rows) > 1 else ""
         message = f"{{{batch.var}}} rows: this code serves {batch.lo} to {batch.hi} rows{each}"
         return [(f"{batch.var} = {rows[0]}.shape[0]", "the batch size"),
                 (f"if {' or '.join(tests)}:", ""),

@@ -16,6 +16,7 @@ import numpy as np
 
 from .graph import Index, Slot
 from .rules.scalar import SCALAR
+from .symbolic import Dim, Scale
 
 _INLINE_LIMIT = 16  # constant arrays up to this size are written out as literals
 
@@ -100,13 +101,18 @@ def _index_item(item, args, subscript):
     if type(item) is Slot:
         return args[item.k]
     if type(item) is slice:
-        bounds = [None if b is None else ast.Constant(b) for b in (item.start, item.stop, item.step)]
+        bounds = [None if b is None else _bound(b) for b in (item.start, item.stop, item.step)]
         if subscript:
             return ast.Slice(*bounds)
         if bounds[2] is None:  # slice(a, b); slice(b) only when a is None: slice(1) is [:1]
             bounds = bounds[1:2] if bounds[0] is None else bounds[:2]
         return call_ast("slice", [b or ast.Constant(None) for b in bounds])
-    return ast.Constant(item)
+    return _bound(item)
+
+
+def _bound(value):
+    """An index or slice bound: a number, or a size in n (symbolic.Dim)."""
+    return symbol_ast(value) if type(value) is Dim else ast.Constant(value)
 
 
 def call_ast(func, args, keywords=()):
@@ -132,6 +138,8 @@ def dtype_ast(dtype):
 
 def literal_ast(value, args=()):
     """An expression for a static value: parameters and scalar constants."""
+    if type(value) in (Dim, Scale):
+        return symbol_ast(value)
     if type(value) is Index:
         items = [_index_item(i, args, subscript=False) for i in value.items]
         return ast.Tuple(items, ast.Load())
@@ -197,3 +205,45 @@ def literal_ast_list(value):
     if isinstance(value, list):
         return ast.List([literal_ast_list(v) for v in value], ast.Load())
     return literal_ast(value)
+
+
+# ---- formulas in the batch size (symbolic.py) ---------------------------------------------
+def symbol_ast(value):
+    """`n`, `2 * n - 1`, `-1.0 / n`, `np.float32(0.5 / n)`: a size or a scale in n."""
+    n = ast.Name(value.var, ast.Load())
+    if type(value) is Dim:
+        tree = _times(value.a, n)
+        if value.b:
+            tree = ast.BinOp(tree, ast.Add() if value.b > 0 else ast.Sub(),
+                             ast.Constant(abs(value.b)))
+    elif value.power == -1:
+        tree = ast.BinOp(_signed(value.k), ast.Div(), symbol_ast(value.count))
+    else:
+        tree = call_ast("float", [n]) if value.k == 1 else ast.BinOp(_signed(value.k),
+                                                                      ast.Mult(), n)
+    return tree if value.cast is None else call_ast(f"np.{np.dtype(value.cast).name}", [tree])
+
+
+def _times(a, n):
+    if a == 1:
+        return n
+    if a == -1:
+        return ast.UnaryOp(ast.USub(), n)
+    return ast.BinOp(ast.Constant(a), ast.Mult(), n)
+
+
+def _signed(k):
+    """A float literal, negative as `-1.0` rather than `(-1.0)`."""
+    return ast.UnaryOp(ast.USub(), literal_ast(-k)) if k < 0 else literal_ast(k)
+
+
+def symbolic_array_ast(array):
+    """How generated code makes a symbolic.SymArray: np.arange(n), np.full((n,), 1 / n)."""
+    dtype = ast.keyword("dtype", dtype_ast(array.dtype))
+    shape = literal_ast(array.shape)
+    if array.kind == "arange":
+        return call_ast("np.arange", [literal_ast(array.shape[0])], [dtype])
+    fill = array.fill
+    if type(fill) not in (Dim, Scale) and fill in (0, 1) and type(fill) is not bool:
+        return call_ast("np.zeros" if fill == 0 else "np.ones", [shape], [dtype])
+    return call_ast("np.full", [shape, literal_ast(fill)], [dtype])

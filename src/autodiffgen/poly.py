@@ -1,0 +1,362 @@
+"""Shape-polymorphic batches: one generated function for every batch size the code allows.
+
+NumPy code computes sizes in Python (`np.arange(len(y))`, `x.reshape(len(x), -1)`, the
+1/n of `.mean()`), where no tracer can follow them. So sizes are found by experiment: the
+call is traced again with its batch arguments cut to n-1 rows and to a low size, and every
+number that differs between the traces must fit one formula in n (symbolic.py). The
+result is sound by construction where it can be, and checked where it cannot:
+
+1. the graphs as traced (before any pass) agree node for node at the three sizes, and
+   every differing number fits a formula at all three. Python that decides on a size
+   (`if len(x) > 64:`, `x[:100]`, `min(len(x), 100)`, a 1/n**2) changes the graph or a
+   number no formula fits between the low size and n, and is refused;
+2. the optimized graphs at n and n-1 unify into the program that is emitted (the passes
+   decide on sizes too: `fold` keeps small constants, so both come from the same side);
+3. that program, run at the low size, gives what the graph traced there gives;
+4. the emitted code checks low <= n <= the traced n (a size test outside the sizes tried
+   would be invisible) and that every batch argument has n rows; otherwise it raises
+   GuardFailure and the caller traces these arguments as it always did.
+
+Whatever fails, the caller keeps the specialized graph, which is always right.
+
+What no finite set of sizes can see: a size test whose outcome is the same at n, n-1 and
+the low size but not at some size between (`if len(x) == 37:`, `if 10 < len(x) < 20:`).
+Closing that needs the tracer to hand out sizes that record their comparisons as guards.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from . import passes
+from .cache import describe, signature_key
+from .graph import Graph, Index, Node, is_guard
+from .passes.rewrite import clone
+from .symbolic import Batch, NoFit, SymArray, evaluate, fit, same
+from .tree import is_container, items, leaves, rebuild
+
+# the low sizes tried, in turn (1 row broadcasts: it stays specialized; at 2 rows, n-1 is 1)
+LOWS = (2, 8)
+
+
+# ---- the batch axis ---------------------------------------------------------------------
+def batch_of(args, diff_flags):
+    """The batch axis of a call, or None: n is the leading size of the first array argument
+    not differentiated (else of the first array), and the batch leaves are every array
+    with that leading size. Values of an enclosing trace are never batched."""
+    arrays, anchor = [], None
+    for i, arg in enumerate(args):
+        for path, leaf in _leaves_with_paths(arg, (i,)):
+            if type(leaf) is not np.ndarray:
+                if not isinstance(leaf, (np.generic, int, float, complex, str, bytes,
+                                         type(None))):
+                    return None  # a Box, or an object the signature keys by value
+                continue
+            if leaf.ndim >= 1:
+                arrays.append((path, leaf))
+                if anchor is None and not diff_flags[i]:
+                    anchor = (path, leaf)
+    if not arrays:
+        return None
+    anchor = anchor or arrays[0]
+    n = anchor[1].shape[0]
+    paths = [anchor[0]] + [p for p, a in arrays if a.shape[0] == n and p != anchor[0]]
+    return Batch(n, paths)
+
+
+def _leaves_with_paths(tree, path):
+    if is_container(tree):
+        for key, child in items(tree):
+            yield from _leaves_with_paths(child, path + (key,))
+    else:
+        yield path, tree
+
+
+def _map_paths(tree, paths, fn, path=()):
+    """`tree` with fn(leaf) at each of `paths` (full paths: argument index first)."""
+    if path in paths:
+        return fn(tree)
+    if not is_container(tree):
+        return tree
+    return rebuild(tree, [_map_paths(child, paths, fn, path + (key,))
+                          for key, child in items(tree)])
+
+
+def cut(args, batch, m):
+    """The arguments with every batch leaf cut to its first m rows."""
+    return tuple(_map_paths(list(args), set(batch.paths), lambda a: a[:m]))
+
+
+class BatchRows:
+    """In a polymorphic key: an array of any number of rows, with these trailing dims."""
+
+    __slots__ = ("dtype", "rest")
+
+    def __init__(self, rest, dtype):
+        self.rest, self.dtype = rest, dtype
+
+    def __eq__(self, other):
+        return type(other) is BatchRows and (other.rest, other.dtype) == (self.rest, self.dtype)
+
+    def __hash__(self):
+        return hash((BatchRows, self.rest, self.dtype))
+
+    def __repr__(self):
+        return f"BatchRows([n, {', '.join(map(str, self.rest))}], {self.dtype})"
+
+
+def poly_key(args, diff_flags):
+    """The signature key with each batch leaf's leading size left out (None if the call
+    has no batch axis): the key under which a polymorphic function is found again."""
+    return _keyed(args, diff_flags)[0]
+
+
+def _keyed(args, diff_flags):
+    """(poly key, batch size) of a call; (None, None) without a batch axis."""
+    batch = batch_of(args, diff_flags)
+    if batch is None:
+        return None, None
+    marked = _map_paths(list(args), set(batch.paths),
+                        lambda a: BatchRows(a.shape[1:], a.dtype))
+    return signature_key(marked, diff_flags), batch.n
+
+
+class Shared:
+    """The polymorphic entries of one differentiated function, by poly key: a call whose
+    own signature missed may find one here, traced at another batch size."""
+
+    def __init__(self):
+        self.entries = {}  # poly key -> (Batch, whatever the caller stored)
+
+    def find(self, args, diff_flags):
+        """(poly key, the stored entry that serves these arguments, or None)."""
+        key, n = _keyed(args, diff_flags)
+        found = self.entries.get(key) if key is not None else None
+        if found is None or not found[0].serves(n):
+            return key, None
+        return key, found[1]
+
+    def add(self, key, batch, entry):
+        """Keep `entry` for calls of poly key `key` (if the graph was polymorphic)."""
+        if key is not None and batch is not None:
+            self.entries[key] = (batch, entry)
+
+    def clear(self):
+        self.entries.clear()
+
+
+# ---- the pipeline -----------------------------------------------------------------------
+def compile_polymorphic(build_graph, args, diff_flags, names):
+    """(graph, batch) to emit for `args`. `build_graph(args)` traces a graph (not yet
+    optimized). The graph is optimized (`graph.optimized`, so emit_module leaves it), and
+    polymorphic when `batch` is not None: it then serves every call whose poly_key is
+    this call's and whose batch size is in batch.lo..batch.hi."""
+    raw = build_graph(args)
+    graph = _optimized(raw)
+    batch = batch_of(args, diff_flags)
+    if batch is None or batch.n <= LOWS[0] or graph.paths:
+        return graph, None
+    general = _generalize(build_graph, args, raw, graph, batch)
+    if general is None:
+        return graph, None
+    _describe(general, graph, args, names)
+    return general, general.batch
+
+
+def _generalize(build_graph, args, raw, graph, batch):
+    """The polymorphic graph, or None: the program from n and n-1 rows, checked at a low
+    size (LOWS[0], else LOWS[1] when a derived size such as n-1 is 1 at the first)."""
+    n, var = batch.n, _fresh_var(graph.params)
+    near = _trace(build_graph, args, batch, n - 1)
+    general = near and unify([graph, _optimized(near)], [n, n - 1], var)
+    if general is None:
+        return None
+    for low in (low for low in LOWS if low <= n - 1):
+        probe = near if low == n - 1 else _trace(build_graph, args, batch, low)
+        sizes = [n, n - 1] + ([low] if low < n - 1 else [])
+        if probe is not None and unify([raw, near, probe][:len(sizes)], sizes, var) \
+                and agrees(general, probe, cut(args, batch, low), low):
+            general.batch = Batch(n, batch.paths, low, n, var)
+            general.optimized = True
+            return general
+    return None
+
+
+def _trace(build_graph, args, batch, m):
+    """The graph traced with m rows, or None if the function does not run at m rows."""
+    try:
+        return build_graph(cut(args, batch, m))
+    except Exception:  # noqa: BLE001  a size the user's code does not handle: not served
+        return None
+
+
+def _optimized(graph):
+    if passes.ENABLED:
+        graph = passes.optimize(graph)
+    graph.optimized = True
+    return graph
+
+
+def _fresh_var(params):
+    var = "n"
+    while var in params:
+        var = "_" + var
+    return var
+
+
+def _describe(general, graph, args, names):
+    """The docstring shows n for the batch leaves' leading size, and the sizes served."""
+    batch = general.batch
+    parts = []
+    for i, (name, arg) in enumerate(zip(names, args)):
+        if (i,) in batch.paths:
+            dims = ", ".join([batch.var] + [str(d) for d in arg.shape[1:]])
+            parts.append(f"{name}: {arg.dtype}[{dims}]")
+        else:
+            parts.append(describe([arg], [name]))
+    general.signature = ", ".join(parts)
+    general.doc = graph.doc.replace(f"({graph.signature})", f"({general.signature})") + \
+        f" Serves every batch size {batch.lo} <= {batch.var} <= {batch.hi}."
+
+
+# ---- unification ------------------------------------------------------------------------
+def unify(graphs, ns, var="n"):
+    """One graph whose numbers are formulas in n, equal to graphs[i] at n = ns[i]; None
+    if the graphs differ in structure or a differing number fits no formula."""
+    try:
+        return _Unifier(graphs, ns, var).graph()
+    except NoFit:
+        return None
+
+
+class _Unifier:
+    """Walks the graphs in step: nodes by their place in the order (so the wiring must be
+    the same), every other value by `fit`."""
+
+    def __init__(self, graphs, ns, var):
+        self.graphs, self.ns, self.var = graphs, ns, var
+        self.position = [{} for _ in graphs]  # per graph: node -> its place
+        self.made = {}  # place -> the unified node
+        self.of_first = {}  # first graph's node -> the unified node
+
+    def graph(self):
+        first = self.graphs[0]
+        inputs = [self.node(column, ("input", i))
+                  for i, column in enumerate(self.columns("inputs"))]
+        nodes = [self.node(column, ("node", i))
+                 for i, column in enumerate(self.columns("nodes"))]
+        outputs = self.value([g.outputs for g in self.graphs])
+        handled = {"inputs", "nodes", "outputs", "derivative_of", "paths", "signature", "doc"}
+        rest = {f.name: self.value([getattr(g, f.name) for g in self.graphs])
+                for f in dataclasses.fields(Graph) if f.name not in handled}
+        derivative_of = {self.of_first.get(k, k): self.of_first.get(v, v)
+                         for k, v in first.derivative_of.items()}
+        return dataclasses.replace(first, **rest, inputs=inputs, nodes=nodes, outputs=outputs,
+                                   derivative_of=derivative_of, paths={})
+
+    def columns(self, name):
+        lists = [getattr(g, name) for g in self.graphs]
+        if len({len(nodes) for nodes in lists}) != 1:
+            raise NoFit
+        return list(zip(*lists))
+
+    def node(self, column, place):
+        """The unified node of one node per graph (same primitive, wiring, dtype)."""
+        head = column[0]
+        if any(n.prim is not head.prim or len(n.args) != len(head.args)
+               or n.dtype != head.dtype for n in column):
+            raise NoFit
+        args = [self.value(list(a)) for a in zip(*(n.args for n in column))]
+        params = [n.params for n in column]
+        if is_guard(head) and not same(params):  # a guard's outcome is data, not a size
+            raise NoFit
+        params = self.value(params)
+        if _holds(params, SymArray):  # parameters are written as literals: no arrays
+            raise NoFit
+        made = clone(head, args, params=params)
+        made.shape = self.value([n.shape for n in column])
+        for position, n in zip(self.position, column):
+            position[n] = place
+        self.made[place] = self.of_first[head] = made
+        return made
+
+    def value(self, values):
+        """One value (constant or formula) standing for values[i] in graph i."""
+        head = values[0]
+        if all(v is head for v in values):  # the same object (a global array, a module)
+            return head
+        if any(type(v) is not type(head) for v in values):
+            raise NoFit
+        if type(head) is Node:
+            places = {position.get(v) for position, v in zip(self.position, values)}
+            if len(places) != 1 or None in places:
+                raise NoFit
+            return self.made[places.pop()]
+        if is_container(head):
+            if len({len(v) for v in values}) != 1 or (
+                    type(head) is dict and any(list(v) != list(head) for v in values)):
+                raise NoFit
+            columns = zip(*([child for _, child in items(v)] for v in values))
+            return rebuild(head, [self.value(list(c)) for c in columns])
+        if type(head) is slice:
+            return slice(*(self.value([getattr(v, f) for v in values])
+                           for f in ("start", "stop", "step")))
+        if type(head) is Index:
+            return Index(self.value([v.items for v in values]))
+        if dataclasses.is_dataclass(head) and not isinstance(head, type):
+            return self.record(values)
+        return fit(values, self.ns, self.var)
+
+    def record(self, values):
+        """A dataclass instance (e.g. a capture.Captured), field by field."""
+        head = values[0]
+        changed = {}
+        for f in dataclasses.fields(head):
+            value = self.value([getattr(v, f.name) for v in values])
+            if value is not getattr(head, f.name):
+                changed[f.name] = value
+        return dataclasses.replace(head, **changed) if changed else head
+
+
+def _holds(value, kind):
+    if type(value) is kind:
+        return True
+    if type(value) is dict:
+        value = list(value.values())
+    return type(value) in (tuple, list) and any(_holds(v, kind) for v in value)
+
+
+# ---- the check at the low size --------------------------------------------------------------
+def agrees(general, traced, args, n):
+    """The unified program at n gives the outputs of the graph traced at n, on `args`."""
+    try:
+        with np.errstate(all="ignore"):
+            mine, theirs = run(general, args, n), run(traced, args, n)
+    except Exception:  # noqa: BLE001  a formula that breaks at n is a formula that is wrong
+        return False
+    return len(mine) == len(theirs) and all(map(_close, mine, theirs))
+
+
+def run(graph, args, n=None):
+    """The outputs (leaves) of a graph on concrete arguments, by its primitives' NumPy."""
+    env = {}
+    for node in graph.inputs:
+        value = args
+        for key in node.params["path"]:
+            value = value[key]
+        env[node] = value
+    for node in graph.nodes:
+        values = [env[a] if type(a) is Node else evaluate(a, n) for a in node.args]
+        env[node] = node.prim.impl(*values, **evaluate(node.params, n))
+    return [env[o] if type(o) is Node else evaluate(o, n) for o in leaves(graph.outputs)]
+
+
+def _close(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not np.issubdtype(a.dtype, np.inexact):
+        return bool(np.array_equal(a, b))
+    tol = 1e-9 if a.dtype.itemsize >= 8 else 1e-4
+    scale = max(1.0, float(np.nanmax(np.abs(b), initial=0.0)))
+    return bool(np.allclose(a, b, rtol=tol, atol=tol * scale, equal_nan=True))
