@@ -13,6 +13,7 @@ functions and dropping them leaves nothing behind.
 
 import itertools
 import linecache
+import sys
 import threading
 import weakref
 from collections import namedtuple
@@ -28,6 +29,7 @@ from .tree import is_namedtuple
 CacheInfo = namedtuple("CacheInfo", "hits misses entries")
 _counter = itertools.count()
 _counter_lock = threading.Lock()
+_dead_lines = []  # linecache keys of collected modules that a finalizer could not drop yet
 _STATIC = (int, float, bool, str, bytes, complex, type(None))
 
 
@@ -81,6 +83,7 @@ def describe(args, names):
 def load(source, namespace, name, locs=None):
     """Compile generated source under a filename that tracebacks and pdb can show, and
     remember which user line each generated line came from (see tracer.user_stack)."""
+    _drop_dead_lines()  # those a finalizer had to leave (see _forget)
     filename = _unique_filename(name)
     code = compile(source, filename, "exec")
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -110,7 +113,34 @@ def _unique_filename(name):
 
 
 def _forget(filename):
-    """Drop a collected module's source lines and line map (a finalizer: may run on any
-    thread, at any allocation; dict.pop is atomic)."""
-    linecache.cache.pop(filename, None)
+    """Drop a collected module's line map, and its source lines unless linecache is busy.
+
+    A finalizer runs at any allocation, in any thread, so possibly inside
+    linecache.checkcache(), which (before CPython gh-126775) indexes the cache with a list
+    of keys taken first and would raise KeyError for a key removed meanwhile: the lines
+    then wait for the next finalizer or compilation."""
     GENERATED_LOCS.pop(filename, None)
+    _dead_lines.append(filename)
+    _drop_dead_lines()
+
+
+def _drop_dead_lines():
+    """Remove the deferred linecache entries, unless linecache is iterating its own."""
+    if not _dead_lines or _linecache_running():
+        return
+    while True:
+        try:  # pop, not `while _dead_lines`: another thread may take the last one first
+            filename = _dead_lines.pop()
+        except IndexError:
+            return
+        linecache.cache.pop(filename, None)
+
+
+def _linecache_running():
+    """Whether any thread is inside a linecache function right now."""
+    for frame in sys._current_frames().values():
+        while frame is not None:
+            if frame.f_code.co_filename == linecache.__file__:
+                return True
+            frame = frame.f_back
+    return False
