@@ -386,3 +386,21 @@ def test_training_with_a_short_last_batch_traces_once():
             params = {k: params[k] - 0.1 * grads[k] for k in params}
     assert f.traces == 1
     assert specialized.cache_info().misses == 2
+
+
+def test_numexpr_lowering_before_unification(monkeypatch):
+    """With numexpr allowed, both sizes are lowered alike, then unified."""
+    monkeypatch.setattr(passes, "ENABLED", True)
+    monkeypatch.setattr(sys.modules["autodiffgen.passes.fuse"], "MIN_ELEMENTS",
+                        {np.dtype(np.float64): (1, 1)})
+    def loss(w, x):
+        return np.sum(np.tanh(x @ w) * 3.0 + (x @ w) ** 2 - np.exp(-(x @ w)) / 2.0) / len(x)
+    w, x = (_data()[a] for a in "wx")
+    f = PolyGrad(loss)
+    graph, batch = poly.compile_polymorphic(
+        lambda a: api.trace_gradient(loss, a, f.argnums, f.names), (w, x), f.diff, f.names,
+        numexpr=True)
+    source, namespace, locs = emit_module([graph])
+    assert batch is not None and "numexpr" in source
+    code = load(source, namespace, graph.name, locs)
+    _assert_close(code(w, x[:37]), tape.value_and_grad(loss)(w, x[:37]))

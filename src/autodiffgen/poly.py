@@ -25,6 +25,7 @@ Closing that needs the tracer to hand out sizes that record their comparisons as
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -146,29 +147,31 @@ class Shared:
 
 
 # ---- the pipeline -----------------------------------------------------------------------
-def compile_polymorphic(build_graph, args, diff_flags, names):
+def compile_polymorphic(build_graph, args, diff_flags, names, numexpr=False):
     """(graph, batch) to emit for `args`. `build_graph(args)` traces a graph (not yet
-    optimized). The graph is optimized (`graph.optimized`, so emit_module leaves it), and
-    polymorphic when `batch` is not None: it then serves every call whose poly_key is
-    this call's and whose batch size is in batch.lo..batch.hi."""
+    optimized). The graph is optimized (`graph.optimized`, so emit_module leaves it; with
+    `numexpr`, as emit_module would for code that may use numexpr), and polymorphic when
+    `batch` is not None: it then serves every call whose poly_key is this call's and
+    whose batch size is in batch.lo..batch.hi."""
+    optimized = functools.partial(_optimized, numexpr=numexpr)
     raw = build_graph(args)
-    graph = _optimized(raw)
+    graph = optimized(raw)
     batch = batch_of(args, diff_flags)
     if batch is None or batch.n <= LOWS[0] or graph.paths:
         return graph, None
-    general = _generalize(build_graph, args, raw, graph, batch)
+    general = _generalize(build_graph, args, raw, graph, batch, optimized)
     if general is None:
         return graph, None
     _describe(general, graph, args, names)
     return general, general.batch
 
 
-def _generalize(build_graph, args, raw, graph, batch):
+def _generalize(build_graph, args, raw, graph, batch, optimized):
     """The polymorphic graph, or None: the program from n and n-1 rows, checked at a low
     size (LOWS[0], else LOWS[1] when a derived size such as n-1 is 1 at the first)."""
     n, var = batch.n, _fresh_var(graph.params)
     near = _trace(build_graph, args, batch, n - 1)
-    general = near and unify([graph, _optimized(near)], [n, n - 1], var)
+    general = near and unify([graph, optimized(near)], [n, n - 1], var)
     if general is None:
         return None
     for low in (low for low in LOWS if low <= n - 1):
@@ -190,9 +193,9 @@ def _trace(build_graph, args, batch, m):
         return None
 
 
-def _optimized(graph):
+def _optimized(graph, numexpr):
     if passes.ENABLED:
-        graph = passes.optimize(graph)
+        graph = passes.optimize(graph, numexpr=numexpr)
     graph.optimized = True
     return graph
 
