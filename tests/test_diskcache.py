@@ -546,3 +546,29 @@ def test_a_second_process_runs_the_stored_code_without_tracing(cache, tmp_path):
     expected_value, expected = autodiffgen.value_and_grad(m.f)(x)
     np.testing.assert_allclose(value, expected_value, rtol=1e-12)
     np.testing.assert_allclose(g, expected, rtol=1e-12)
+
+
+THROUGH_GRAD = """
+    import sys, json
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import model
+    import autodiffgen
+    from autodiffgen import tracer
+    if sys.argv[2] == "second":
+        tracer.trace = None  # a trace in this process would fail
+    f = autodiffgen.value_and_grad(model.f)
+    x = np.linspace(-1, 1, 60).reshape(2, 30)
+    value, g = f(x)
+    print(json.dumps([value, g.tolist(), f.cache_info().misses]))
+"""
+
+
+def test_grad_uses_the_disk_cache_in_a_new_process(cache, tmp_path):
+    module(tmp_path, MODEL)
+    env = {diskcache.ENV_DIR: str(cache)}
+    first = json.loads(run_python(THROUGH_GRAD, tmp_path, "first", env=env))
+    second = json.loads(run_python(THROUGH_GRAD, tmp_path, "second", env=env))
+    assert first[2] == 1 and second[2] == 0  # the second process traced nothing
+    np.testing.assert_allclose(second[0], first[0], rtol=1e-12)
+    np.testing.assert_allclose(second[1], first[1], rtol=1e-12)

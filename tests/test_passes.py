@@ -5,31 +5,14 @@ import ast
 
 import numpy as np
 import pytest
+from graph_helpers import flat, run, traced
 
 import autodiffgen as ad
 from autodiffgen import passes
-from autodiffgen.api import _normalize_argnums, trace_gradient
-from autodiffgen.cache import load
-from autodiffgen.emit import emit_module
 from autodiffgen.graph import Node
 from autodiffgen.testing import check_grads
 
 RNG = np.random.default_rng(5)
-
-
-def traced(fun, *args, argnums=0):
-    names = [f"a{i}" for i in range(len(args))]
-    return trace_gradient(fun, args, _normalize_argnums(argnums, fun), names)
-
-
-def run(graph, *args):
-    """Emit one graph as it is (no further passes) and call it."""
-    enabled, passes.ENABLED = passes.ENABLED, False
-    try:
-        source, injected, locs = emit_module([graph])
-    finally:
-        passes.ENABLED = enabled
-    return load(source, injected, graph.name, locs)(*args)
 
 
 def ops(graph):
@@ -37,13 +20,8 @@ def ops(graph):
 
 
 def same_results(before, after, *args):
-    for a, b in zip(_flat(run(before, *args)), _flat(run(after, *args))):
+    for a, b in zip(flat(run(before, *args)), flat(run(after, *args))):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-
-
-def _flat(out):
-    value, grads = out
-    return [value] + list(grads if isinstance(grads, tuple) else [grads])
 
 
 def test_fold_turns_the_seed_chain_into_constants():

@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from . import backward, naming, retrace, tracer
+from . import backward, diskcache, naming, retrace, tracer
 from .cache import CacheInfo, describe, leaf_key, load, signature_key
 from .emit import emit_module
 from .errors import (
@@ -142,6 +142,8 @@ class GradFunction:
         self._needed = max(self._argnums) + 1  # fewer positional arguments: bind defaults
         self._entries = {}
         self._sources = {}
+        self._fingerprint = None  # of the function's code, for the opt-in disk cache
+        self._persisted = {}  # disk key -> the variants stored under it
         self._lock = threading.RLock()  # a miss may trace code that misses again
         self.hits = self.misses = 0
 
@@ -205,14 +207,20 @@ class GradFunction:
             if retrace.enabled() and self.misses:
                 retrace.report(function_name(self.fun), retrace.new_signature(
                     self._arg_names(len(args)), key, list(self._entries)))
-            entry, source, guarded = self._compile(args)
-            if guarded:
-                entry = Variants(entry, source, key, self._grow)
+            disk_key = self._disk_key(key, args)
+            stored = diskcache.load(disk_key) if disk_key else None
+            if stored:  # written by an earlier process: no trace
+                entry = self._from_disk(disk_key, stored, key)
+                source = stored[0].source
+            else:
+                entry, source, guarded = self._compile(args, disk_key)
+                if guarded:
+                    entry = Variants(entry, source, key, self._grow)
             self._entries[key] = entry
             self._sources[key] = source
         return entry
 
-    def _compile(self, args):
+    def _compile(self, args, disk_key=None):
         """(function, source, whether it has guards) for these arguments."""
         # called on an enclosing trace's Boxes: code that never writes in place, since
         # that trace keeps references to the plain arrays the code computes
@@ -220,16 +228,46 @@ class GradFunction:
         names = self._arg_names(len(args))
         source, namespace, graph, locs = self._build(tracer.unbox(args), names, pure)
         self.misses += 1
-        return self._load(source, namespace, graph, locs), source, \
+        if disk_key and diskcache.persistable(namespace):
+            done = self._persisted.setdefault(disk_key, [])
+            done.append((source, namespace, graph.name, locs))
+            diskcache.store(disk_key, done)
+        return self._load(source, namespace, graph.name, locs), source, \
             bool(graph.captured) or any(is_guard(n) for n in graph.nodes)
 
-    def _load(self, source, namespace, graph, locs):
-        return load(source, namespace, graph.name, locs)
+    def _load(self, source, namespace, name, locs):
+        return load(source, namespace, name, locs)
+
+    def _disk_key(self, key, args):
+        """This signature's entry in the opt-in disk cache, or None (the cache is off, or
+        the arguments are an enclosing trace's values)."""
+        if not diskcache.enabled() or any(type(leaf) is tracer.Box for leaf in leaves(args)):
+            return None
+        if self._fingerprint is None:
+            self._fingerprint = diskcache.fingerprint(self.fun)
+        return diskcache.entry_key(self._fingerprint, key, (
+            type(self).__name__, tuple(self._argnums), _single(self._argnums)))
+
+    def _from_disk(self, disk_key, stored, key):
+        """The variants an earlier process stored, loaded without tracing."""
+        self._persisted[disk_key] = list(stored)
+        functions = [self._load(v.source, v.arrays, v.name, v.locs) for v in stored]
+        if len(stored) == 1 and "raise GuardFailure(" not in stored[0].source:
+            return functions[0]
+        entry = Variants(functions[0], stored[0].source, key, self._grow)
+        entry.functions += functions[1:]
+        entry.sources += [v.source for v in stored[1:]]
+        return entry
 
     def _grow(self, variants, args, failure):
         """No variant's guards hold for `args`: trace the path they take, add it, run it."""
         name = function_name(self.fun)
         with self._lock:
+            for function in variants.functions:  # a thread we waited for may have added it
+                try:
+                    return function(*args)
+                except GuardFailure:
+                    pass
             if len(variants.functions) >= self.max_variants:
                 raise GuardError(f"{failure}: {name} has been traced "
                                  f"{len(variants.functions)} times for arguments of the same "
@@ -240,7 +278,7 @@ class GradFunction:
                                  "raise the bound with max_variants=")
             if retrace.enabled():
                 retrace.report(name, f"guard failed: {failure}")
-            function, source, _ = self._compile(args)
+            function, source, _ = self._compile(args, self._disk_key(variants.key, args))
             try:
                 out = function(*args)
             except GuardFailure as again:

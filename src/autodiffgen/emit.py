@@ -403,7 +403,8 @@ def emit_module(graphs, standalone=False, pure=False):
     lines. Runtime helpers are copied into the module, so the source runs as it reads.
     """
     if passes.ENABLED:  # a graph poly.py made is optimized already
-        graphs = [g if getattr(g, "optimized", False) else passes.optimize(g) for g in graphs]
+        graphs = [g if getattr(g, "optimized", False)
+                  else passes.optimize(g, numexpr=not (standalone or pure)) for g in graphs]
     graphs = [with_guards_first(passes.ensure_fresh(graph)) for graph in graphs]
     functions, function_locs, helpers, imports, constants = [], [], set(), set(), {}
     shared = Namespace(p for graph in graphs for p in graph.params)  # no constant shadows one

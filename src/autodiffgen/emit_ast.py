@@ -10,6 +10,7 @@ import ast
 import copy
 import functools
 import re
+import threading
 import warnings
 
 import numpy as np
@@ -21,9 +22,16 @@ from .symbolic import Dim, Scale
 _INLINE_LIMIT = 16  # constant arrays up to this size are written out as literals
 
 
+_RENDER_LOCK = threading.Lock()
+
+
 def render(tree):
-    """Python source for an AST node. The one place that calls astor."""
-    with warnings.catch_warnings():
+    """Python source for an AST node. The one place that calls astor.
+
+    catch_warnings saves and restores the process-wide filters: two threads inside it at
+    once would restore each other's state and leave DeprecationWarnings silenced for
+    good, hence the lock."""
+    with _RENDER_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         import astor
 

@@ -17,6 +17,15 @@ def _scatter_add(g, index, shape, unique=False):
     return out
 
 
+def _setitem(x, index, v):
+    """A copy of x with x[index] = v: assignment as a function, so the array it is given
+    (perhaps the caller's) is never written. np.copy keeps x's memory layout, so views
+    and reshapes of the result behave as they did on x."""
+    out = np.copy(x)
+    out[index] = v
+    return out
+
+
 def _stop_gradient(x):
     """x itself: generated code marks with this call a value no derivative flows through."""
     return x
@@ -24,4 +33,5 @@ def _stop_gradient(x):
 
 scatter_add = _scatter_add  # for importers; generated code calls the _ names
 stop_gradient = _stop_gradient
-HELPERS = {"GuardFailure": GuardFailure, "_scatter_add": _scatter_add, "_stop_gradient": _stop_gradient}
+HELPERS = {"GuardFailure": GuardFailure, "_scatter_add": _scatter_add, "_setitem": _setitem,
+           "_stop_gradient": _stop_gradient}

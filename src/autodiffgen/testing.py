@@ -120,7 +120,7 @@ def _check_fd(fun, args, n, g, eps, rtol, atol, max_elements, directions, rng, r
         for d in dirs:
             plus = _replace(base, n, path, x + eps * d)
             minus = _replace(base, n, path, x - eps * d)
-            fd_vals.append((float(fun(*plus)) - float(fun(*minus))) / (2 * eps))
+            fd_vals.append((float(_call(fun, plus)) - float(_call(fun, minus))) / (2 * eps))
             an_vals.append(float(np.sum(gleaf * d)))
         where = f"argument {n}{_show(path)}"
         _compare(where, "generated", np.array(an_vals), "finite differences",
@@ -142,13 +142,20 @@ def _check_jvp(fun, args, n, g, eps, rtol, atol, rng, report):
     base = [_as64(a) for a in args]
     plus = _replace_tree(base, n, v, eps)
     minus = _replace_tree(base, n, v, -eps)
-    fd = (np.asarray(fun(*plus), np.float64) - np.asarray(fun(*minus), np.float64)) / (2 * eps)
+    fd = (np.asarray(_call(fun, plus), np.float64)
+          - np.asarray(_call(fun, minus), np.float64)) / (2 * eps)
     _compare(where, "generated JVP", t_gen, "finite differences", fd,
              max(rtol, 1e-4), max(atol, 1e-6), report)
     dot = sum(float(np.sum(np.asarray(gl, np.float64) * np.asarray(vl, np.float64)))
               for gl, vl in zip(leaves(g), leaves(v)) if vl is not None)
     _compare(where, "<grad, v>", np.array(dot), "jvp(v)", np.asarray(t_gen, np.float64),
              max(rtol, 1e-4), max(atol, 1e-6), report)
+
+
+def _call(fun, args):
+    """fun run as plain NumPy on copies of the arrays: NumPy code may write into its
+    arguments (x[i] = v), and each evaluation must start from the same point."""
+    return fun(*map_tree(list(args), lambda a: np.copy(a) if isinstance(a, np.ndarray) else a))
 
 
 def _direction(a, rng):

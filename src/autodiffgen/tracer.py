@@ -32,6 +32,7 @@ from .tree import is_container, items, map_tree, rebuild
 UFUNCS = {}  # np.ufunc -> Primitive, for ufunc(...) calls
 UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)
 FUNCTIONS = {}  # NumPy function -> handler(*args, **kwargs)
+RESULT_HOOKS = []  # hook(trace, box, args) on every recorded result (rules.mutation: views)
 GUARD = []  # [the guard Primitive], filled in by the rules package
 
 _state = threading.local()
@@ -156,7 +157,10 @@ def bind(prim, args, params):
         same = prim.simplify(args, params, value)
         if same is not None:
             return same
-    return trace.box(prim, args, params, value)
+    box = trace.box(prim, args, params, value)
+    for hook in RESULT_HOOKS:
+        hook(trace, box, args)
+    return box
 
 
 def source_line(loc):
@@ -196,7 +200,7 @@ def carries_gradient(trace, node):
     return False
 
 
-def _read(test, convert, differentiable=False):
+def reader(test, convert, differentiable=False):
     """A method that reads a traced value as a Python object, guarded on the result."""
     label = ".item()" if test == "item" else f"{test}()"
 
@@ -225,7 +229,7 @@ def _read(test, convert, differentiable=False):
 class Box:
     """A traced value. Shape queries are concrete; everything else is recorded."""
 
-    __slots__ = ("node", "value")
+    __slots__ = ("__weakref__", "node", "value")  # weakref: rules.mutation's view registry
     __array_priority__ = 1000.0
     __hash__ = None  # like ndarray: == is elementwise
 
@@ -233,6 +237,8 @@ class Box:
         self.value = value
         self.node = node
 
+    # isinstance(x, np.ndarray) (or float) answers for the value, as it would untraced
+    __class__ = property(lambda self: type(self.value))
     shape = property(lambda self: np.shape(self.value))
     ndim = property(lambda self: np.ndim(self.value))
     size = property(lambda self: np.size(self.value))
@@ -260,18 +266,14 @@ class Box:
                                            "the differentiated function"))
 
     # data-dependent Python: the value read now, and a guard that it is the same next time
-    __bool__ = _read("bool", bool)
-    __float__ = _read("float", float, differentiable=True)
-    __complex__ = _read("complex", complex, differentiable=True)
-    __int__ = _read("int", int)
-    __index__ = _read("index", operator.index)
-    item = _read("item", lambda value, *i: np.asarray(value).item(*i), differentiable=True)
+    __bool__ = reader("bool", bool)
+    __float__ = reader("float", float, differentiable=True)
+    __complex__ = reader("complex", complex, differentiable=True)
+    __int__ = reader("int", int)
+    __index__ = reader("index", operator.index)
+    item = reader("item", lambda value, *i: np.asarray(value).item(*i), differentiable=True)
     tolist = _refuse(".tolist()", "it would turn every element into a Python number with "
                      "no derivative; use the array itself, or index it (x[i])")
-    __setitem__ = _refuse(
-        "assignment into an element or slice",
-        "in-place updates of traced arrays are not supported. Build the new array "
-        "functionally instead, e.g. with np.where(mask, new, x) or np.concatenate")
     __array__ = _refuse(
         "np.asarray()/np.array() conversion",
         "the tracer cannot follow a conversion to a plain ndarray. Pass the value to NumPy "
@@ -332,7 +334,7 @@ Box.__rand__ = _ufunc_operator(np.bitwise_and, reflected=True)
 Box.__or__ = _ufunc_operator(np.bitwise_or)
 Box.__ror__ = _ufunc_operator(np.bitwise_or, reflected=True)
 Box.__neg__ = lambda self: np.negative(self)
-Box.__pos__ = lambda self: self
+Box.__pos__ = lambda self: np.positive(self)  # a new array, as in NumPy (+x; x += 1)
 Box.__abs__ = lambda self: np.absolute(self)
 Box.__invert__ = lambda self: np.invert(self)
 
@@ -350,12 +352,18 @@ def trace(fun, args, argnums, names, diff=True):
     with recording:
         boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else False)
                  for i, a in enumerate(args)]
-        out = fun(*boxed)
+        out = fun(*map_tree(boxed, _own_box))
     if type(out) is Box and out.node.trace_id != recording.id:
         raise TracingError(at(user_loc(), "the function returned a value traced by an "
                               "enclosing transformation (through a closure); pass that value "
                               "to it as an argument instead"))
     return recording, boxed, out
+
+
+def _own_box(x):
+    """The user's function gets Boxes of its own: a write into an argument (x[i] = v,
+    x += v) rebinds that Box, while `boxed` keeps the inputs derivatives are taken of."""
+    return Box(x.value, x.node) if type(x) is Box else x
 
 
 def box_inputs(recording, tree, path, name):

@@ -8,6 +8,8 @@ Higher derivatives need no rules of their own: generated code is ordinary NumPy,
 an outer transformation calls it on its Boxes, the tracer records it like user code.
 """
 
+import threading
+import types
 import weakref
 
 import numpy as np
@@ -19,15 +21,25 @@ from .emit import emit_module
 from .errors import ArgumentError, at, function_name
 from .tree import map_trees
 
-_JVPS = weakref.WeakKeyDictionary()
-_VJPS = weakref.WeakKeyDictionary()
-_GRADS = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()  # threads racing to transform one function make it once
+_ELSEWHERE = weakref.WeakKeyDictionary()  # callables without a __dict__ of their own
 
 
-def _cached(table, fun, cls):
-    made = table.get(fun)
-    if made is None:
-        made = table[fun] = cls(fun)
+def _cached(kind, fun, make):
+    """fun's transformed version of this kind, made once and kept while fun lives.
+
+    It is kept in fun's own __dict__: a WeakKeyDictionary value that refers to its key,
+    as a GradFunction does to its function, would never die, so `jvp(lambda ...)` in a
+    loop would keep every lambda and its generated code. Bound methods (which share
+    their function's attributes) and objects without a __dict__ use a weak table."""
+    with _LOCK:
+        own = getattr(fun, "__dict__", None)
+        home, key = ((own, f"__autodiffgen_{kind}__") if type(own) is dict and
+                     not isinstance(fun, types.MethodType) else
+                     (_ELSEWHERE.setdefault(fun, {}), kind))
+        made = home.get(key)
+        if made is None or made.fun is not fun:  # functools.wraps copies __dict__
+            made = home[key] = make(fun)
     return made
 
 
@@ -107,9 +119,9 @@ class VJPFunction(_Transformed):
             return backward_fn(residuals, g)
         return out, vjp_fn
 
-    def _load(self, source, namespace, graph, locs):
+    def _load(self, source, namespace, name, locs):
         """The forward function, returning the backward function of its own variant too."""
-        fwd = super()._load(source, namespace, graph, locs)
+        fwd = super()._load(source, namespace, name, locs)
         bwd = fwd.__globals__[fwd.__name__[:-len("_fwd")] + "_bwd"]
 
         def run(*primals):
@@ -167,7 +179,7 @@ def jvp(fun, primals, tangents):
     if len(primals) != len(tangents):
         raise ArgumentError(at(tracer.user_loc(), f"jvp got {len(primals)} primals but "
                                f"{len(tangents)} tangents"))
-    return _cached(_JVPS, fun, JVPFunction)(*primals, *tangents)
+    return _cached("jvp", fun, JVPFunction)(*primals, *tangents)
 
 
 def vjp(fun, *primals):
@@ -175,7 +187,7 @@ def vjp(fun, *primals):
     integer arguments). Both come from generated code; the forward runs once, and vjp_fn
     reads the values it saved, so (as in JAX) do not modify the primals in place between
     the two calls."""
-    return _cached(_VJPS, fun, VJPFunction)(*primals)
+    return _cached("vjp", fun, VJPFunction)(*primals)
 
 
 def jacfwd(fun, argnums=0):
@@ -239,10 +251,7 @@ def hvp(fun, primals, tangents):
 
 
 def _grad_of(fun, argnums):
-    table = _GRADS.setdefault(fun, {})
-    if argnums not in table:
-        table[argnums] = grad(fun, argnums=argnums)
-    return table[argnums]
+    return _cached(f"grad_{argnums}", fun, lambda f: grad(f, argnums=argnums))
 
 
 def _basis(like, k):

@@ -4,6 +4,11 @@ Each pass is a pure function: it takes a Graph and returns a new Graph (sharing 
 it did not change) and whether it changed anything. `optimize` runs them in turn until
 none changes anything. Set AUTODIFFGEN_PASSES=0 (or `passes.ENABLED = False`) to emit
 the graph exactly as traced, e.g. to compare the two.
+
+`stable` comes first: it matches the graph as traced, before the other passes reshape the
+backward nodes it rewrites with the forward ones. `fuse` (numexpr) is a lowering, not an
+optimization the others can build on: it runs once, after the fixed point, and only when
+the caller allows numexpr in the code it emits.
 """
 
 import os
@@ -13,15 +18,18 @@ from .cse import cse
 from .dce import dce
 from .fold import fold
 from .fresh import ensure_fresh
+from .fuse import fuse
 from .simplify import simplify
+from .stable import stable
 
-PIPELINE = (fold, simplify, cse, accumulate, dce)
+PIPELINE = (stable, fold, simplify, cse, accumulate, dce)
 ENABLED = os.environ.get("AUTODIFFGEN_PASSES", "1") != "0"
 MAX_ROUNDS = 20
 
 
-def optimize(graph, pipeline=PIPELINE):
-    """The graph after every pass has run until none changes it."""
+def optimize(graph, pipeline=PIPELINE, numexpr=False):
+    """The graph after every pass has run until none changes it; then, if `numexpr`, its
+    long arithmetic trees on large arrays fused into numexpr calls (see fuse.py)."""
     for _ in range(MAX_ROUNDS):
         changed = False
         for run in pipeline:
@@ -29,7 +37,12 @@ def optimize(graph, pipeline=PIPELINE):
             changed = changed or did
         if not changed:
             break
+    if numexpr:
+        graph, fused = fuse(graph)
+        if fused:
+            graph, _ = dce(graph)
     return graph
 
 
-__all__ = ["ENABLED", "PIPELINE", "accumulate", "cse", "dce", "ensure_fresh", "fold", "optimize", "simplify"]
+__all__ = ["ENABLED", "PIPELINE", "accumulate", "cse", "dce", "ensure_fresh", "fold", "fuse",
+           "optimize", "simplify", "stable"]

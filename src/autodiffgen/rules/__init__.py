@@ -250,6 +250,7 @@ from . import (  # noqa: F401
     extras,
     indexing,
     linalg,
+    mutation,
     passthrough,
     reductions,
     shapes,

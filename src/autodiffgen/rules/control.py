@@ -23,6 +23,7 @@ READS = {  # test -> how the user's code read the value (x, *index) -> Python ob
     "int": lambda x: int(x),
     "index": operator.index,
     "item": lambda x, *index: np.asarray(x).item(*index),
+    "round": lambda x: round(x),
 }
 
 

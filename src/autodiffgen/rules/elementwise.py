@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ..errors import TracingError, UnsupportedOperationError, at
-from ..tracer import Box, bind, user_loc
+from ..tracer import Box, bind, reader, user_loc
 from . import boxmethod, check_no_out, defprimitive, register_function, register_ufunc
 
 
@@ -230,9 +230,20 @@ def _round(a, decimals=0, out=None):
     return bind(round_, (a,), {"decimals": int(decimals)})
 
 
-@boxmethod("round", "__round__")
+@boxmethod("round")
 def _round_method(self, decimals=0, out=None):
-    return _round(self, 0 if decimals is None else decimals, out)
+    return _round(self, decimals, out)
+
+
+_round_to_int = reader("round", round)
+
+
+@boxmethod("__round__")
+def _python_round(self, ndigits=None):
+    """Python's round(): an int for a NumPy scalar (read, and guarded), like NumPy's."""
+    if ndigits is None and not isinstance(self.value, np.ndarray):
+        return _round_to_int(self)
+    return _round(self, 0 if ndigits is None else ndigits)
 
 
 # ---- sinc: sin(pi x) / (pi x), with its removable singularity at 0 ------------------------

@@ -24,7 +24,7 @@ def _getitem_vjp(i, g, ans, x, *arrays, index):
     if i != 0:
         return None
     return scatter_add(g, *arrays, index=index, shape=tuple(np.shape(x)),
-                       unique=_selects_once(index, (x,) + arrays))
+                       unique=selects_once(index, (x,) + arrays))
 
 
 def _scatter_add_vjp(i, g, ans, g_in, *arrays, index, shape, unique):
@@ -41,7 +41,7 @@ scatter_add = defprimitive(
     variadic_vjp=_scatter_add_vjp, helper="_scatter_add", linear_in=(0,))
 
 
-def _selects_once(index, args):
+def selects_once(index, args):
     """True when no element of the indexed array can be selected twice."""
     slots = index.slots
     if not slots:

@@ -1,0 +1,346 @@
+"""Mutation: `x[i] = v`, `x[mask] += v`, `h += v` and writes through views, done functionally.
+
+NumPy arrays are mutable and shared; generated code is not. A write becomes the primitive
+`setitem`, a copy of x with x[index] = v (emitted as `_setitem(x, np.s_[index], v)`), and
+the Box the user holds is *rebound* to that copy: the object stays, its node and value
+change. So every name bound to that Box sees the write, as every name bound to one ndarray
+would (`z = y; z += v` changes y too), while the array behind the old node, perhaps the
+caller's, is never written. Python runs `x[mask] += v` as `t = x[mask]; t += v;
+x[mask] = t`, so it needs nothing of its own.
+
+Aliasing follows NumPy's, read off the values computed while tracing (NumPy's own):
+- A result that shares memory with a traced argument is a *view* of it. Views made by
+  basic indexing (ints, slices, None, Ellipsis) are followed both ways: a write into the
+  view is written back into its base (`x[1:3] *= 2`, `row = x[0]; row += 1`), and a
+  write into a base refreshes its live views (`v = x[:2]; x[0] = 5` changes v).
+- Other views (reshape, transpose, ravel, broadcast_to, ...) are refreshed when their
+  base is written; a write into one is refused with an error, since it would have to be
+  carried back through the operation that made the view.
+- In-place operators on a NumPy scalar (x[0, 0] of a 2-d array) or a Python float rebind
+  the name, as in NumPy: scalars are immutable.
+- An argument that shares memory with another argument (f(x, x), f(x, x[0])) cannot be
+  written into: NumPy would change both.
+Views are held weakly, so a view the user dropped (`h[t - 1]` in a loop) costs nothing
+when its base is written next.
+"""
+
+import contextlib
+import re
+import weakref
+
+import numpy as np
+
+from ..errors import TracingError, at
+from ..graph import Index, Slot
+from ..runtime import _setitem as _setitem_impl
+from ..tracer import RESULT_HOOKS, Box, bind, current_trace, source_line, user_loc
+from . import astype, boxmethod, defprimitive, register_helper
+from .indexing import getitem, parse_index, selects_once
+
+
+# ---- the primitive: a copy of x with x[index] = v ---------------------------------------
+def shifted(index, by):
+    """The Index with its Slots renumbered: setitem's arrays come after (x, v), getitem's
+    after x alone."""
+    return Index(Slot(i.k + by) if type(i) is Slot else i for i in index.items)
+
+
+def _impl(x, v, *arrays, index):
+    return _setitem_impl(x, index.fill((x, v) + arrays), v)
+
+
+def _vjp(i, g, ans, x, v, *arrays, index):
+    if i == 0:  # the elements written over get nothing from the old value
+        return setitem(g, 0.0, *arrays, index=index)
+    if i == 1:
+        return _kept_writes(g, x, arrays, shifted(index, -1))
+    return None
+
+
+def _kept_writes(g, x, arrays, index):
+    """g at the elements of v (broadcast to x[index]) that NumPy's write kept.
+
+    With repeated integer indices only one write to an element survives (NumPy makes no
+    promise which; in practice the last). Which one is found by writing the positions of
+    v's elements the same way and reading them back: the other writes get no gradient.
+    """
+    picked = getitem(g, *arrays, index=index)
+    if selects_once(index, (x,) + tuple(arrays)):
+        return picked
+    shape = np.shape(picked)
+    order = np.arange(int(np.prod(shape)), dtype=np.intp).reshape(shape)
+    slots = setitem(np.full(np.shape(x), -1, np.intp), order, *arrays, index=shifted(index, 1))
+    return np.where(getitem(slots, *arrays, index=index) == order, picked, 0)
+
+
+setitem = defprimitive("setitem", _impl, "_setitem({0}, np.s_[{index}], {1})",
+                       variadic_vjp=_vjp, helper="_setitem", linear_in=(0, 1))
+
+
+def _traceable_setitem(x, index, v):
+    """runtime._setitem for generated code, recorded as a primitive when traced."""
+    key = index if type(index) is tuple else (index,)
+    if not any(type(a) is Box for a in (x, v) + key):
+        return _setitem_impl(x, index, v)
+    parsed, arrays = parse_index(index)
+    return setitem(x, v, *arrays, index=shifted(parsed, 1))
+
+
+register_helper("_setitem", _setitem_impl, _traceable_setitem)
+
+
+# ---- what the user writes ---------------------------------------------------------------
+@boxmethod("__setitem__")
+def _assign(self, key, value):
+    _check_mutable(self, "item assignment")
+    index, arrays = parse_index(key)
+    index = shifted(index, 1)
+    if _writes_back(self, value, index, arrays):
+        return
+    if not isinstance(value, (Box, np.ndarray, np.generic, int, float, complex, bool)):
+        value = np.asarray(value)  # a list of traced values is refused here, with a hint
+    write(self, setitem(self, value, *arrays, index=index), assign=True)
+
+
+def _writes_back(x, value, index, arrays):
+    """`x[1:3] *= 2` ends with `x[1:3] = t`, where t is the view whose write already
+    went into x: x holds exactly t there, so writing it again changes nothing."""
+    node = x.node
+    return (not arrays and type(value) is Box and node.prim is setitem
+            and node.args[1] is value.node and node.params["index"] == index)
+
+
+_INPLACE = {"__iadd__": np.add, "__isub__": np.subtract, "__imul__": np.multiply,
+            "__itruediv__": np.true_divide, "__ifloordiv__": np.floor_divide,
+            "__imod__": np.remainder, "__ipow__": np.power, "__imatmul__": np.matmul,
+            "__iand__": np.bitwise_and, "__ior__": np.bitwise_or}
+
+
+def _inplace(ufunc):
+    """`h op= v`: NumPy's `ufunc(h, v, out=h)`, computed as a new value that h is rebound to."""
+    def method(self, other):
+        result = ufunc(self, other)
+        if type(self.value) is not np.ndarray:  # immutable: the name is rebound, as in NumPy
+            return result
+        write(self, _as_output(self, result, ufunc))
+        return self
+    return method
+
+
+for _name, _ufunc in _INPLACE.items():
+    boxmethod(_name)(_inplace(_ufunc))
+
+
+def _as_output(out, result, ufunc):
+    """The result as NumPy's out=h would hold it: h's shape, cast to h's dtype."""
+    if np.shape(result) != out.shape:
+        raise ValueError(at(user_loc(), f"non-broadcastable output operand with shape "
+                            f"{out.shape} doesn't match the broadcast shape "
+                            f"{np.shape(result)} (in-place np.{ufunc.__name__})"))
+    dtype = np.result_type(result.dtype)
+    if dtype != out.dtype:
+        if not np.can_cast(dtype, out.dtype, "same_kind"):
+            raise TypeError(at(user_loc(), f"Cannot cast ufunc '{ufunc.__name__}' output "
+                               f"from {dtype!r} to {out.dtype!r} with casting rule "
+                               "'same_kind' (an in-place operator keeps its array's dtype)"))
+        result = astype(result, out.dtype)
+    return result
+
+
+def _check_mutable(box, what):
+    if type(box.value) is not np.ndarray:
+        raise TypeError(at(user_loc(), f"'{type(box.value).__name__}' object does not support "
+                           f"{what} (indexing every axis with an integer gives a NumPy "
+                           "scalar, a copy; index with x[i:i + 1] or x[..., i] for a view)"))
+
+
+# ---- rebinding a Box, and the arrays that share its memory ------------------------------
+def write(box, new, assign=False):
+    """Rebind `box` to `new`, as an in-place write leaves it, and bring every traced array
+    NumPy would see the write through up to date: the bases of `box` (written back) and
+    their live views (refreshed). Refused, before anything changes, when that cannot be
+    followed: a write into a view made by something other than basic indexing, or into
+    an argument that shares memory with another argument."""
+    if not box.value.flags.writeable:  # the caller's read-only array, a broadcast
+        raise ValueError(at(user_loc(), "assignment destination is read-only"))
+    trace = current_trace()
+    views = _views(trace)
+    chain = views.chain_up(box)  # (view, record) from box up to the array it looks into
+    root = chain[-1][1].base if chain else box
+    if root.node.prim is None:
+        _check_not_shared(trace, root)
+    names = _names(box, root, chain, assign)
+    with views.quiet():
+        _rebind(trace, box, new, names.get(id(box), new.node.prim.name))
+        views.refresh(trace, box)
+        for view, record in chain:
+            base = record.base
+            update = setitem(base, view, index=shifted(record.params["index"], 1))
+            _rebind(trace, base, update, names.get(id(base), base.node.name or "setitem"))
+            views.refresh(trace, base, skip=view)
+
+
+def _rebind(trace, box, new, name):
+    """Point `box` at `new`'s node and value; the old node keeps a Box of its own in the
+    trace, since the backward pass reads the values of nodes, not of variables."""
+    if new is box:
+        return
+    if trace.boxes.get(box.node) is box:
+        trace.boxes[box.node] = Box(box.value, box.node)
+    if new.node.name is None and name is not None:
+        new.node.name = name
+    value = new.value
+    box.node, box.value = new.node, (np.asarray(value) if type(value) is not np.ndarray
+                                     else value)  # an array stays one (0-d ufunc results)
+
+
+_PLAIN = re.compile(r"^([A-Za-z_]\w*)\s*(?:[-+*/@%&|]|\*\*|//)=(?!=)")
+_SUBSCRIPTED = re.compile(r"^([A-Za-z_]\w*)\s*\[")
+
+
+def _names(box, root, chain, assign):
+    """{id(box): name} for the new values, after the statement's target: `h += v` names
+    h's new value h; `x[i] = v` (and `x[1:3] *= 2`, written back) names x's new value x.
+    Everything else written on the way is named after its operation, so that naming.py
+    does not give the statement's name to the wrong value."""
+    line = source_line(user_loc())
+    plain, subscripted = _PLAIN.match(line), _SUBSCRIPTED.match(line)
+    names = {}
+    if plain:
+        names[id(box)] = plain.group(1)
+    elif subscripted and (assign or chain):
+        names[id(root)] = subscripted.group(1)
+    return names
+
+
+def _check_not_shared(trace, root):
+    for node in trace.inputs:
+        other = trace.boxes[node].value
+        if node is not root.node and type(other) is np.ndarray \
+                and np.may_share_memory(other, root.value):
+            raise TracingError(at(user_loc(), f"writing into argument {root.node.name!r}, "
+                                  f"which shares memory with argument {node.name!r}: NumPy "
+                                  "would change both. Pass a copy (np.copy) of one of them"))
+
+
+class _Record:
+    """How a view was made: the primitive, its arguments (the bases as the Boxes the user
+    holds, so a refresh sees their current values; other Boxes frozen) and parameters."""
+
+    __slots__ = ("args", "bases", "loc", "params", "prim", "ref")
+
+    def __init__(self, view, prim, args, params, bases):
+        self.ref = weakref.ref(view)
+        self.prim, self.params, self.bases = prim, params, bases
+        self.args = tuple(a if any(a is b for b in bases) or type(a) is not Box
+                          else Box(a.value, a.node) for a in args)
+        self.loc = view.node.loc
+
+    @property
+    def base(self):
+        return self.bases[0]
+
+    @property
+    def basic(self):
+        """Made by basic indexing: a write into it can be written back into its base."""
+        return self.prim is getitem and not self.params["index"].slots
+
+    def remake(self):
+        return bind(self.prim, self.args, self.params)
+
+
+class _Views:
+    """One trace's views: which Boxes look into which, kept until the view is dropped."""
+
+    def __init__(self):
+        self.record_of = {}  # id(view) -> _Record (checked against the record's weakref)
+        self.children = {}  # id(base) -> [_Record]; records keep their bases alive
+        self.silent = 0
+
+    def add(self, trace, view, prim, args, params, bases):
+        record = _Record(view, prim, args, params, bases)
+        self.record_of[id(view)] = record
+        for base in bases:
+            self.children.setdefault(id(base), []).append(record)
+        if trace.boxes.get(view.node) is view:  # so that only the user keeps it alive
+            trace.boxes[view.node] = Box(view.value, view.node)
+
+    def record(self, view):
+        record = self.record_of.get(id(view))
+        return record if record is not None and record.ref() is view else None
+
+    def chain_up(self, box):
+        chain, view = [], box
+        while (record := self.record(view)) is not None:
+            if not record.basic:
+                raise TracingError(at(user_loc(), _opaque_message(record)))
+            chain.append((view, record))
+            view = record.base
+        return chain
+
+    def refresh(self, trace, base, skip=None):
+        """Remake the live views of `base` (and theirs, and so on) from its current value;
+        `skip` is the view the write came through, already up to date."""
+        stack = [(base, skip)]
+        while stack:
+            base, skip = stack.pop()
+            for record in self.live_children(base):
+                view = record.ref()
+                if view is not None and view is not skip:
+                    _rebind(trace, view, record.remake(), view.node.name or record.prim.name)
+                    stack.append((view, None))
+
+    def live_children(self, base):
+        """The records of the views of `base` that someone still holds (the others are
+        dropped here: a view nobody holds needs no refresh)."""
+        records = self.children.get(id(base))
+        if not records:
+            return ()
+        live = self.children[id(base)] = [r for r in records if r.ref() is not None]
+        return live
+
+    @contextlib.contextmanager
+    def quiet(self):
+        """While a write is carried out: what it makes is not a view the user holds."""
+        self.silent += 1
+        try:
+            yield
+        finally:
+            self.silent -= 1
+
+
+def _opaque_message(record):
+    where = at(record.loc, "").rstrip(": ") if record.loc else "an earlier line"
+    return (f"writing into a view of another array, made by {record.prim.name} at {where}: "
+            "NumPy would write into that array too, and autodiffgen follows writes "
+            "through views made by basic indexing only (x[1:3], x[0], x[..., i]). Write "
+            "into a copy (np.copy(...)), or into the original array")
+
+
+def _views(trace):
+    """The trace's view registry, made on first use (an attribute of the Trace, so it
+    lives and dies with the recording and no other thread sees it)."""
+    views = getattr(trace, "mutation_views", None)
+    if views is None:
+        views = trace.mutation_views = _Views()
+    return views
+
+
+def _note_views(trace, box, args):
+    """A result the user's code gets that shares memory with a traced argument: a view."""
+    value = box.value
+    if trace.grad_of is not None or type(value) is not np.ndarray:
+        return
+    if value.base is None and not any(type(a) is Box and a.value is value for a in args):
+        return
+    views = _views(trace)
+    if views.silent:
+        return
+    bases = [a for a in args if type(a) is Box and type(a.value) is np.ndarray
+             and np.may_share_memory(a.value, value)]
+    if bases:
+        node = box.node
+        views.add(trace, box, node.prim, args, node.params, bases)
+
+
+RESULT_HOOKS.append(_note_views)

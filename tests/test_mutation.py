@@ -1,0 +1,482 @@
+"""Mutation: x[i] = v, x[mask] += v, h += v and views, as NumPy would compute them.
+
+Every differentiable case is checked by check_grads (generated code vs tape vs finite
+differences, reverse and forward mode), against plain NumPy's value, and for the caller's
+arrays being left as they were. The error cases name the problem and the user's line.
+"""
+
+import numpy as np
+import pytest
+
+import autodiffgen
+from autodiffgen import hessian, jvp, tape, value_and_grad
+from autodiffgen.testing import check_grads
+
+with open(__file__) as _source:
+    HERE = _source.read().splitlines()
+
+
+def line_of(marker):
+    """'test_mutation.py:N' for the line that carries `# <marker>`."""
+    n = next(i for i, text in enumerate(HERE, 1) if text.rstrip().endswith(f"# {marker}"))
+    return f"test_mutation.py:{n}"
+
+
+def arr(*shape, dtype=np.float64, seed=0):
+    return np.random.default_rng(seed).uniform(0.5, 1.5, shape).astype(dtype)
+
+
+def copies(args):
+    return [np.copy(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+def check(f, *args, argnums=0, **tolerances):
+    """check_grads, plus: the value is plain NumPy's, and no argument was written into."""
+    before = copies(args)
+    value, grads = check_grads(f, *args, argnums=argnums, **tolerances)
+    for arg, old in zip(args, before):
+        np.testing.assert_array_equal(arg, old)
+    np.testing.assert_allclose(value, f(*copies(args)), rtol=1e-6)
+    return value, grads
+
+
+# ---- x[index] = v for every kind of index -------------------------------------------------
+def set_int(x, v):
+    x[1] = v
+    return np.sum(np.sin(x) * x)
+
+
+def set_slice(x, v):
+    x[1:3] = v
+    return np.sum(x * x * x)
+
+
+def set_negative(x, v):
+    x[-1, -2] = v
+    return np.sum(np.exp(x) * x)
+
+
+def set_ellipsis(x, v):
+    x[..., 0] = v
+    return np.sum(x * np.cos(x))
+
+
+def set_int_array(x, v):
+    x[[2, 0]] = v
+    return np.sum(x ** 3)
+
+
+def set_int_arrays(x, v):
+    x[np.array([1, 0]), np.array([2, 2])] = v
+    return np.sum(x * x * np.arange(x.size).reshape(x.shape))
+
+
+def set_repeated(x, v):  # NumPy keeps one write per element: the last (-3 is 0 here)
+    x[[0, 2, 0, -3]] = v
+    return np.sum(x * x * np.arange(1.0, 3.0))
+
+
+def set_traced_index(x, v, idx):
+    x[idx] = v
+    return np.sum(x ** 2 * np.arange(1.0, x.shape[0] + 1.0)[:, None])
+
+
+def set_constant_mask(x, v):
+    x[np.arange(x.shape[0]) % 2 == 0] = v
+    return np.sum(np.tanh(x) * x)
+
+
+def set_traced_mask(x, v):
+    x[x > 1.0] = v
+    return np.sum(x * x)
+
+
+def set_broadcast(x, v):
+    x[:, 1:] = v
+    return np.sum(x * x * x)
+
+
+def set_zero_d(x, v):
+    y = x[...]  # a 0-d array (also of the NumPy scalar that finite differences pass)
+    y[()] = v * 2.0
+    y[...] += v
+    return y * y
+
+
+def set_float32(x, v):
+    x[1] = v  # v (float64) is cast to x's float32, as NumPy does
+    x *= 2.0
+    return np.sum(x * x)
+
+
+SHAPE_CASES = [  # (function, make arguments, argnums)
+    (set_int, lambda: (arr(3, 4), arr(4, seed=1)), (0, 1)),
+    (set_int, lambda: (arr(5), 0.3), (0, 1)),
+    (set_slice, lambda: (arr(4, 3), arr(2, 3, seed=1)), (0, 1)),
+    (set_slice, lambda: (arr(5, 2, 2), arr(2, 1, seed=1)), (0, 1)),
+    (set_negative, lambda: (arr(3, 4), 0.7), (0, 1)),
+    (set_ellipsis, lambda: (arr(2, 3, 4), arr(2, 3, seed=1)), (0, 1)),
+    (set_ellipsis, lambda: (arr(4), arr(seed=1)), (0, 1)),
+    (set_int_array, lambda: (arr(3, 4), arr(2, 4, seed=1)), (0, 1)),
+    (set_int_arrays, lambda: (arr(2, 3), arr(2, seed=1)), (0, 1)),
+    (set_repeated, lambda: (arr(3, 2), arr(4, 2, seed=1)), (0, 1)),
+    (set_repeated, lambda: (arr(3, 2), arr(2, seed=1)), (0, 1)),
+    (set_traced_index, lambda: (arr(3, 2), arr(4, 2, seed=1), np.array([0, 2, 0, -1])), (0, 1)),
+    (set_constant_mask, lambda: (arr(5, 2), arr(2, seed=1)), (0, 1)),
+    (set_traced_mask, lambda: (arr(3, 4), 0.25), (0, 1)),
+    (set_broadcast, lambda: (arr(3, 4), arr(3, seed=1)), (0, 1)),
+    (set_broadcast, lambda: (arr(3, 4), arr(1, 3, seed=1)), (0, 1)),
+    (set_zero_d, lambda: (arr(), arr(seed=1)), (0, 1)),
+]
+
+
+@pytest.mark.parametrize("f, make, argnums", SHAPE_CASES,
+                         ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(SHAPE_CASES)])
+def test_assignment(f, make, argnums):
+    check(f, *make(), argnums=argnums)
+
+
+def test_float32_gradients_keep_their_dtypes():
+    x, v = arr(3, 4, dtype=np.float32), arr(4, seed=1)
+    _, (gx, gv) = check(set_float32, x, v, argnums=(0, 1), rtol=1e-3, atol=1e-3)
+    assert gx.dtype == np.float32 and gv.dtype == np.float64
+
+
+def test_repeated_indices_give_the_gradient_to_the_write_numpy_kept():
+    x, v = arr(3, 2), arr(4, 2, seed=1)
+    _, (gx, gv) = check(set_repeated, x, v, argnums=(0, 1))
+    assert np.all(gv[[0, 2]] == 0) and np.all(gv[[1, 3]] != 0)  # x[0] was written 3 times
+    assert np.all(gx[[0, 2]] == 0) and np.all(gx[1] != 0)  # rows written over get nothing
+
+
+# ---- augmented assignment, aliasing and views ------------------------------------------
+def add_at_mask(x, v):
+    x[x > 1.0] += v
+    return np.sum(x * x)
+
+
+def scale_slice(x):
+    x[1:3] *= 2
+    return np.sum(x * x * x)
+
+
+def alias(y, v):
+    z = y
+    z += v  # y is z: it changes too
+    return np.sum(y * y) + np.sum(z)
+
+
+def operators(x, v, W):
+    h = x * 1.0
+    h -= v
+    h *= v
+    h /= 2.0
+    h **= 2
+    h @= W
+    return np.sum(h)
+
+
+def argument_in_place(x, v):
+    x += v  # the Box changes, never the caller's array
+    x *= x
+    return np.sum(x)
+
+
+def cast_in_place(x, v):
+    h = x * 1.0
+    h += v  # v is float64: computed in float64, kept in x's float32 as NumPy's out=h does
+    return np.sum(h * h)
+
+
+def row_view(x, v):
+    row = x[1]  # a view: writes into it change x
+    row += v
+    row *= row
+    return np.sum(x * x)
+
+
+def nested_view(x, v):
+    x[0][1:] = v
+    return np.sum(x ** 3)
+
+
+def view_slice_mask(x):
+    x[1:3][x[1:3] > 1.0] = 0.5
+    return np.sum(x * x)
+
+
+def overlapping_views(x, v):
+    a = x[0:3]
+    b = x[1:4]
+    c = a[1:]
+    c[0] = v  # x[1], a[1] and b[0] all change
+    return np.sum(b * b) + np.sum(a * x[2:])
+
+
+def read_view_after_write(x, v):
+    w = x[:, :2]
+    x[0] = v  # w sees it
+    return np.sum(w * w)
+
+
+def read_transpose_after_write(x, v):
+    t = x.T
+    x[0] = v  # so does a transposed view
+    return np.sum(t * np.arange(t.size).reshape(t.shape))
+
+
+def scalar_is_immutable(x):
+    s = x[0, 0]  # a NumPy scalar: += rebinds s, t keeps the old value
+    t = s
+    s += 1.0
+    x[1, 1] += s  # an element written through x itself does change x
+    return t * s + np.sum(x * x)
+
+
+def positive_is_a_copy(x):
+    y = +x
+    y += 1.0
+    return np.sum(x * y)
+
+
+def rnn(h0, W):
+    h = np.stack([h0] * 5)
+    for t in range(1, 5):
+        h[t] = np.tanh(h[t - 1] @ W)
+    return np.sum(h ** 2)
+
+
+def accumulate(x, W):
+    acc = (x[0] @ W) * 0.0
+    for t in range(x.shape[0]):
+        acc += np.tanh(x[t] @ W)
+        acc *= 0.9
+    return np.sum(acc ** 2)
+
+
+UPDATE_CASES = [
+    (add_at_mask, lambda: (arr(3, 4), 0.4), (0, 1)),
+    (add_at_mask, lambda: (arr(6), arr(1, seed=1)), (0, 1)),
+    (scale_slice, lambda: (arr(5),), 0),
+    (scale_slice, lambda: (arr(4, 3),), 0),
+    (alias, lambda: (arr(3, 2), arr(2, seed=1)), (0, 1)),
+    (operators, lambda: (arr(2, 3), arr(3, seed=1), arr(3, 3, seed=2)), (0, 1, 2)),
+    (argument_in_place, lambda: (arr(4), arr(4, seed=1)), (0, 1)),
+    (cast_in_place, lambda: (arr(3, dtype=np.float32), arr(3, seed=1)), (0, 1)),
+    (row_view, lambda: (arr(3, 3), arr(3, seed=1)), (0, 1)),
+    (nested_view, lambda: (arr(2, 3), arr(2, seed=1)), (0, 1)),
+    (view_slice_mask, lambda: (arr(4, 3),), 0),
+    (overlapping_views, lambda: (arr(5), 2.5), (0, 1)),
+    (read_view_after_write, lambda: (arr(3, 3), arr(3, seed=1)), (0, 1)),
+    (read_transpose_after_write, lambda: (arr(2, 3), arr(3, seed=1)), (0, 1)),
+    (scalar_is_immutable, lambda: (arr(2, 2),), 0),
+    (positive_is_a_copy, lambda: (arr(3),), 0),
+    (rnn, lambda: (arr(3), 0.5 * arr(3, 3, seed=1)), (0, 1)),
+    (accumulate, lambda: (arr(4, 3), 0.5 * arr(3, 2, seed=1)), (0, 1)),
+]
+
+
+@pytest.mark.parametrize("f, make, argnums", UPDATE_CASES,
+                         ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(UPDATE_CASES)])
+def test_update(f, make, argnums):
+    tolerances = {"rtol": 1e-3, "atol": 1e-4} if f is cast_in_place else {}
+    check(f, *make(), argnums=argnums, **tolerances)
+
+
+def test_in_place_keeps_the_arrays_dtype():
+    _, (gx, gv) = check(cast_in_place, arr(3, dtype=np.float32), arr(3, seed=1),
+                        argnums=(0, 1), rtol=1e-3, atol=1e-4)
+    assert gx.dtype == np.float32 and gv.dtype == np.float64
+
+
+def test_emitted_mask_update_is_a_functional_copy():
+    source = value_and_grad(add_at_mask, argnums=(0, 1)).source(arr(3, 4), 0.4)
+    lines = [line.split("#")[0].strip() for line in source.splitlines()]
+    assert "getitem = x[mask]" not in lines  # the mask is computed on the line itself
+    assert any(line.startswith("x_1 = _setitem(x, np.s_[") and line.endswith("], add)")
+               for line in lines)
+    assert "out[index] = v" in source  # the helper is in the module: it writes its copy
+
+
+def test_standalone_module_runs_the_same():
+    x, v = arr(3, 4), arr(4, seed=1)
+    namespace = {}
+    source = autodiffgen.emit(row_view, x, v, argnums=(0, 1), standalone=True)
+    exec(source, namespace)  # noqa: S102  generated above
+    value, (gx, gv) = namespace["row_view_value_and_grad"](x, v)
+    expected, (ex, ev) = tape.value_and_grad(row_view, argnums=(0, 1))(x, v)
+    np.testing.assert_allclose(value, expected)
+    np.testing.assert_allclose(gx, ex)
+    np.testing.assert_allclose(gv, ev)
+
+
+def test_hessian_through_assignments():
+    h0, W = arr(3), 0.5 * arr(3, 3, seed=1)
+    H = hessian(rnn)(h0, W)
+    step = 1e-5
+    fd = np.stack([(tape.grad(rnn)(h0 + step * e, W) - tape.grad(rnn)(h0 - step * e, W))
+                   / (2 * step) for e in np.eye(3)])
+    np.testing.assert_allclose(H, fd, rtol=1e-5, atol=1e-7)
+
+
+# ---- cached code and the caller's arrays ----------------------------------------------
+def test_cached_code_follows_new_values_and_masks():
+    g = value_and_grad(add_at_mask, argnums=(0, 1))
+    g.cache_clear()
+    for seed in range(4):  # a different number of elements pass the mask each time
+        x = np.random.default_rng(seed).uniform(0.5, 1.5, (3, 4))
+        value, (gx, gv) = g(x, 0.4)
+        expected, (ex, ev) = tape.value_and_grad(add_at_mask, argnums=(0, 1))(x, 0.4)
+        np.testing.assert_allclose(value, expected)
+        np.testing.assert_allclose(gx, ex)
+        np.testing.assert_allclose(gv, ev)
+    assert g.cache_info().hits == 3
+
+
+def test_user_writes_into_arguments_between_calls():
+    g = value_and_grad(argument_in_place, argnums=(0, 1))
+    x, v = arr(4), arr(4, seed=1)
+    first = g(x, v)
+    saved = copies([first[0], *first[1]])
+    for out in [first[0], *first[1]]:
+        assert not np.shares_memory(out, x) and not np.shares_memory(out, v)
+    x *= 3.0  # the user writes into both arrays in place
+    v[1:] = -v[1:]
+    value, grads = g(x, v)
+    expected, expected_grads = tape.value_and_grad(argument_in_place, argnums=(0, 1))(x, v)
+    np.testing.assert_allclose(value, expected)
+    for got, want in zip(grads, expected_grads):
+        np.testing.assert_allclose(got, want)
+    for out, old in zip([first[0], *first[1]], saved):  # the first results stayed as they were
+        np.testing.assert_array_equal(out, old)
+
+
+def zero_first(x):
+    x[0] = 0.0
+    return x
+
+
+def test_forward_mode_output_is_not_the_callers_array():
+    x, t = arr(4), arr(4, seed=1)
+    before = np.copy(x)
+    out, tangent = jvp(zero_first, (x,), (t,))
+    np.testing.assert_array_equal(x, before)
+    assert not np.shares_memory(out, x) and not np.shares_memory(tangent, t)
+    np.testing.assert_allclose(out, np.concatenate([[0.0], x[1:]]))
+    np.testing.assert_allclose(tangent, np.concatenate([[0.0], t[1:]]))
+    x[:] = 7.0
+    out, _ = jvp(zero_first, (x,), (t,))
+    np.testing.assert_allclose(out, [0.0, 7.0, 7.0, 7.0])
+
+
+# ---- what cannot be followed ends in an error that names it and the line ----------------
+def write_reshaped(x):
+    y = x.reshape(3, 2)
+    y[0] = 1.0  # write_reshaped
+    return np.sum(y)
+
+
+def write_transposed(x):
+    t = x.T
+    t += 1.0  # write_transposed
+    return np.sum(x)
+
+
+def write_into_scalar(x):
+    s = x[0, 0]
+    s[()] = 1.0  # write_into_scalar
+    return np.sum(x)
+
+
+def grow_in_place(x):
+    h = x[0]
+    h += np.ones((2, 3))  # grow_in_place
+    return np.sum(h)
+
+
+def write_into_numpy_array(x):
+    h = np.zeros(3)
+    h[0:2] = x[0, :2]  # write_into_numpy_array
+    return np.sum(h)
+
+
+def add_at(x):
+    np.add.at(x, [0, 0], 1.0)  # add_at
+    return np.sum(x)
+
+
+def ufunc_out(x):
+    np.exp(x, out=x)  # ufunc_out
+    return np.sum(x)
+
+
+X = np.linspace(0.5, 1.5, 6).reshape(2, 3)
+
+
+def refusal(fun, *args, error, marker):
+    """The message of the `error` that tracing `fun` raises at the line marked `marker`;
+    the arguments are left as they were."""
+    before = copies(args)
+    with pytest.raises(error) as info:
+        value_and_grad(fun)(*args)
+    for arg, old in zip(args, before):
+        np.testing.assert_array_equal(arg, old)
+    assert line_of(marker) in str(info.value)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("fun, marker, error, words", [
+    (write_reshaped, "write_reshaped", autodiffgen.TracingError, ["view", "reshape", "copy"]),
+    (write_transposed, "write_transposed", autodiffgen.TracingError, ["view", "transpose"]),
+    (write_into_scalar, "write_into_scalar", TypeError, ["does not support item assignment"]),
+    (grow_in_place, "grow_in_place", ValueError, ["non-broadcastable", "(2, 3)"]),
+    (write_into_numpy_array, "write_into_numpy_array", autodiffgen.TracingError, ["np.asarray"]),
+    (add_at, "add_at", autodiffgen.UnsupportedOperationError, ["np.add.at"]),
+    (ufunc_out, "ufunc_out", autodiffgen.TracingError, ["out="]),
+])
+def test_refused_writes_name_problem_and_line(fun, marker, error, words):
+    message = refusal(fun, X.copy(), error=error, marker=marker)
+    assert all(word in message for word in words), message
+
+
+def test_view_error_names_where_the_view_was_made():
+    message = refusal(write_reshaped, X.copy(), error=autodiffgen.TracingError,
+                      marker="write_reshaped")
+    made = int(line_of("write_reshaped").split(":")[1]) - 1
+    assert f"reshape at test_mutation.py:{made}" in message
+
+
+def write_first(x, y):
+    x[0] = 0.0  # write_first
+    return np.sum(x * y)
+
+
+@pytest.mark.parametrize("second", [lambda x: x, lambda x: x[1]], ids=["same", "view"])
+def test_arguments_that_share_memory_cannot_be_written(second):
+    x = X.copy()
+    message = refusal(write_first, x, second(x), error=autodiffgen.TracingError,
+                      marker="write_first")
+    assert "'x'" in message and "'y'" in message and "shares memory" in message
+
+
+def integer_in_place(x, n):
+    n += 0.5  # integer_in_place
+    return np.sum(x * n)
+
+
+def test_in_place_cast_follows_numpy():
+    message = refusal(integer_in_place, X.copy(), np.arange(3), error=TypeError,
+                      marker="integer_in_place")
+    assert "same_kind" in message
+
+
+def read_only_argument(x):
+    x[0] = 1.0  # read_only_argument
+    return np.sum(x)
+
+
+def test_read_only_argument_is_not_written():
+    x = X.copy()
+    x.setflags(write=False)  # NumPy refuses to write into it: so do we
+    message = refusal(read_only_argument, x, error=ValueError, marker="read_only_argument")
+    assert "read-only" in message
