@@ -120,7 +120,7 @@ def test_eight_threads_mixing_functions_shapes_and_transforms_get_right_answers(
     run_threads(work)
     for function in shared.values():
         info = function.cache_info()
-        assert info.misses == info.entries <= 4  # one compilation per shape, however raced
+        assert info.misses <= info.entries <= 4  # at most one trace per shape, however raced (a batch function serves several)
         assert 0 < info.hits <= THREADS * calls  # approximate under threads, never broken
 
 

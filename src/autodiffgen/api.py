@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from . import backward, diskcache, naming, retrace, tracer
+from . import backward, diskcache, naming, poly, retrace, tracer
 from .cache import CacheInfo, describe, leaf_key, load, signature_key
 from .emit import emit_module
 from .errors import (
@@ -32,9 +32,14 @@ _MAX_ARGS = 256
 MAX_VARIANTS = int(os.environ.get("AUTODIFFGEN_MAX_VARIANTS", "8"))
 
 
-def compile_gradient(fun, args, argnums, names, standalone=False, pure=False):
-    """Trace `fun` at `args` and return (source, namespace, graph) of its value-and-grad."""
-    graph = trace_gradient(fun, args, argnums, names)
+def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, diff=None):
+    """Trace `fun` at `args` and return (source, namespace, graph, locs) of its
+    value-and-grad. With the per-argument `diff` flags, the graph serves every batch size
+    the code allows (poly.py) when it can."""
+    def build(a):
+        return trace_gradient(fun, a, argnums, names)
+    graph = build(args) if diff is None or pure else poly.compile_polymorphic(
+        build, args, diff, names, numexpr=not standalone)[0]
     source, namespace, locs = emit_module([graph], standalone, pure)
     return source, namespace, graph, locs
 
@@ -142,6 +147,7 @@ class GradFunction:
         self._needed = max(self._argnums) + 1  # fewer positional arguments: bind defaults
         self._entries = {}
         self._sources = {}
+        self._shared = poly.Shared()  # polymorphic functions, for other batch sizes
         self._fingerprint = None  # of the function's code, for the opt-in disk cache
         self._persisted = {}  # disk key -> the variants stored under it
         self._lock = threading.RLock()  # a miss may trace code that misses again
@@ -196,6 +202,7 @@ class GradFunction:
         with self._lock:
             self._entries.clear()
             self._sources.clear()
+            self._shared.clear()
             self.hits = self.misses = 0
 
     def _miss(self, args, key):
@@ -204,24 +211,29 @@ class GradFunction:
             entry = self._entries.get(key)  # another thread may have compiled it meanwhile
             if entry is not None:
                 return entry
-            if retrace.enabled() and self.misses:
-                retrace.report(function_name(self.fun), retrace.new_signature(
-                    self._arg_names(len(args)), key, list(self._entries)))
             disk_key = self._disk_key(key, args)
             stored = diskcache.load(disk_key) if disk_key else None
             if stored:  # written by an earlier process: no trace
                 entry = self._from_disk(disk_key, stored, key)
                 source = stored[0].source
             else:
-                entry, source, guarded = self._compile(args, disk_key)
-                if guarded:
-                    entry = Variants(entry, source, key, self._grow)
+                pure = any(type(leaf) is tracer.Box for leaf in leaves(args))
+                shared, found = (None, None) if pure else self._shared.find(args, self._diff)
+                if found is None:  # no polymorphic function serves this batch size: trace
+                    if retrace.enabled() and self.misses:
+                        retrace.report(function_name(self.fun), retrace.new_signature(
+                            self._arg_names(len(args)), key, list(self._entries)))
+                    found = self._compile(args, disk_key)
+                    self._shared.add(shared, found[3], found)
+                function, source, guarded, _ = found
+                entry = Variants(function, source, key, self._grow) if guarded else function
             self._entries[key] = entry
             self._sources[key] = source
         return entry
 
     def _compile(self, args, disk_key=None):
-        """(function, source, whether it has guards) for these arguments."""
+        """(function, source, whether it has guards, its batch range or None) for these
+        arguments."""
         # called on an enclosing trace's Boxes: code that never writes in place, since
         # that trace keeps references to the plain arrays the code computes
         pure = any(type(leaf) is tracer.Box for leaf in leaves(args))
@@ -232,8 +244,9 @@ class GradFunction:
             done = self._persisted.setdefault(disk_key, [])
             done.append((source, namespace, graph.name, locs))
             diskcache.store(disk_key, done)
-        return self._load(source, namespace, graph.name, locs), source, \
-            bool(graph.captured) or any(is_guard(n) for n in graph.nodes)
+        batch = getattr(graph, "batch", None)
+        guarded = batch is not None or bool(graph.captured) or any(map(is_guard, graph.nodes))
+        return self._load(source, namespace, graph.name, locs), source, guarded, batch
 
     def _load(self, source, namespace, name, locs):
         return load(source, namespace, name, locs)
@@ -278,7 +291,7 @@ class GradFunction:
                                  "raise the bound with max_variants=")
             if retrace.enabled():
                 retrace.report(name, f"guard failed: {failure}")
-            function, source, _ = self._compile(args, self._disk_key(variants.key, args))
+            function, source, *_ = self._compile(args, self._disk_key(variants.key, args))
             try:
                 out = function(*args)
             except GuardFailure as again:
@@ -292,7 +305,8 @@ class GradFunction:
     def _build(self, args, names, pure=False):
         """(source, injected constants, graph, source locations) of the generated function
         for `args`."""
-        return compile_gradient(self.fun, args, self._argnums, names, pure=pure)
+        return compile_gradient(self.fun, args, self._argnums, names, pure=pure,
+                                diff=self._diff)
 
     def _arg_names(self, n):
         names = list(self._names[:n])
@@ -353,10 +367,13 @@ value_and_grad.__doc__ = """Like grad, but returns (value, gradient)."""
 
 
 def emit(fun, *args, argnums=0, standalone=False):
-    """The generated source of value_and_grad(fun, argnums) at these example arguments."""
+    """The generated source of value_and_grad(fun, argnums) at these example arguments:
+    the code a cached call runs (for every batch size it allows), or with `standalone`
+    a module that needs only NumPy, for these shapes."""
     if isinstance(fun, GradFunction):
         argnums, fun = fun._argnums, fun.fun
     gf = GradFunction(fun, argnums)
     names = gf._arg_names(len(args))
     gf._check_argnums(len(args))
-    return compile_gradient(fun, args, gf._argnums, names, standalone)[0]
+    diff = None if standalone else gf._diff  # in memory: what the cached call would run
+    return compile_gradient(fun, args, gf._argnums, names, standalone, diff=diff)[0]

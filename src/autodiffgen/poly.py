@@ -43,8 +43,10 @@ LOWS = (2, 8)
 # ---- the batch axis ---------------------------------------------------------------------
 def batch_of(args, diff_flags):
     """The batch axis of a call, or None: n is the leading size of the first array argument
-    not differentiated (else of the first array), and the batch leaves are every array
-    with that leading size. Values of an enclosing trace are never batched."""
+    not differentiated (data, as in loss(params, x, y)), and the batch leaves are every
+    array with that leading size. A call whose arrays are all differentiated has no batch:
+    trying sizes costs extra traces that such functions seldom repay. Values of an
+    enclosing trace are never batched."""
     arrays, anchor = [], None
     for i, arg in enumerate(args):
         for path, leaf in _leaves_with_paths(arg, (i,)):
@@ -57,9 +59,8 @@ def batch_of(args, diff_flags):
                 arrays.append((path, leaf))
                 if anchor is None and not diff_flags[i]:
                     anchor = (path, leaf)
-    if not arrays:
+    if anchor is None:
         return None
-    anchor = anchor or arrays[0]
     n = anchor[1].shape[0]
     paths = [anchor[0]] + [p for p, a in arrays if a.shape[0] == n and p != anchor[0]]
     return Batch(n, paths)

@@ -3,6 +3,10 @@
 import numpy as np
 
 
+class GuardFailure(Exception):
+    """Raised by generated code when the arguments take another path than the traced one."""
+
+
 def _scatter_add(g, index, shape, unique=False):
     """Zeros of `shape` with `g` added at `index` (the transpose of indexing)."""
     out = np.zeros(shape, dtype=np.result_type(g))
@@ -13,12 +17,13 @@ def _scatter_add(g, index, shape, unique=False):
     return out
 
 
-const = np.arange(128, dtype=np.int64)    # int64[128]
-const_1 = np.full((128,), -0.0078125, dtype=np.float32)  # float32[128]
-
-
 def mlp_loss_value_and_grad(params, x, y):
-    """Value of mlp_loss and its gradient with respect to params, traced at (params: dict of 6, x: float32[128, 784], y: int64[128])."""
+    """Value of mlp_loss and its gradient with respect to params, traced at (params: dict of 6, x: float32[n, 784], y: int64[n]). Serves every batch size 2 <= n <= 128."""
+    n = x.shape[0]                        # the batch size
+    if not 2 <= n <= 128 or y.shape[0] != n:
+        raise GuardFailure(f'{n} rows: this code serves 2 to 128 rows, the same in x and y')
+    const = np.arange(n, dtype=np.int64)  # int64[n]
+    const_1 = np.full((n,), -1.0 / n, dtype=np.float32)  # float32[n]
     params_W1 = params['W1']              # unpack the argument
     params_b1 = params['b1']              # unpack the argument
     params_W2 = params['W2']              # unpack the argument
@@ -52,13 +57,13 @@ def mlp_loss_value_and_grad(params, x, y):
     mlp_loss = -mean                      # golden_models.py:15
     del mean
     # backward
-    g_log_probs = _scatter_add(const_1, (const, y), (128, 10), unique=True)  # grad of getitem, golden_models.py:15
+    g_log_probs = _scatter_add(const_1, (const, y), (n, 10), unique=True)  # grad of getitem, golden_models.py:15
     negative = -g_log_probs               # grad of subtract, golden_models.py:14
     g_log = np.sum(negative, axis=1, keepdims=True)  # grad of subtract, golden_models.py:14
     del negative
     g_sum_1 = np.divide(g_log, sum_1, out=g_log)  # grad of log, golden_models.py:14
     del g_log, sum_1
-    g_exp = np.broadcast_to(g_sum_1, (128, 10))  # grad of sum, golden_models.py:14
+    g_exp = np.broadcast_to(g_sum_1, (n, 10))  # grad of sum, golden_models.py:14
     del g_sum_1
     multiply = np.multiply(g_exp, exp, out=exp)  # grad of exp, golden_models.py:14
     del exp, g_exp

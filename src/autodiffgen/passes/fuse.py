@@ -16,11 +16,14 @@ numexpr would compute `x * 0.5` in float64 where NumPy keeps float32.
 
 Whether it pays off was measured (`python benchmarks/numexpr_threshold.py`, on the
 project's 2-core AMD EPYC with NumPy 2.4's AVX-512 loops, against the generated NumPy
-code with its buffer reuse): numexpr's interpreter is slower per element than NumPy's
-loops, so fusion wins only where memory traffic dominates, on float64 arrays of at
-least MIN_ELEMENTS elements (fewer when numexpr runs on several threads) and trees of
-at least MIN_OPS operations; float32 never won there. numexpr's thread count is read,
-never set: NUMEXPR_NUM_THREADS decides it. AUTODIFFGEN_NUMEXPR=0 turns fusion off.
+code with its buffer reuse). numexpr's interpreter is slower per element than those
+loops (1.7x in float64 and 4x in float32 while the arrays fit in the 32 MB cache), so
+fusion wins only where memory traffic dominates: float64 trees of MIN_OPS or more
+operations on MIN_ELEMENTS or more elements, 0.8-0.9x the NumPy time on one thread from
+16M elements, and earlier on several threads. float32 never won, nor did trees of four
+or five operations end to end (their results are new arrays, where NumPy writes into a
+dying buffer). numexpr's thread count is read when the code is generated, never set:
+NUMEXPR_NUM_THREADS decides it. AUTODIFFGEN_NUMEXPR=0 turns fusion off.
 
 The pass runs only when the caller allows it (passes.optimize(numexpr=True)): not for a
 standalone module, which imports NumPy only, nor for code an enclosing transformation
@@ -41,9 +44,9 @@ from ..tree import leaves
 from .rewrite import clone, substitute
 
 ENABLED = os.environ.get("AUTODIFFGEN_NUMEXPR", "1") != "0"
-MIN_OPS = 4
+MIN_OPS = 6
 # elements from which a tree of MIN_OPS or more pays off: (numexpr on 1 thread, on more)
-MIN_ELEMENTS = {np.dtype(np.float64): (8_000_000, 1_000_000)}
+MIN_ELEMENTS = {np.dtype(np.float64): (16_000_000, 4_000_000)}
 
 _BINARY = {"add": ast.Add, "subtract": ast.Sub, "multiply": ast.Mult, "divide": ast.Div}
 _UNARY = {"negative", "square"}
@@ -73,10 +76,11 @@ def fuse(graph, min_elements=None):
     replace, absorbed = {}, set()
     for root in reversed(graph.nodes):  # consumers first: a tree is found from its root
         # an output stays a NumPy result, which memory.owns knows for a new array
-        if root in absorbed or root in kept or not _fusible(root, root):
+        if root in absorbed or root in kept or not _fusible(root, root) \
+                or not _pays_off(root, min_elements):  # first: a small chain stays linear
             continue
         inner = _tree(root, computed, uses, kept)
-        if len(inner) >= MIN_OPS and _pays_off(root, min_elements):
+        if len(inner) >= MIN_OPS:
             replace[root] = _fused(root, inner, graph)
             absorbed |= inner
     return substitute(graph, replace)
