@@ -4,7 +4,8 @@
     autodiffgen emit examples/mlp.py     # the generated forward+backward code of `loss`
 
 The first call of `loss` traces it and compiles the generated code; every later call
-with the same shapes runs only that code (see `loss.cache_info()` at the end).
+runs only that code, the short last batch of each epoch included (see
+`loss.cache_info()` at the end: one miss).
 """
 
 import itertools
@@ -59,25 +60,31 @@ def accuracy(params, x, y):
     return np.mean(predict(params, x).argmax(axis=1) == y)
 
 
-def train(steps=400, lr=0.1, print_every=50, seed=0):
-    """Plain SGD on random minibatches; prints the mean loss of every `print_every` steps."""
+def train(epochs=25, lr=0.1, print_every=50, seed=0):
+    """Plain SGD, epoch by epoch over shuffled data in batches of BATCH rows, the last
+    batch of each epoch shorter (37 rows); prints the mean loss of every `print_every`
+    steps."""
     rng = np.random.default_rng(seed)
     centers = rng.normal(0.0, 0.6, (SIZES[-1], SIZES[0]))
-    x_train, y_train = make_blobs(rng, 2048, centers)
+    x_train, y_train = make_blobs(rng, 15 * BATCH + 37, centers)
     x_test, y_test = make_blobs(rng, 1024, centers)
     params = init_params(rng)
     losses = []
-    for step in range(1, steps + 1):
-        batch = rng.choice(len(x_train), BATCH, replace=False)
-        value, grads = loss(params, x_train[batch], y_train[batch])
-        params = {k: params[k] - lr * grads[k] for k in params}
-        losses.append(value)
-        if step % print_every == 0:
-            print(f"step {step:4d}  loss {np.mean(losses[-print_every:]):.4f}")
+    for _ in range(epochs):
+        order = rng.permutation(len(x_train))
+        for start in range(0, len(order), BATCH):
+            batch = order[start:start + BATCH]
+            value, grads = loss(params, x_train[batch], y_train[batch])
+            params = {k: params[k] - lr * grads[k] for k in params}
+            losses.append(value)
+            if len(losses) % print_every == 0:
+                print(f"step {len(losses):4d}  loss {np.mean(losses[-print_every:]):.4f}")
     print(f"test accuracy {accuracy(params, x_test, y_test):.3f}")
     return params
 
 
 if __name__ == "__main__":
     train()
-    print(loss.cache_info())  # traced and compiled once, then reused
+    # traced and compiled once, then reused: the 37-row batches have an entry of their
+    # own, served by the same generated function (it reads the batch size)
+    print(loss.cache_info())
