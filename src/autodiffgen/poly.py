@@ -171,12 +171,18 @@ def _generalize(build_graph, args, raw, graph, batch, optimized):
     """The polymorphic graph, or None: the program from n and n-1 rows, checked at a low
     size (LOWS[0], else LOWS[1] when a derived size such as n-1 is 1 at the first)."""
     n, var = batch.n, _fresh_var(graph.params)
+    # first a cheap look at a small size: a program whose length depends on the size (a
+    # loop over rows) is refused before the costly trace at n-1
+    early = _trace(build_graph, args, batch, LOWS[-1]) if LOWS[-1] < n - 1 else None
+    if early is not None and len(early.nodes) != len(raw.nodes):
+        return None
     near = _trace(build_graph, args, batch, n - 1)
     general = near and unify([graph, optimized(near)], [n, n - 1], var)
     if general is None:
         return None
     for low in (low for low in LOWS if low <= n - 1):
-        probe = near if low == n - 1 else _trace(build_graph, args, batch, low)
+        probe = near if low == n - 1 else early if low == LOWS[-1] and early is not None \
+            else _trace(build_graph, args, batch, low)
         sizes = [n, n - 1] + ([low] if low < n - 1 else [])
         if probe is not None and unify([raw, near, probe][:len(sizes)], sizes, var) \
                 and agrees(general, probe, cut(args, batch, low), low):
