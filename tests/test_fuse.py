@@ -1,9 +1,10 @@
 """The numexpr fuse pass: which trees it fuses, what the fused line reads, that results
 are bit for bit NumPy's (dtypes included), and where numexpr must never appear.
 
-Sizes here are tiny, so most tests lower the measured size threshold (`min_elements`, or
-MIN_ELEMENTS through `forced`); the thresholds themselves are tested on `_pays_off`.
-Tests that need numexpr skip without it; the others run either way.
+Sizes and trees here are small, so the tests lower the measured thresholds: MIN_OPS to 4
+for all of them, the size through `min_elements` or `forced`. The thresholds themselves
+are tested on `_pays_off` and on one tree. Tests that need numexpr skip without it; the
+others run either way.
 """
 
 import ast
@@ -23,6 +24,11 @@ from autodiffgen.testing import check_grads
 
 fuse_module = importlib.import_module("autodiffgen.passes.fuse")
 RNG = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True)
+def four_ops(monkeypatch):
+    monkeypatch.setattr(fuse_module, "MIN_OPS", 4)
 
 
 @pytest.fixture
@@ -113,11 +119,19 @@ def test_values_with_another_consumer_are_leaves_not_inner_nodes(numexpr):
     assert any(n.name == "shared" and n.prim.name == "add" for n in after.nodes)
 
 
-def test_short_trees_small_arrays_and_other_ops_are_left_alone(numexpr):
+def test_short_trees_small_arrays_and_other_ops_are_left_alone(numexpr, monkeypatch):
     def short(x, y):
         return np.sum((x * y + x) * 2.0)
     x, y = RNG.normal(size=8), RNG.normal(size=8)
     assert not fused_nodes(fused_pair(short, x, y, argnums=0)[1], forward=True)  # < MIN_OPS
+
+    def five(w, x, y):
+        return np.sum(w * w * ((x * y + x) * y - x * x))
+    monkeypatch.undo()  # the measured MIN_OPS: a five-operation tree stays NumPy's
+    assert fuse_module.MIN_OPS > 5
+    assert not fused_nodes(fused_pair(five, x, x, y, argnums=0)[1], forward=True)
+    monkeypatch.setattr(fuse_module, "MIN_OPS", 4)
+    assert fused_nodes(fused_pair(five, x, x, y, argnums=0)[1], forward=True)
 
     def split(x, y):
         return np.sum(np.exp(x * y + x) * y - x)  # exp is not fused: it splits the tree

@@ -46,15 +46,17 @@ def stable(graph):
     matches = [m for m in (_match(n, computed) for n in graph.nodes) if m is not None]
     if not matches:
         return graph, False
-    consumers = {}
-    for node in graph.nodes:
+    consumers, recorded = {}, {}  # recorded: forward node -> (place, node) its rule made
+    for i, node in enumerate(graph.nodes):
         for arg in node.args:
             if type(arg) is Node:
                 consumers.setdefault(arg, []).append(node)
+        if node.grad_of is not None:
+            recorded.setdefault(node.grad_of, []).append((i, node))
     kept = {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
     replace = {}
     for region in _regions(matches):
-        replace.update(_rewrite(region, graph, consumers, kept))
+        replace.update(_rewrite(region, recorded, consumers, kept))
     return substitute(graph, replace)
 
 
@@ -118,17 +120,27 @@ def _one(c):
 
 
 def _regions(matches):
-    """Matches sharing interior nodes (log s and log(1 - s) of one sigmoid) go together."""
+    """Matches sharing interior nodes (log s and log(1 - s) of one sigmoid) go together,
+    in the order of their first match."""
+    owner = {}  # interior node -> the index of the region that holds it
     regions = []
     for m in matches:
-        joined = [r for r in regions if any(m.interior & other.interior for other in r)]
-        merged = [m] + [other for r in joined for other in r]
-        regions = [r for r in regions if r not in joined] + [merged]
-    return regions
+        found = sorted({owner[v] for v in m.interior if v in owner})
+        if not found:
+            regions.append([m])
+            found = [len(regions) - 1]
+        else:
+            regions[found[0]].append(m)
+        for i in found[1:]:  # m joins regions that were apart until now
+            regions[found[0]] += regions[i]
+            regions[i] = []
+            owner.update({v: found[0] for other in regions[found[0]] for v in other.interior})
+        owner.update({v: found[0] for v in m.interior})
+    return [r for r in regions if r]
 
 
 # ---- the rewrite ------------------------------------------------------------------------
-def _rewrite(matches, graph, consumers, kept):
+def _rewrite(matches, recorded, consumers, kept):
     """{old node: new node} for one region, or {} when it does not have the shape the
     module docstring describes."""
     z = matches[0].z
@@ -139,7 +151,7 @@ def _rewrite(matches, graph, consumers, kept):
             or not np.issubdtype(z.dtype, np.floating) or interior & kept \
             or any(n.shape != z.shape or n.dtype != z.dtype for n in region):
         return {}
-    backward = [n for n in graph.nodes if n.grad_of in region]
+    backward = [n for _, n in sorted(p for v in region for p in recorded.get(v, ()))]
     inside = region | set(backward)
     if any(c not in inside for v in interior for c in consumers.get(v, ())):
         return {}
