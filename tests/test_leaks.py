@@ -209,6 +209,8 @@ class _CollectingOS:
 def test_a_module_collected_inside_linecache_checkcache_does_not_break_it(monkeypatch):
     """checkcache() indexes the cache with a list of its keys taken first (CPython before
     gh-126775): a generated module freed in that loop must not remove its entry then."""
+    if not hasattr(linecache, "os"):  # 3.13 imports os inside checkcache: nothing to patch
+        pytest.skip("this linecache reaches os.stat another way; the loop is the same")
     linecache.getline(__file__, 1)  # a real file's entry, stat-ed before the generated one
     f = ad.grad(lambda x: np.tanh(x).sum())
     f(np.ones(2))

@@ -149,10 +149,10 @@ def bind(prim, args, params):
     try:
         value = prim.impl(*[a.value if type(a) is Box else a for a in args], **params)
     except Exception as error:  # NumPy's own message, plus where the user wrote it
-        if hasattr(error, "add_note"):
-            error.add_note(f"(autodiffgen: in {prim.name}, called at "
-                           f"{at(user_loc(), '').rstrip(': ')})")
-        raise
+        relocated = located(error, f"in {prim.name}, called at")
+        if relocated is error:
+            raise
+        raise relocated from error
     if prim.simplify is not None:
         same = prim.simplify(args, params, value)
         if same is not None:
@@ -161,6 +161,19 @@ def bind(prim, args, params):
     for hook in RESULT_HOOKS:
         hook(trace, box, args)
     return box
+
+
+def located(error, what):
+    """`error` with the user's line added: as a note (Python 3.11+), else as the same
+    exception type with the line in its message (when that type can be made so)."""
+    note = f"(autodiffgen: {what} {at(user_loc(), '').rstrip(': ')})"
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+        return error
+    try:
+        return type(error)(f"{error} {note}")
+    except Exception:  # noqa: BLE001  an exception type with other arguments: keep it
+        return error
 
 
 def source_line(loc):
@@ -217,10 +230,10 @@ def reader(test, convert, differentiable=False):
         try:
             outcome = convert(self.value, *args)
         except Exception as error:  # NumPy's own message, plus where the user wrote it
-            if hasattr(error, "add_note"):
-                error.add_note(f"(autodiffgen: {label} of a traced value at "
-                               f"{at(user_loc(), '').rstrip(': ')})")
-            raise
+            relocated = located(error, f"{label} of a traced value at")
+            if relocated is error:
+                raise
+            raise relocated from error
         trace.guard(self, test, outcome, args)
         return outcome
     return method
