@@ -16,6 +16,7 @@ import numpy as np
 from . import passes
 from ._version import __version__
 from .emit_ast import (
+    PARSE_LOCK,
     call_ast,
     constant_ast,
     expression,
@@ -418,7 +419,8 @@ def emit_module(graphs, standalone=False, pure=False):
         imports |= emitter.imports
     constant_lines = emitter.constant_lines()  # the module's constants, shared by its functions
     injected = emitter.injected
-    parts = [inspect.getsource(HELPERS[name]).rstrip() for name in sorted(helpers)]
+    with PARSE_LOCK:  # getsource of a class parses its module (see emit_ast.PARSE_LOCK)
+        parts = [inspect.getsource(HELPERS[name]).rstrip() for name in sorted(helpers)]
     if constant_lines:
         parts.append("\n".join(constant_lines))
     parts += functions

@@ -23,6 +23,10 @@ _INLINE_LIMIT = 16  # constant arrays up to this size are written out as literal
 
 
 _RENDER_LOCK = threading.Lock()
+# CPython 3.11's ast.parse keeps a recursion counter per interpreter, not per thread: two
+# threads parsing at once can fail with "AST constructor recursion depth mismatch"
+# (gh-106905). Every parse (templates here, inspect.getsource in emit) holds this.
+PARSE_LOCK = threading.Lock()
 
 
 def render(tree):
@@ -55,7 +59,8 @@ def _parsed(text):
     def placeholder(match):
         key = match.group(1)
         return "_a_star" if key == "*" else f"_a{key}" if key.isdigit() else f"_p_{key}"
-    return ast.parse(_PLACEHOLDER.sub(placeholder, text), mode="eval").body
+    with PARSE_LOCK:
+        return ast.parse(_PLACEHOLDER.sub(placeholder, text), mode="eval").body
 
 
 class _Fill(ast.NodeTransformer):
