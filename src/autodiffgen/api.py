@@ -217,8 +217,8 @@ class GradFunction:
                 entry = self._from_disk(disk_key, stored, key)
                 source = stored[0].source
             else:
-                pure = any(type(leaf) is tracer.Box for leaf in leaves(args))
-                shared, found = (None, None) if pure else self._shared.find(args, self._diff)
+                shared, found = (None, None) if _traced(args) else \
+                    self._shared.find(args, self._diff)
                 if found is None:  # no polymorphic function serves this batch size: trace
                     if retrace.enabled() and self.misses:
                         retrace.report(function_name(self.fun), retrace.new_signature(
@@ -236,7 +236,7 @@ class GradFunction:
         arguments."""
         # called on an enclosing trace's Boxes: code that never writes in place, since
         # that trace keeps references to the plain arrays the code computes
-        pure = any(type(leaf) is tracer.Box for leaf in leaves(args))
+        pure = _traced(args)
         names = self._arg_names(len(args))
         source, namespace, graph, locs = self._build(tracer.unbox(args), names, pure)
         self.misses += 1
@@ -244,9 +244,9 @@ class GradFunction:
             done = self._persisted.setdefault(disk_key, [])
             done.append((source, namespace, graph.name, locs))
             diskcache.store(disk_key, done)
-        batch = getattr(graph, "batch", None)
-        guarded = batch is not None or bool(graph.captured) or any(map(is_guard, graph.nodes))
-        return self._load(source, namespace, graph.name, locs), source, guarded, batch
+        guarded = graph.batch is not None or bool(graph.captured) or \
+            any(map(is_guard, graph.nodes))
+        return self._load(source, namespace, graph.name, locs), source, guarded, graph.batch
 
     def _load(self, source, namespace, name, locs):
         return load(source, namespace, name, locs)
@@ -254,7 +254,7 @@ class GradFunction:
     def _disk_key(self, key, args):
         """This signature's entry in the opt-in disk cache, or None (the cache is off, or
         the arguments are an enclosing trace's values)."""
-        if not diskcache.enabled() or any(type(leaf) is tracer.Box for leaf in leaves(args)):
+        if not diskcache.enabled() or _traced(args):
             return None
         if self._fingerprint is None:
             self._fingerprint = diskcache.fingerprint(self.fun)
@@ -338,6 +338,12 @@ class GradFunction:
     def __repr__(self):
         kind = "value_and_grad" if self.with_value else "grad"
         return f"<autodiffgen.{kind} of {function_name(self.fun)}, argnums={self._argnums!r}>"
+
+
+def _traced(args):
+    """Whether the call gets an enclosing trace's values (grad of grad): such a call is
+    never batched nor stored, and its code never writes in place."""
+    return any(type(leaf) is tracer.Box for leaf in leaves(args))
 
 
 def _caller():

@@ -49,13 +49,21 @@ def _base_name(node, cotangent_of, names, prefix="g_"):
 def _comment(node, kind="grad"):
     if node.loc is None:
         return ""
-    where = f"{os.path.basename(node.loc[0])}:{node.loc[1]}"
+    where = _where(node.loc)
     if node.grad_of is not None and not node.args and node.prim.name == "ones":
         return f"seed: d {node.grad_of.name or 'output'} / d itself"
     if node.grad_of is not None:
         of = node.grad_of.prim.name if node.grad_of.prim else "argument"
         return f"{'tangent' if kind == 'jvp' else 'grad'} of {of}, {where}"
     return where
+
+
+def _where(loc):
+    return f"{os.path.basename(loc[0])}:{loc[1]}"
+
+
+# how a guard's check reads the value, as the user's code did (rules/control.py READS)
+_READ_FORMS = {"bool": "{x}", "item": "{x}.item({index})", "index": "operator.index({x})"}
 
 
 class Emitter:
@@ -196,9 +204,8 @@ class Emitter:
         self.helpers.add("GuardFailure")
         p = node.params
         x = self.arg_ast(node.args[0])
-        read = render(x) if p["test"] == "bool" else \
-            f"{render(x)}.item({', '.join(map(repr, p['index']))})" if p["test"] == "item" else \
-            f"{'operator.index' if p['test'] == 'index' else p['test']}({render(x)})"
+        read = _READ_FORMS.get(p["test"], p["test"] + "({x})").format(
+            x=render(x), index=", ".join(map(repr, p["index"])))
         if p["test"] == "index":
             self.imports.add("operator")
         outcome = p["outcome"]
@@ -208,7 +215,7 @@ class Emitter:
             test = f"not np.isnan({read})"
         else:
             test = f"{read} != {render(literal_ast(outcome))}"
-        where = f"{os.path.basename(node.loc[0])}:{node.loc[1]}" if node.loc else "?"
+        where = _where(node.loc) if node.loc else "?"
         code = source_line(node.loc) if node.loc else ""
         message = f"{where}: `{code}` was {outcome!r} when traced" if p["test"] == "bool" \
             else f"{where}: `{code}` read {p['test']}() = {outcome!r} when traced"
