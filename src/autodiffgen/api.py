@@ -25,6 +25,7 @@ from .errors import (
     where,
 )
 from .graph import is_guard
+from .rules.random import states_kept
 from .runtime import GuardFailure
 from .tree import leaves
 
@@ -186,13 +187,14 @@ class GradFunction:
         entry = self._entries.get(key) or self._miss(args, key)
         if type(entry) is not Variants:
             return self._sources[key]
-        for function, source in zip(entry.functions, entry.sources):
-            try:  # the variant whose guards these arguments pass
-                function(*args)
-            except GuardFailure:
-                continue
-            return source
-        entry(*args)
+        with states_kept(leaves(args)):  # running it to see must not draw for real
+            for function, source in zip(entry.functions, entry.sources):
+                try:  # the variant whose guards these arguments pass
+                    function(*args)
+                except GuardFailure:
+                    continue
+                return source
+            entry(*args)
         return entry.sources[-1]
 
     def cache_info(self):
@@ -343,7 +345,7 @@ class GradFunction:
 def _traced(args):
     """Whether the call gets an enclosing trace's values (grad of grad): such a call is
     never batched nor stored, and its code never writes in place."""
-    return any(type(leaf) is tracer.Box for leaf in leaves(args))
+    return any(type(leaf) in (tracer.Box, tracer.Handle) for leaf in leaves(args))
 
 
 def _caller():

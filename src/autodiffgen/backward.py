@@ -126,7 +126,8 @@ def _zeros(leaf):
 def fused_graph(name, params, trace, outputs):
     """The nodes the outputs (a tree of Boxes and constants) need, in creation order,
     with the inputs they read."""
-    roots = [leaf.node for leaf in leaves(outputs) if type(leaf) is Box] + trace.guards
+    roots = [leaf.node for leaf in leaves(outputs) if type(leaf) is Box] + trace.guards + \
+        trace.effects
     order = toposort(roots)
     live = set(order)
     nodes = sorted((n for n in order if n.prim is not None), key=lambda n: n.id)
@@ -148,7 +149,7 @@ def split_graphs(name, params, trace, value, grads, seed):
                if type(leaf) is Box and leaf.node.grad_of is None}
     residuals = sorted((n for n in needed if n is not seed.node), key=lambda n: n.id)
     value_node = value.node if type(value) is Box else value
-    fwd_roots = [r for r in residuals if r.prim is not None] + trace.guards
+    fwd_roots = [r for r in residuals if r.prim is not None] + trace.guards + trace.effects
     if type(value_node) is Node:
         fwd_roots.append(value_node)
     fwd_order = set(toposort(fwd_roots)) if fwd_roots else set()

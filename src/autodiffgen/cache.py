@@ -23,7 +23,7 @@ import numpy as np
 from .errors import ArgumentError, user_frame, where
 from .rules import TRACEABLE_HELPERS
 from .runtime import HELPERS
-from .tracer import GENERATED_LOCS, Box
+from .tracer import GENERATED_LOCS, Box, Handle
 from .tree import is_namedtuple
 
 CacheInfo = namedtuple("CacheInfo", "hits misses entries")
@@ -31,6 +31,7 @@ _counter = itertools.count()
 _counter_lock = threading.Lock()
 _dead_lines = []  # linecache keys of collected modules that a finalizer could not drop yet
 _STATIC = (int, float, bool, str, bytes, complex, type(None))
+_GENERATORS = (np.random.Generator, np.random.RandomState)  # inputs: keyed by type, not identity
 
 
 def leaf_key(x, diff):
@@ -51,6 +52,10 @@ def leaf_key(x, diff):
         return (dict, tuple([(k, leaf_key(v, diff)) for k, v in x.items()]))
     if isinstance(x, np.ndarray):  # a subclass: the tracer refuses it with a clear message
         return (kind, x.shape, x.dtype)
+    if kind in _GENERATORS:  # a new Generator each call must not retrace (rules/random.py)
+        return (kind, "generator")
+    if kind is Handle:  # an enclosing trace's generator
+        return ("traced", type(x.value))
     try:
         hash(x)
     except TypeError:

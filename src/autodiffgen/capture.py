@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 _NUMBERS = (int, float, complex, bool, np.generic)
+# generators too: rules/random.py refuses to trace code that draws from a captured one
+_READ = (np.ndarray, np.random.Generator, np.random.RandomState)
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,7 +68,7 @@ def _take(found, queue, item):
     value = item.value
     if isinstance(value, (types.FunctionType, types.MethodType)):
         queue.append(value)
-    elif type(value) is np.ndarray or isinstance(value, _NUMBERS):
+    elif type(value) in _READ or isinstance(value, _NUMBERS):
         found.setdefault((id(item.holder), item.name), item)
 
 

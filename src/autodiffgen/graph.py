@@ -125,10 +125,14 @@ def with_guards_first(graph):
         if any(is_guard(n) for n in graph.nodes) else graph
 
 
+def has_effect(node):
+    return node.prim is not None and getattr(node.prim, "effect", False)
+
+
 def roots_of(graph):
-    """What a graph must compute: its outputs' nodes, and its guards."""
+    """What a graph must compute: its outputs' nodes, its guards and its effects (draws)."""
     return [leaf for leaf in leaves(graph.outputs) if type(leaf) is Node] + \
-        [n for n in graph.nodes if is_guard(n)]
+        [n for n in graph.nodes if is_guard(n) or has_effect(n)]
 
 
 @dataclass

@@ -33,6 +33,7 @@ from . import passes
 from .cache import describe, signature_key
 from .graph import Graph, Index, Node, is_guard
 from .passes.rewrite import clone
+from .rules.random import GENERATORS, private_streams
 from .symbolic import Batch, NoFit, SymArray, evaluate, fit, same
 from .tree import is_container, items, leaves, rebuild
 
@@ -52,7 +53,7 @@ def batch_of(args, diff_flags):
         for path, leaf in _leaves_with_paths(arg, (i,)):
             if type(leaf) is not np.ndarray:
                 if not isinstance(leaf, (np.generic, int, float, complex, str, bytes,
-                                         type(None))):
+                                         type(None), *GENERATORS)):
                     return None  # a Box, or an object the signature keys by value
                 continue
             if leaf.ndim >= 1:
@@ -348,7 +349,13 @@ def agrees(general, traced, args, n):
 
 
 def run(graph, args, n=None):
-    """The outputs (leaves) of a graph on concrete arguments, by its primitives' NumPy."""
+    """The outputs (leaves) of a graph on concrete arguments, by its primitives' NumPy
+    (random draws from copies of the generators: a check must not advance the user's)."""
+    with private_streams():
+        return _run(graph, args, n)
+
+
+def _run(graph, args, n):
     env = {}
     for node in graph.inputs:
         value = args

@@ -31,7 +31,7 @@ class TapeFunction(GradFunction):
 
 def value_and_grad_now(fun, args, argnums, names):
     """Record, run backward on arrays, and return; the recording dies with this frame."""
-    trace, boxed, out = tracer.trace(fun, args, argnums, names)
+    trace, boxed, out = tracer.trace(fun, args, argnums, names, eager=True)
     backward.check_output(out, fun, scalar=True)
     wrt = boxed[argnums[0]] if _single(argnums) else tuple(boxed[i] for i in argnums)
     value = out.value if type(out) is Box else out
@@ -66,7 +66,8 @@ def jvp(fun, primals, tangents):
     """Forward mode on the tape: (out, tangent_out) computed on concrete arrays."""
     primals, tangents = tuple(primals), tuple(tangents)
     names = [f"arg{i}" for i in range(len(primals))]
-    trace, boxed, out = tracer.trace(fun, primals, range(len(primals)), names, diff="auto")
+    trace, boxed, out = tracer.trace(fun, primals, range(len(primals)), names, diff="auto",
+                                     eager=True)
     seeds = {}
     for i, tangent in enumerate(tangents):
         pair_tangents(boxed[i], tangent, names[i], seeds)

@@ -9,6 +9,7 @@ Values are computed eagerly while tracing (they give shapes and dtypes, and the 
 needs them), but Nodes keep no values, so dropping the Trace frees every array.
 """
 
+import contextlib
 import itertools
 import linecache
 import operator
@@ -34,6 +35,9 @@ UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)
 FUNCTIONS = {}  # NumPy function -> handler(*args, **kwargs)
 RESULT_HOOKS = []  # hook(trace, box, args) on every recorded result (rules.mutation: views)
 GUARD = []  # [the guard Primitive], filled in by the rules package
+INPUT_KINDS = {}  # argument type -> handler(trace, value, name, path): a non-array input
+TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (rules.random)
+GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (rules.random: no guard on a draw)
 
 _state = threading.local()
 _trace_ids = itertools.count(1)
@@ -56,6 +60,8 @@ class Trace:
         self.wrt = set()  # input nodes that derivatives are taken with respect to
         self.guards = []  # guard nodes: what the traced path assumed of the values
         self.captured = []  # capture.Captured: globals and closure values it read
+        self.effects = []  # nodes kept although no output reads them (random draws)
+        self.eager = False  # the tape: values are the user's (draws advance their generator)
         self._outer = None
 
     def __enter__(self):
@@ -90,6 +96,8 @@ class Trace:
     def guard(self, box, test, outcome, index=()):
         """Record that the traced path depends on `test` of box's value giving `outcome`
         (a branch taken, a number read): the generated code checks it before it runs."""
+        for hook in GUARD_HOOKS:
+            hook(self, box)
         params = {"test": test, "outcome": outcome, "index": tuple(index)}
         node = self.new_node(GUARD[0], (box.node,), params, True)
         self.guards.append(node)
@@ -321,6 +329,31 @@ class Box:
         return handler(*args, **kwargs)
 
 
+class Handle:
+    """A traced object that is not an array (a random generator): its node is an input or
+    the primitive that made it; the rules give its methods (HANDLE_METHODS), which record."""
+
+    __slots__ = ("node", "value")
+
+    def __init__(self, value, node):
+        self.value = value
+        self.node = node
+
+    def __getattr__(self, name):
+        method = HANDLE_METHODS.get((type(self.value), name))
+        if method is None:
+            raise UnsupportedAttributeError(at(user_loc(), f"{type(self.value).__name__}."
+                                               f"{name} is not supported on a traced "
+                                               f"{type(self.value).__name__}"))
+        return lambda *args, **kwargs: method(self, *args, **kwargs)
+
+    def __repr__(self):
+        return f"Handle({self.value!r})"
+
+
+HANDLE_METHODS = {}  # (type of the value, method name) -> handler(handle, *args, **kwargs)
+
+
 def unsupported_message(name):
     return (f"{name} has no derivative rule in autodiffgen, so it cannot be applied to a "
             "traced value. If it does not depend on the differentiated inputs, compute it "
@@ -353,16 +386,20 @@ Box.__invert__ = lambda self: np.invert(self)
 
 
 # ---- tracing a call ---------------------------------------------------------------------
-def trace(fun, args, argnums, names, diff=True):
+def trace(fun, args, argnums, names, diff=True, eager=False):
     """Call `fun` on Boxes: every array argument (and every float under `argnums`) becomes
     an input of the recording. Returns the Trace, the boxed arguments and the output.
 
     `diff` says how strict `argnums` is: True (grad) refuses integer leaves there;
     "auto" (jvp, vjp) leaves them alone, so only the floating-point leaves get derivatives.
+    `eager` (the tape): the recording's values are the ones the user gets.
     """
     recording = Trace()
+    recording.eager = eager
     recording.captured = captured(fun)
-    with recording:
+    with recording, contextlib.ExitStack() as hooks:
+        for hook in TRACE_HOOKS:
+            hooks.enter_context(hook(recording))
         boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else False)
                  for i, a in enumerate(args)]
         out = fun(*map_tree(boxed, _own_box))
@@ -391,6 +428,8 @@ def unbox(tree):
 
 
 def _unbox_leaf(x):
+    if type(x) is Handle:
+        return x.value
     if type(x) is not Box:
         return x
     return np.float64(x.value) if type(x.value) is float else x.value
@@ -408,6 +447,8 @@ def _box_tree(recording, x, path, name, diff):
         if diff:
             recording.wrt.add(box.node)
         return box
+    if kind in INPUT_KINDS:
+        return INPUT_KINDS[kind](recording, x, name, path)
     if isinstance(x, np.ndarray):
         raise _argument_error(f"argument {name!r} is a {kind.__name__}, an ndarray subclass; "
                               "pass np.asarray(...) of it")

@@ -12,6 +12,8 @@ from .rewrite import substitute
 def cse(graph):
     seen, replace = {}, {}
     for node in graph.nodes:
+        if node.prim.effect:  # two draws are two draws
+            continue
         key = (id(node.prim), tuple(_arg_key(a, replace) for a in node.args),
                tuple((k, _param_key(v)) for k, v in sorted(node.params.items())))
         if key in seen:

@@ -17,7 +17,7 @@ FOLD_LIMIT = 1024
 def fold(graph):
     replace = {}
     for node in graph.nodes:
-        if any(type(a) is Node for a in node.args):
+        if node.prim.effect or any(type(a) is Node for a in node.args):
             continue
         value = node.prim.impl(*node.args, **node.params)
         if _foldable(value, node):

@@ -35,7 +35,7 @@ class Primitive:
 
     def __init__(self, name, impl, template, defaults=None, vjps=(), simplify=None,
                  variadic_vjp=None, helper=None, jvps=(), jvp_from=None, linear_in=None,
-                 strict=False, imports=(), builtin=False):
+                 strict=False, imports=(), builtin=False, effect=False):
         self.name = name
         self.impl = impl
         self.template = template
@@ -49,6 +49,9 @@ class Primitive:
         self.linear_in = linear_in
         self.strict = strict  # a missing rule is an error (user primitives), not a zero
         self.imports = tuple(imports)  # modules besides NumPy its template names
+        # a step with an effect (a random draw advances its generator): never folded,
+        # merged or dropped, and run in the order traced
+        self.effect = effect
         # passes recognize primitives by `op`: a user's primitive named "exp" is not np.exp
         self.op = name if builtin else None
 
@@ -252,6 +255,7 @@ from . import (  # noqa: F401
     linalg,
     mutation,
     passthrough,
+    random,
     reductions,
     shapes,
     special,
