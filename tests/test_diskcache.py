@@ -514,7 +514,7 @@ MODEL = """
     import numpy as np
 
     def f(x):
-        W = np.random.default_rng(0).normal(size=(30, 30))  # too big to print: injected
+        W = np.sin(np.arange(900.0)).reshape(30, 30)  # too big to print: injected
         return np.sum(np.tanh(x @ W) ** 2)
 """
 

@@ -99,15 +99,14 @@ LEGACY_METHODS = {
     "choice": _spec("a:d size:s replace:s p:d"), "permutation": _spec("x:d"),
 }
 # np.random functions that change or read the global state rather than draw from it
+_STATE = ("the generated code would not do it as the trace did. Seed outside the function, "
+          "or create a generator inside it with np.random.default_rng(seed)")
 _REFUSED = {
-    "seed": "seeds NumPy's global generator",
-    "set_state": "sets NumPy's global generator's state",
-    "get_state": "reads NumPy's global generator's state",
-    "shuffle": "shuffles an array in place",
+    "seed": f"seeds NumPy's global generator: {_STATE}",
+    "set_state": f"sets NumPy's global generator's state: {_STATE}",
+    "get_state": f"reads NumPy's global generator's state: {_STATE}",
+    "shuffle": "shuffles an array in place: write x = x[np.random.permutation(len(x))]",
 }
-_REFUSED_HINT = ("the generated code cannot do that at run time as the trace did. Seed "
-                 "outside the function, or create a generator inside it with "
-                 "np.random.default_rng(seed); shuffle with x[rng.permutation(len(x))]")
 
 
 # ---- streams: which generator object a draw advances ----------------------------------------
@@ -247,45 +246,66 @@ def _bind(fn, spec, args, kwargs):
 
 
 # ---- derivatives through a parameter: the reparameterization --------------------------------------
-# fn -> (the parameter-free draw it is made of, how its numbers become fn's); for the
-# generator API the uniform draw is `random`, for the legacy one `random_sample`
+# fn -> (the parameters it is differentiable in, the parameter-free draw it is made of as
+# (method, its arguments) given fn's arguments and the drawn shape, how that draw's numbers
+# become fn's). For the generator API the uniform draw is `random`, for the legacy one
+# `random_sample`. A permutation or choice of a traced array is one of its indices.
+def _noise(fn):
+    return lambda bound, size: (fn, {"size": size})
+
+
+def _indices(name, *passed):
+    def made(bound, size):
+        return name, {**{k: bound[k] for k in passed if k in bound}, "a" if name == "choice"
+                      else "x": len(bound["a" if name == "choice" else "x"])}
+    return made
+
+
 REPARAMETERIZED = {
-    "normal": ("standard_normal", lambda z, loc=0.0, scale=1.0: loc + scale * z),
-    "uniform": ("random", lambda u, low=0.0, high=1.0: low + (high - low) * u),
-    "exponential": ("standard_exponential", lambda e, scale=1.0: scale * e),
-    "lognormal": ("standard_normal", lambda z, mean=0.0, sigma=1.0: np.exp(mean + sigma * z)),
+    "normal": (("loc", "scale"), _noise("standard_normal"),
+               lambda z, loc=0.0, scale=1.0, size=None: loc + scale * z),
+    "uniform": (("low", "high"), _noise("random"),
+                lambda u, low=0.0, high=1.0, size=None: low + (high - low) * u),
+    "exponential": (("scale",), _noise("standard_exponential"),
+                    lambda e, scale=1.0, size=None: scale * e),
+    "lognormal": (("mean", "sigma"), _noise("standard_normal"),
+                  lambda z, mean=0.0, sigma=1.0, size=None: np.exp(mean + sigma * z)),
+    "permutation": (("x",), _indices("permutation"), lambda i, x: x[i]),
+    "choice": (("a",), _indices("choice", "size", "replace", "p"), lambda i, a, **_: a[i]),
 }
 
 
 def _reparameterized(trace, handle, fn, bound, dist, api):
     """fn's draw as its parameter-free draw and differentiable arithmetic, if that gives
     NumPy's numbers bit for bit (checked now, on copies of the generator)."""
-    wrt = next(k for k, v in dist.items() if type(v) is Box and carries_gradient(trace, v.node))
+    wrt = [k for k, v in dist.items() if type(v) is Box and carries_gradient(trace, v.node)]
     rule = REPARAMETERIZED.get(fn)
-    if rule is None:
+    if rule is None or not set(wrt) <= set(rule[0]) or set(bound) - set(rule[0]) - {
+            "size", "replace", "p"}:
         raise TracingError(at(user_loc(), f"{fn}() has no derivative with respect to its "
-                              f"parameter {wrt!r}, which depends on a differentiated "
+                              f"parameter {wrt[0]!r}, which depends on a differentiated "
                               "argument. Wrap the parameter in autodiffgen.stop_gradient(...) "
                               "if no derivative should flow through the draw, or write the "
                               "draw as a differentiable function of a parameter-free one"))
-    base, combine = rule
-    if base == "random" and api == "legacy":
-        base = "random_sample"
+    _, made_of, combine = rule
     size = bound.get("size")
     if size is None:
         size = np.broadcast_shapes(*(np.shape(v) for v in dist.values()))
-    plain = {k: v.value if type(v) is Box else v for k, v in dist.items()}
+    base, base_args = made_of(bound, size)
+    if base == "random" and api == "legacy":
+        base = "random_sample"
+    plain = {k: v.value if type(v) is Box else v for k, v in bound.items()}
     real = resolve(None if handle is None else handle.value)
-    theirs = getattr(copy.deepcopy(real), fn)(**plain, size=bound.get("size"))
-    mine = combine(getattr(copy.deepcopy(real), base)(size=size), **plain)
+    theirs = getattr(copy.deepcopy(real), fn)(**plain)
+    mine = combine(getattr(copy.deepcopy(real), base)(**base_args), **plain)
     if not _identical(theirs, mine):
-        raise TracingError(at(user_loc(), f"{fn}() with the parameter {wrt!r} depending on a "
-                              f"differentiated argument: {fn} is not {base} transformed "
+        raise TracingError(at(user_loc(), f"{fn}() with the parameter {wrt[0]!r} depending on "
+                              f"a differentiated argument: {fn} is not {base} transformed "
                               "bit for bit by this NumPy, so its derivative is not known. "
-                              f"Write the reparameterization yourself, e.g. "
-                              f"mu + sigma * rng.{base}(size)"))
-    noise = draw(handle, base, (), {"size": size}, api)
-    return combine(noise, **dist)
+                              "Write the reparameterization yourself, e.g. "
+                              "mu + sigma * rng.standard_normal(size)"))
+    noise = draw(handle, base, (), base_args, api)
+    return combine(noise, **bound)
 
 
 def _identical(a, b):
@@ -347,7 +367,7 @@ def _wrapper(name, original):
             return original(*args, **kwargs)  # another thread, or the tape
         if name in _REFUSED:
             raise UnsupportedOperationError(at(user_loc(), f"np.random.{name}() in a traced "
-                                               f"function {_REFUSED[name]}: {_REFUSED_HINT}"))
+                                               f"function {_REFUSED[name]}"))
         if name == "default_rng":
             return _default_rng(*args, *kwargs.values())
         return draw(None, name, args, kwargs, "legacy")
