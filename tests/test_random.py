@@ -421,3 +421,18 @@ def test_interception_is_undone_on_every_exit_and_other_threads_draw_normally():
     assert seen[1] == np.random.default_rng(1).random()
     assert type(value) is not ad.tracer.Box
     assert (np.random.rand, np.random.normal, np.random.default_rng) == originals
+
+
+def test_code_from_the_disk_cache_draws_as_eager(tmp_path, monkeypatch):
+    from autodiffgen import diskcache, tracer
+    for name in ("_explicit", "_path", "_max_bytes"):  # put back after the test
+        monkeypatch.setattr(diskcache, name, getattr(diskcache, name))
+    diskcache.enable(tmp_path / "cache")
+    rng = seeded()
+    first = value_and_grad(dropout_rng)(W, B, XS[0], rng)  # traced, stored
+    monkeypatch.setattr(tracer, "trace", None)  # a trace now would fail
+    again = value_and_grad(dropout_rng)
+    got = [again(W, B, XS[k], rng) for k in range(2)]
+    rng = seeded()
+    eager = [dropout_rng(W, B, x, rng) for x in (XS[0], XS[0], XS[1])]
+    assert [first[0]] + [v for v, _ in got] == eager
