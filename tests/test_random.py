@@ -436,3 +436,47 @@ def test_code_from_the_disk_cache_draws_as_eager(tmp_path, monkeypatch):
     rng = seeded()
     eager = [dropout_rng(W, B, x, rng) for x in (XS[0], XS[0], XS[1])]
     assert [first[0]] + [v for v, _ in got] == eager
+
+
+def test_a_data_dependent_branch_fails_its_guard_before_any_draw():
+    def f(w, x, rng):
+        h = np.tanh(x @ w)
+        if np.sum(x) > 0:  # a guard on the data: checked before the code draws
+            h = h * (rng.random(h.shape) < 0.5)
+        else:
+            h = h + np.random.randn(*h.shape)
+        return np.sum(h ** 2)
+    xs = [XS[0], -XS[0], XS[0] * 2, -XS[0] * 0.5]
+    assert np.sum(xs[0]) > 0 or np.sum(xs[1]) > 0
+    compiled = value_and_grad(f)
+    rng = seeded()
+    got = [compiled(W, x, rng) for x in xs]
+    after = states(rng)
+    rng = seeded()
+    ref = [tape.value_and_grad(f)(W, x, rng) for x in xs]
+    check_states_equal_to(after, rng)
+    for (v, g), (tv, tg) in zip(got, ref):
+        assert v == pytest.approx(tv, rel=1e-12)
+        np.testing.assert_allclose(g, tg, rtol=1e-10)
+
+
+def test_two_threads_tracing_at_once_draw_each_from_their_own_generator():
+    errors, results = [], {}
+
+    def work(seed):
+        try:
+            f = value_and_grad(lambda w, x, rng: np.sum(np.tanh(x @ w) * rng.random((12, 4))) +
+                               np.sum(np.random.rand(2) * 0))
+            rng = np.random.default_rng(seed)
+            results[seed] = [f(W, XS[0], rng)[0] for _ in range(3)]
+        except Exception as error:  # noqa: BLE001  reported below
+            errors.append(error)
+    threads = [threading.Thread(target=work, args=(s,)) for s in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    for seed, values in results.items():
+        rng = np.random.default_rng(seed)
+        assert values == [np.sum(np.tanh(XS[0] @ W) * rng.random((12, 4))) for _ in range(3)]
