@@ -372,6 +372,9 @@ def _reads_global_rng(w):
     (lambda w, rng: np.sum(rng.random(w.shape, out=np.empty(w.shape)) * w), TracingError,
      "out="),
     (lambda w, rng: np.sum(rng.spawn(1)), Exception, "Generator.spawn is not supported"),
+    (lambda w, rng: np.sum(w * rng.random(np.sum(w > 0))), TracingError, "static argument"),
+    (lambda w, rng: np.sum(w * np.random.default_rng(np.random.SeedSequence(1)).random(3)),
+     TracingError, "an int (or None)"),
 ])
 def test_refused_with_a_clear_message_naming_the_line(body, error, words):
     with pytest.raises(error, match="test_random.py:") as info:

@@ -334,6 +334,7 @@ class Handle:
     the primitive that made it; the rules give its methods (HANDLE_METHODS), which record."""
 
     __slots__ = ("node", "value")
+    __class__ = property(lambda self: type(self.value))  # isinstance answers for the value
 
     def __init__(self, value, node):
         self.value = value

@@ -207,6 +207,10 @@ def draw(handle, fn, args, kwargs, api):
         if type(value) is Box and value.node.trace_id != trace.id:
             raise TracingError(at(user_loc(), f"{fn}() got a value traced by an enclosing "
                                   "transformation (through a closure); pass it as an argument"))
+    if any(type(v) is Box for k, v in bound.items() if k not in dist):
+        raise TracingError(at(user_loc(), f"{fn}() got a traced value as its size or another "
+                              "static argument: the generated code writes these as numbers. "
+                              "Use shapes (x.shape, len(x)), not computed values"))
     if any(type(v) is Box and carries_gradient(trace, v.node) for v in dist.values()):
         return _reparameterized(trace, handle, fn, bound, dist, api)
     params = {"fn": fn, "api": api, "state": handle is None, "dist": tuple(dist),
@@ -343,9 +347,9 @@ for _fn in LEGACY_METHODS:
 
 def _default_rng(*seed):
     trace = current_trace()
-    if len(seed) > 1 or any(type(s) is Box for s in seed):
+    if len(seed) > 1 or not all(s is None or isinstance(s, (int, np.integer)) for s in seed):
         raise TracingError(at(user_loc(), "np.random.default_rng(seed) in a traced function "
-                              "takes one seed that is not a traced value"))
+                              "takes one seed, an int (or None), that is not a traced value"))
     node = trace.new_node(MAKE_RNG, seed, {}, np.empty((), object))
     handle = Handle(DEFAULT_RNG(*seed), node)
     trace.boxes[node] = handle
