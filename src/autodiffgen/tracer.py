@@ -20,10 +20,13 @@ import numpy as np
 from .capture import captured
 from .errors import (
     ArgumentError,
+    OutputError,
     TracingError,
     UnsupportedAttributeError,
     UnsupportedOperationError,
     at,
+    def_site,
+    function_name,
     is_internal,
 )
 from .graph import Node
@@ -366,6 +369,10 @@ def trace(fun, args, argnums, names, diff=True):
         boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else False)
                  for i, a in enumerate(args)]
         out = fun(*map_tree(boxed, _own_box))
+    if out is None:  # np.result_type(None) is float64: the gradient would be zeros
+        raise OutputError(at(def_site(fun), f"{function_name(fun)} returned None: it has no "
+                             "`return`, or a path through it ends without one; return the "
+                             "value to differentiate"))
     if type(out) is Box and out.node.trace_id != recording.id:
         raise TracingError(at(user_loc(), "the function returned a value traced by an "
                               "enclosing transformation (through a closure); pass that value "
@@ -419,7 +426,20 @@ def _box_tree(recording, x, path, name, diff):
     if is_container(x):
         return rebuild(x, [_box_tree(recording, child, path + (key,), f"{name}_{key}", diff)
                            for key, child in items(x)])
+    if diff is True and len(path) == 1:  # None, a string: NumPy would fail on it, unnamed
+        raise _argument_error(
+            f"argument {name!r} is under argnums but is {_short(x)}, not a float or a "
+            "floating-point array: pass one, or remove it from argnums" + (
+                " (on a method, argnums count self as 0: @grad(argnums=1) differentiates "
+                "the first argument after self)" if name == "self" else ""))
     return x
+
+
+def _short(x):
+    """None, 'a string', or 'a Model instance' (no memory address in messages)."""
+    if x is None or type(x) in (str, bytes):
+        return repr(x)
+    return f"a {type(x).__name__} instance"
 
 
 def _argument_error(message):
