@@ -498,6 +498,7 @@ def test_power_with_an_array_exponent_containing_zero():
         np.testing.assert_array_equal(t, expected)
     gx, gp = autodiffgen.grad(argument, argnums=(0, 1))(x, p)
     np.testing.assert_array_equal(gx, expected)
+    np.testing.assert_array_equal(gp, tape.grad(argument, argnums=1)(x, p))
     positive_x = np.array([0.5, 2.0, 1.5, 1.5, 0.7])
     check_grads(argument, positive_x, p, argnums=(0, 1))  # the where keeps d/dp exact
     h = autodiffgen.hessian(lambda q: np.sum(positive_x ** q))(p)
