@@ -383,3 +383,7 @@ def test_complex_arguments_are_refused_clearly():
     with pytest.raises(autodiffgen.UnsupportedOperationError) as info:
         grad(lambda w, z: np.sum((w * z).real))(np.ones(2), z)  # complex_data
     assert "complex" in str(info.value) and line_of("complex_data") in str(info.value)
+    objects = np.array([1.0, 2.0], dtype=object)  # arithmetic on it has no float dtype:
+    with pytest.raises(autodiffgen.ArgumentError) as info:  # the gradient was zeros
+        grad(lambda w, o: np.sum(w * o))(np.ones(2), objects)  # object_data
+    assert "dtype object" in str(info.value) and line_of("object_data") in str(info.value)

@@ -411,6 +411,10 @@ def _box_tree(recording, x, path, name, diff):
                 f"argument {name!r} is under argnums but has dtype {result_dtype(x)}: only "
                 "real floating-point arrays have gradients. Remove it from argnums or "
                 "convert it with .astype(np.float64)")
+        if result_dtype(x) == object:  # its arithmetic is on Python objects: no float
+            raise _argument_error(  # dtype, so no derivative would reach it, silently
+                f"argument {name!r} is an array of dtype object, which generated code does "
+                "not support: convert it with .astype(np.float64)")
         box = recording.new_input(x, name, path)
         if diff:
             recording.wrt.add(box.node)
