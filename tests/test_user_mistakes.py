@@ -210,6 +210,8 @@ def test_numpy_integers_are_argnums(argnums, expected):
         np.testing.assert_allclose(g, w)
     jac = autodiffgen.jacobian(np.sin, argnums=np.int64(0))(X)
     np.testing.assert_allclose(jac, np.diag(np.cos(X)))
+    hess = autodiffgen.hessian(lambda x: np.sum(x ** 3), argnums=np.int64(0))(X)
+    np.testing.assert_allclose(hess, np.diag(6 * X))
 
 
 @pytest.mark.parametrize("argnums", [0.0, True, np.bool_(False), "0", None, (0, 1.0), [],
