@@ -230,3 +230,27 @@ def test_thresholds_depend_on_dtype_size_and_numexprs_threads(numexpr, monkeypat
         assert fuse_module._pays_off(node(smallest, np.float64), None)
         assert not fuse_module._pays_off(node(smallest - 1, np.float64), None)
         assert not fuse_module._pays_off(node(10**8, np.float32), None)  # never won here
+
+
+def guarded_rational(x, y, d):
+    a = (d * d + d) * d - d * d  # non-differentiated data, read by the guard below
+    s = float(np.sum(a * a / (1.0 + d * d) - d * 0.5))
+    return rational(x, y) * (2.0 if s > 0 else 3.0)
+
+
+def test_a_tree_a_guard_reads_is_not_fused(numexpr):
+    """numexpr would compute the guard's value in another way: it stays as traced (what
+    the differentiated inputs compute is still fused)."""
+    x, y, d = (RNG.uniform(0.5, 1.5, 50) for _ in range(3))
+    before, after, changed = fused_pair(guarded_rational, x, y, d)
+    assert changed
+    read, stack = set(), [a for n in after.nodes if n.prim.name == "guard" for a in n.args]
+    while stack:  # what the guards read, all the way up
+        node = stack.pop()
+        if type(node) is Node and node not in read:
+            read.add(node)
+            stack.extend(node.args)
+    assert not any(n.prim is fuse_module.FUSED for n in read)
+    assert any(n.prim is fuse_module.FUSED for n in after.nodes if n not in read)
+    for a, b in zip(flat(run(before, x, y, d)), flat(run(after, x, y, d))):
+        np.testing.assert_array_equal(a, b)

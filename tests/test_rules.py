@@ -18,6 +18,7 @@ from tables import sum_sin as _s
 
 import autodiffgen
 from autodiffgen import tape
+from autodiffgen.testing import check_grads
 
 
 # ---- argument domains beyond the shared ones (tables.py): each is rng -> value ----------
@@ -444,3 +445,99 @@ def test_repeated_indices_accumulate_like_add_at():
     np.testing.assert_array_equal(g, expected)
     g = autodiffgen.grad(lambda x, i: np.sum(x[i] * w))(x, idx)
     np.testing.assert_array_equal(g, expected)
+
+
+# ---- exact zeros where the textbook formula divides by zero (issue 10) ------------------
+COEFFS = np.array([0.5, -1.0, 2.0, 0.25])
+
+
+def polynomial(x):
+    return np.sum(sum(COEFFS[k] * x ** k for k in range(4)))
+
+
+def polynomial_derivative(x):
+    return sum(k * COEFFS[k] * x ** (k - 1) for k in range(1, 4))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_power_rule_is_finite_at_zero(dtype):
+    """x ** 0 has derivative 0, x ** 1 derivative 1, x ** 2 derivative 0 at x = 0: not
+    0 * 0 ** -1 = NaN. A polynomial's gradient is exact wherever an input is 0."""
+    rng = np.random.default_rng(11)
+    f = autodiffgen.grad(polynomial)
+    for x in (np.array([0.0, 1.5, -2.0, 0.0]), rng.normal(size=4), np.zeros(4)):
+        x = x.astype(dtype)
+        with np.errstate(all="raise"):  # no 0 ** -1 anywhere, not even a warning
+            g = f(x)
+        assert g.dtype == dtype
+        expected = polynomial_derivative(x.astype(np.float64))
+        np.testing.assert_allclose(g, expected, rtol=1e-5 if dtype == np.float32 else 1e-12)
+        np.testing.assert_allclose(tape.grad(polynomial)(x), expected, rtol=1e-5)
+    check_grads(polynomial, np.array([0.0, 0.5, -1.0]))
+    for k, slope in ((0, 0.0), (1, 1.0), (2, 0.0), (3, 0.0)):
+        assert autodiffgen.grad(lambda x, k=k: np.sum(x ** k))(np.zeros(2))[0] == slope
+        assert autodiffgen.grad(lambda x, k=k: x ** k)(0.0) == slope  # Python-float code
+
+
+def test_power_with_an_array_exponent_containing_zero():
+    """x ** p with p a constant, an argument, or differentiated: 0 where p is 0, also at
+    x == 0, in reverse and forward mode, and the exponent's own derivative unchanged."""
+    p = np.array([0.0, 1.0, 2.0, 0.0, 3.0])
+    x = np.array([0.0, 0.0, 0.0, 1.5, -0.5])
+    expected = np.array([0.0, 1.0, 0.0, 0.0, 0.75])
+
+    def argument(x, p):
+        return np.sum(x ** p)
+    with np.errstate(divide="raise", invalid="raise"):
+        np.testing.assert_array_equal(autodiffgen.grad(argument)(x, p), expected)
+        np.testing.assert_array_equal(autodiffgen.grad(lambda x: np.sum(x ** p))(x), expected)
+        np.testing.assert_array_equal(tape.grad(argument)(x, p), expected)
+        _, t = autodiffgen.jvp(lambda x, p: x ** p, (x, p), (np.ones(5), None))
+        np.testing.assert_array_equal(t, expected)
+        _, t = tape.jvp(lambda x: x ** p, (x,), (np.ones(5),))
+        np.testing.assert_array_equal(t, expected)
+    gx, gp = autodiffgen.grad(argument, argnums=(0, 1))(x, p)
+    np.testing.assert_array_equal(gx, expected)
+    np.testing.assert_array_equal(gp, tape.grad(argument, argnums=1)(x, p))
+    positive_x = np.array([0.5, 2.0, 1.5, 1.5, 0.7])
+    check_grads(argument, positive_x, p, argnums=(0, 1))  # the where keeps d/dp exact
+    h = autodiffgen.hessian(lambda q: np.sum(positive_x ** q))(p)
+    np.testing.assert_allclose(h, np.diag(positive_x ** p * np.log(positive_x) ** 2))
+
+
+def test_std_of_one_value_or_equal_values_has_a_zero_gradient():
+    """sqrt at a variance of exactly 0 (a length-1 axis, or equal values): 0, as Autograd
+    and PyTorch give for one value, instead of inf * 0 = NaN."""
+    one_row = np.array([[1.0, 2.0, 3.0]])
+    cases = [
+        (lambda x: np.sum(np.std(x, axis=0)), one_row),
+        (lambda x: np.sum(x.std(axis=0, keepdims=True) * 2.0), one_row),
+        (lambda x: np.std(x), np.full(4, 0.5)),
+        (lambda x: np.std(x, ddof=1), np.full(2, -1.0)),
+        (lambda x: np.sum(np.std(x, axis=1) * np.array([1.0, 3.0])),
+         np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]])),
+    ]
+    for f, x in cases:
+        with np.errstate(all="raise"):
+            g = autodiffgen.grad(f)(x)
+        assert np.isfinite(g).all()
+        np.testing.assert_allclose(g, tape.grad(f)(x))
+        check_grads(f, x, fwd=False)
+        _, t = autodiffgen.jvp(f, (x,), (np.ones_like(x),))
+        assert np.isfinite(t)
+    g = autodiffgen.grad(cases[-1][0])(cases[-1][1])
+    np.testing.assert_array_equal(g[0], 0.0)
+    x = cases[-1][1][1]
+    np.testing.assert_allclose(g[1], 3 * (x - x.mean()) / (3 * x.std()))
+    check_grads(lambda x: np.sum(np.std(x, axis=0, ddof=1) + np.var(x, axis=0, ddof=1)),
+                np.random.default_rng(3).normal(size=(4, 3)))
+
+
+@pytest.mark.filterwarnings("ignore:Degrees of freedom")
+def test_var_with_ddof_over_too_few_values_is_nan_as_in_numpy():
+    """n - ddof == 0: NumPy's value is NaN, and so is the gradient (no silent number)."""
+    x = np.array([[1.0, 2.0]])
+    with np.errstate(all="ignore"):
+        value, g = autodiffgen.value_and_grad(lambda x: np.sum(np.var(x, axis=0, ddof=1)))(x)
+        assert np.isnan(value) and np.isnan(np.sum(np.var(x, axis=0, ddof=1)))
+        assert np.isnan(g).all()

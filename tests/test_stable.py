@@ -183,3 +183,19 @@ def test_forward_mode_and_second_derivatives_through_the_stable_form():
     hessian = ad.hessian(softplus)(z)
     np.testing.assert_allclose(hessian, np.diag(sigmoid(z) * sigmoid(-z)), rtol=1e-10,
                                atol=1e-15)
+
+
+def test_a_value_a_guard_reads_keeps_its_traced_form():
+    """A guard compares the value the code computes with the traced one: the stable form
+    would compute it another way, so a softplus that a guard reads stays as written."""
+    from graph_helpers import traced
+
+    def f(z):
+        softplus = np.log(1.0 + np.exp(z))
+        if np.sum(softplus) > 3.0:  # read by a guard
+            return np.sum(softplus * 2.0)
+        return np.sum(softplus)
+    z = np.array([0.5, 1.0, 2.0])
+    graph, _ = passes.stable(traced(f, z))
+    assert "logaddexp" not in {n.prim.name for n in graph.nodes}
+    check_grads(f, z)

@@ -2,6 +2,8 @@
 and the user's line (never a silently wrong gradient)."""
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -134,3 +136,256 @@ def test_fails_with_the_problem_and_the_line(fun, marker, error, words):
     for word in words:
         assert word in text, text
     np.testing.assert_array_equal(x, X)  # nothing the user passed in was modified
+
+
+def test_errors_carry_no_internal_exception():
+    """What the user sees is the error alone: no cache KeyError (nor any other internal
+    exception) chained to it, whichever engine or transformation raised it."""
+    calls = [lambda f: grad(f)(X.copy()), lambda f: tape.grad(f)(X.copy()),
+             lambda f: autodiffgen.value_and_grad(f)(X.copy()),
+             lambda f: autodiffgen.hessian(f)(X.copy()),
+             lambda f: autodiffgen.vjp(f, X.copy())]
+    for fun in (asarray, math_exp, float_of_param, tolist, numpy_out, forgets_return):
+        for call in calls:
+            with pytest.raises(Exception) as info:  # each has its own type
+                call(fun)
+            error = info.value
+            assert error.__cause__ is None, (fun, error.__cause__)
+            assert error.__context__ is None or error.__suppress_context__, (
+                fun, repr(error.__context__))
+
+
+# ---- a function that forgets `return` ------------------------------------------------------
+def forgets_return(x):  # forgets_return
+    loss = np.sum(np.sin(x) ** 2)  # noqa: F841  the mistake under test
+
+
+def returns_on_one_path(x):  # returns_on_one_path
+    if x[0] > 0:
+        return np.sum(x ** 2)
+
+
+@pytest.mark.parametrize("call", [
+    lambda f, x: grad(f)(x),
+    lambda f, x: autodiffgen.value_and_grad(f)(x),
+    lambda f, x: tape.grad(f)(x),
+    lambda f, x: tape.jvp(f, (x,), (x,)),
+    lambda f, x: autodiffgen.jvp(f, (x,), (x,)),
+    lambda f, x: autodiffgen.vjp(f, x),
+    lambda f, x: autodiffgen.jacobian(f)(x),
+    lambda f, x: autodiffgen.jacfwd(f)(x),
+    lambda f, x: autodiffgen.hessian(f)(x),
+    lambda f, x: autodiffgen.hvp(f, (x,), (x,)),
+    lambda f, x: grad(grad(f))(x),
+], ids=["grad", "value_and_grad", "tape", "tape_jvp", "jvp", "vjp", "jacobian", "jacfwd",
+        "hessian", "hvp", "grad_of_grad"])
+def test_a_function_that_returns_none_is_refused_at_its_definition(call):
+    """Returning None (a missing `return`) gave an all-zeros gradient: now an OutputError
+    naming the function, its definition line and None."""
+    with pytest.raises(autodiffgen.OutputError) as info:
+        call(forgets_return, X.copy())
+    message = str(info.value)
+    assert line_of("forgets_return") in message and "forgets_return returned None" in message
+    f = grad(returns_on_one_path)
+    np.testing.assert_allclose(f(X.copy()), 2 * X)  # x[0] > 0: it returns
+    with pytest.raises(autodiffgen.OutputError) as info:
+        f(-X)  # the other path falls off the end
+    assert line_of("returns_on_one_path") in str(info.value)
+
+
+# ---- argnums as users write it -------------------------------------------------------------
+def two(a, b):
+    return np.sum(a * np.sin(b))
+
+
+@pytest.mark.parametrize("argnums, expected", [
+    (np.int64(1), 1), (np.int32(0), 0), ((np.int64(0), 1), (0, 1)), ([1, 0], (1, 0)),
+    (range(2), (0, 1))])
+def test_numpy_integers_are_argnums(argnums, expected):
+    a, b = X.copy(), X[::-1].copy()
+    got = grad(two, argnums=argnums)(a, b)
+    want = tape.grad(two, argnums=expected)(a, b)
+    for g, w in zip(got if isinstance(expected, tuple) else [got],
+                    want if isinstance(expected, tuple) else [want]):
+        np.testing.assert_allclose(g, w)
+    jac = autodiffgen.jacobian(np.sin, argnums=np.int64(0))(X)
+    np.testing.assert_allclose(jac, np.diag(np.cos(X)))
+    hess = autodiffgen.hessian(lambda x: np.sum(x ** 3), argnums=np.int64(0))(X)
+    np.testing.assert_allclose(hess, np.diag(6 * X))
+
+
+@pytest.mark.parametrize("argnums", [0.0, True, np.bool_(False), "0", None, (0, 1.0), [],
+                                     np.array([0.5])])
+def test_non_integer_argnums_are_refused_clearly(argnums):
+    with pytest.raises(autodiffgen.ArgumentError) as info:
+        grad(two, argnums=argnums)
+    assert "argnums must be an int" in str(info.value)
+    assert f"test_user_mistakes.py:{two.__code__.co_firstlineno}" in str(info.value)
+
+
+@pytest.mark.parametrize("bad", [None, "scale"])
+def test_none_under_argnums_names_the_argument(bad):
+    with pytest.raises(autodiffgen.ArgumentError) as info:
+        autodiffgen.value_and_grad(two, argnums=(0, 1))(X.copy(), bad)  # none_arg
+    message = str(info.value)
+    assert "'b'" in message and repr(bad) in message and "argnums" in message
+    assert line_of("none_arg") in message
+
+
+# ---- grad on a method ----------------------------------------------------------------------
+class Model:
+    """As in Autograd and JAX, argnums count `self` as argument 0."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    @grad(argnums=1)
+    def loss(self, w, x):
+        return np.sum(np.sin(w * x)) * self.scale
+
+    @autodiffgen.value_and_grad(argnums=(1, 2))
+    def both(self, w, x):
+        return np.sum(np.sin(w * x)) * self.scale
+
+    @grad
+    def by_default(self, w):
+        return np.sum(w ** 2)
+
+    def plain(self, w, x):
+        return np.sum(np.sin(w * x)) * self.scale
+
+
+def test_grad_works_on_methods_and_counts_self_as_argument_0():
+    rng = np.random.default_rng(2)
+    Model.loss.cache_clear()
+    for scale in (2.0, 3.0):
+        model = Model(scale)
+        for _ in range(2):
+            w, x = rng.normal(size=3), rng.normal(size=3)
+            np.testing.assert_allclose(model.loss(w, x), scale * x * np.cos(w * x))
+            np.testing.assert_allclose(model.loss(w, x=x), scale * x * np.cos(w * x))
+            np.testing.assert_allclose(model.loss(w, x),
+                                       tape.grad(Model.plain, argnums=1)(model, w, x))
+            value, (gw, gx) = model.both(w, x)
+            np.testing.assert_allclose(gw, scale * x * np.cos(w * x))
+            np.testing.assert_allclose(value, model.plain(w, x))
+            np.testing.assert_allclose(gx, scale * w * np.cos(w * x))
+            np.testing.assert_allclose(Model.loss(model, w, x), model.loss(w, x))  # unbound
+    info = model.loss.cache_info()  # one cache for the method, shared by every instance
+    assert info == Model.loss.cache_info() and info.misses == 2 and info.hits == 18
+    assert "def loss_value_and_grad(self, w, x):" in model.loss.source(w, x)
+    assert "Model" in repr(model.loss)
+    with pytest.raises(autodiffgen.ArgumentError) as info:
+        model.by_default(w)  # self_under_argnums
+    message = str(info.value)
+    assert "'self'" in message and "argnums=1" in message
+    assert line_of("self_under_argnums") in message
+
+
+# ---- programs that crashed inside the generated code ---------------------------------------
+def _ruff_clean(source):
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated",
+                             "--stdin-filename", "generated.py", "-"], input=source,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + source
+
+
+def grow_by_concatenation(x):
+    rows = np.zeros((0, 3))  # a size-0 constant with two dimensions
+    for k in range(3):
+        rows = np.concatenate([rows, np.sin(x)[None] * k])
+    return np.sum(rows * np.zeros((0, 2)).sum() + rows ** 2)
+
+
+def test_size_0_constants_keep_their_shape_and_dtype():
+    x = np.array([0.3, -1.2, 2.0])
+    check_grads(grow_by_concatenation, x)
+    source = autodiffgen.value_and_grad(grow_by_concatenation).source(x)
+    assert "np.array([]" not in source
+    standalone = autodiffgen.emit(grow_by_concatenation, x, standalone=True)
+    namespace = {}
+    exec(compile(standalone, "standalone.py", "exec"), namespace)  # noqa: S102
+    value, g = namespace["grow_by_concatenation_value_and_grad"](x)
+    np.testing.assert_allclose(value, grow_by_concatenation(x))
+    np.testing.assert_allclose(g, tape.grad(grow_by_concatenation)(x))
+    for const in (np.zeros((0, 3), np.float32), np.zeros((2, 0, 4), np.int64)):
+        made = eval(autodiffgen.emit_ast.render(  # our own literal
+            autodiffgen.emit_ast.constant_ast(const, True)), {"np": np})
+        assert made.shape == const.shape and made.dtype == const.dtype
+
+
+def shadows_modules(x, np_, operator, _setitem, slice):
+    math = x * slice  # names the generated code reads: math, operator, np, helpers, builtins
+    numexpr = np.sin(math) + operator
+    scipy = numexpr * _setitem
+    if x[0] > 0:
+        return np.sum(scipy * np_[int(x[1] > 0)])
+    return np.sum(scipy)
+
+
+def shadowing_argument(x, np):  # an argument named np
+    return ((x * np) ** 2).sum()
+
+
+def test_user_names_never_shadow_what_the_generated_code_calls():
+    """A value or argument named math, operator, np, numexpr or a runtime helper is
+    renamed in the generated code, which calls the modules by those names."""
+    rng = np.random.default_rng(4)
+    f = grad(shadows_modules)
+    for _ in range(3):  # both branches of the guard (operator.index of int(...))
+        x = rng.normal(size=3)
+        args = (x, np.array([1.5, -2.0]), 0.5, 2.0, 3.0)
+        np.testing.assert_allclose(f(*args), tape.grad(shadows_modules)(*args))
+    check_grads(shadows_modules, np.array([0.4, 1.0, -0.3]), np.array([1.5, -2.0]), 0.5,
+                2.0, 3.0, fwd=False)
+    _ruff_clean(autodiffgen.value_and_grad(shadows_modules).source(*args))
+    # Python floats: the code calls the math module, a variable named math is math_1
+    def scalar(x):
+        math = x * 2.0
+        operator = np.sin(math)
+        return operator * math
+    assert grad(scalar)(1.5) == pytest.approx(tape.grad(scalar)(1.5))
+    source = autodiffgen.value_and_grad(scalar).source(1.5)
+    assert "math.sin(math_1)" in source
+    _ruff_clean(source)
+    np.testing.assert_allclose(grad(shadowing_argument)(X.copy(), 2.0), 8.0 * X)
+    standalone = autodiffgen.emit(shadowing_argument, X.copy(), 2.0, standalone=True)
+    assert "def shadowing_argument_value_and_grad(x, np_1):" in standalone
+    _ruff_clean(standalone)
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.float16, np.float32])
+def test_unusual_float_dtypes(dtype):
+    """float128 (np.longdouble) recursed in the emitter; its constants are now written at
+    full precision. float16 works as float32 does."""
+    third = dtype(1) / dtype(3)
+
+    def f(x):
+        return np.mean(x * third + x ** 3) * 3.0 + np.std(x)
+    x = np.array([0.5, -1.0, 2.0], dtype)
+    for call in (lambda: grad(f)(x), lambda: grad(f)(x[1]), lambda: grad(f)(x.reshape(3, 1))):
+        g, t = call(), None
+        assert np.result_type(g) == dtype
+    g = grad(f)(x)
+    t = tape.grad(f)(x)
+    assert g.dtype == t.dtype == dtype
+    np.testing.assert_array_equal(g, t)  # the same operations in the same precision
+    if dtype == np.longdouble:
+        assert grad(lambda x: np.sum(x * third))(x)[0] == third  # not rounded to float64
+    _, tangent = autodiffgen.jvp(f, (x,), (np.ones_like(x),))
+    assert tangent.dtype == dtype
+    check_grads(f, x.astype(np.float64))
+
+
+def test_complex_arguments_are_refused_clearly():
+    z = np.array([1.0 + 2.0j, 0.5j])
+    with pytest.raises(autodiffgen.ArgumentError) as info:
+        grad(lambda z: np.sum(z * 2.0))(z)  # complex_arg
+    assert "complex128" in str(info.value) and line_of("complex_arg") in str(info.value)
+    with pytest.raises(autodiffgen.UnsupportedOperationError) as info:
+        grad(lambda w, z: np.sum((w * z).real))(np.ones(2), z)  # complex_data
+    assert "complex" in str(info.value) and line_of("complex_data") in str(info.value)
+    objects = np.array([1.0, 2.0], dtype=object)  # arithmetic on it has no float dtype:
+    with pytest.raises(autodiffgen.ArgumentError) as info:  # the gradient was zeros
+        grad(lambda w, o: np.sum(w * o))(np.ones(2), objects)  # object_data
+    assert "dtype object" in str(info.value) and line_of("object_data") in str(info.value)

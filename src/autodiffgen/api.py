@@ -6,6 +6,7 @@
 
 import functools
 import inspect
+import operator
 import os
 import threading
 
@@ -95,13 +96,29 @@ def _single(argnums):
 
 
 def _normalize_argnums(argnums, fun):
-    if isinstance(argnums, int):
-        return _Single((argnums,))
-    argnums = tuple(argnums)
-    if not argnums or not all(isinstance(i, int) for i in argnums):
+    """An int (np.int64 too: anything operator.index takes, but a bool) or a non-empty
+    tuple or list of them."""
+    single = _index(argnums)
+    if single is not None:
+        return _Single((single,))
+    try:
+        indices = tuple(map(_index, argnums))
+    except TypeError:  # not iterable: 0.0, None
+        indices = ()
+    if not indices or None in indices:
         raise ArgumentError(at(def_site(fun), f"argnums must be an int or a non-empty tuple "
                                f"of ints, got {argnums!r}"))
-    return argnums
+    return indices
+
+
+def _index(i):
+    """i as an int if it is an integer (a NumPy one too) and not a bool, else None."""
+    if isinstance(i, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(i)
+    except TypeError:
+        return None
 
 
 class Variants:
@@ -161,7 +178,9 @@ class GradFunction:
         key = tuple(map(leaf_key, args, self._diff))  # signature_key, inlined: hot path
         try:
             entry = self._entries[key]
-        except KeyError:
+        except KeyError:  # the miss runs outside: a tracing error is not chained to it
+            entry = None
+        if entry is None:
             entry = self._miss(args, key)  # the key is computed once, hit or miss
         else:
             self.hits += 1
@@ -340,6 +359,33 @@ class GradFunction:
     def __repr__(self):
         kind = "value_and_grad" if self.with_value else "grad"
         return f"<autodiffgen.{kind} of {function_name(self.fun)}, argnums={self._argnums!r}>"
+
+    def __get__(self, instance, owner=None):
+        """`@grad` on a method: `obj.loss(w)` is `loss(obj, w)`, as for any function in a
+        class (and in Autograd and JAX): argnums count `self` as 0. The cache stays the
+        function's, shared by every instance."""
+        return self if instance is None else BoundGradFunction(self, instance)
+
+
+class BoundGradFunction:
+    """A GradFunction read from an instance: calls (and sources) get it first."""
+
+    __slots__ = ("__func__", "__self__")
+
+    def __init__(self, function, instance):
+        self.__func__, self.__self__ = function, instance
+
+    def __call__(self, *args, **kwargs):
+        return self.__func__(self.__self__, *args, **kwargs)
+
+    def source(self, *args, **kwargs):
+        return self.__func__.source(self.__self__, *args, **kwargs)
+
+    def __getattr__(self, name):  # cache_info, cache_clear, fun, __name__, ...
+        return getattr(self.__func__, name)
+
+    def __repr__(self):
+        return f"<bound {self.__func__!r} of {type(self.__self__).__name__}>"
 
 
 def _traced(args):

@@ -26,7 +26,7 @@ from .emit_ast import (
 )
 from .graph import Node, op, with_guards_first
 from .memory import reuse_plan, ufunc_of
-from .naming import Namespace
+from .naming import RESERVED, Namespace
 from .rules.scalar import SCALAR
 from .runtime import HELPERS
 from .symbolic import SymArray
@@ -74,6 +74,10 @@ class Emitter:
         self.standalone = standalone
         self.cotangent_of = graph.derivative_of
         self.ns = Namespace(list(graph.params) + list(HELPERS))
+        # an argument named like a module or helper the code calls (np, math, operator,
+        # _setitem, slice...) is renamed, so the code never reads the user's value instead
+        self.params = [self.ns.fresh(p) if p in RESERVED or p in HELPERS else p
+                       for p in graph.params]
         self.names = {}
         # content key -> (name, value); shared by the functions of one module
         self.constants = {} if constants is None else constants
@@ -136,7 +140,7 @@ class Emitter:
                 (f"    raise GuardFailure(f{message!r})", "")]
 
     def path_ast(self, path):
-        expr = ast.Name(self.graph.params[path[0]], ast.Load())
+        expr = ast.Name(self.params[path[0]], ast.Load())
         for key in path[1:]:
             expr = ast.Subscript(expr, ast.Constant(key), ast.Load())
         return expr
@@ -190,7 +194,7 @@ class Emitter:
             if dead:
                 body.append((f"del {', '.join(sorted(dead))}", ""))
         body.append(("return " + render(self.output_ast(self.graph.outputs)), ""))
-        head = [f"def {self.graph.name}({', '.join(self.graph.params)}):"]
+        head = [f"def {self.graph.name}({', '.join(self.params)}):"]
         if self.graph.doc:
             head.append("    " + render(ast.Expr(ast.Constant(self.graph.doc))))
         if self.standalone:
@@ -263,7 +267,9 @@ class Emitter:
     def static_guards(self):
         """A standalone module cannot retrace: refuse a non-array argument's new value."""
         lines = []
+        safe = dict(zip(self.graph.params, self.params))
         for name, value in self.graph.statics.items():
+            name = safe.get(name, name)
             if value is None:
                 test = f"{name} is not None"
             elif isinstance(value, float) and np.isnan(value):
@@ -281,12 +287,12 @@ class Emitter:
             path = self.graph.paths.get(node) or node.params["path"]
             as_numpy = node.params.get("pyfloat") and not self.scalar and node not in self.graph.paths
             if len(path) == 1:
-                self.names[node] = name = self.graph.params[path[0]]
+                self.names[node] = name = self.params[path[0]]
                 self.ns.used.add(name)
                 if as_numpy:  # NumPy's semantics (x > 0 is np.True_, and True + True is True)
                     lines.append((f"{name} = np.float64({name})", "a Python float in"))
                 continue
-            expr = ast.Name(self.graph.params[path[0]], ast.Load())
+            expr = ast.Name(self.params[path[0]], ast.Load())
             for key in path[1:]:
                 expr = ast.Subscript(expr, ast.Constant(key), ast.Load())
             name = self.ns.fresh(node.name or (node.prim.name if node.prim else "v"))

@@ -160,6 +160,8 @@ def literal_ast(value, args=()):
         return dtype_ast(value)
     if isinstance(value, tuple):
         return ast.Tuple([literal_ast(v, args) for v in value], ast.Load())
+    if isinstance(value, np.generic) and type(value.item()) is type(value):
+        return _long_ast(value)
     if isinstance(value, np.generic):
         return call_ast(f"np.{value.dtype.name}" if value.dtype != np.bool_ else "np.bool_",
                      [literal_ast(value.item())])
@@ -168,6 +170,15 @@ def literal_ast(value, args=()):
         node = _dotted(text)
         return ast.UnaryOp(ast.USub(), node) if value < 0 else node
     return ast.Constant(value)
+
+
+def _long_ast(value):
+    """np.longdouble (clongdouble): no Python number holds it; its shortest repr string,
+    which NumPy parses at full precision, does (the complex one as re + im * 1j)."""
+    if value.dtype.kind != "c":
+        return call_ast(f"np.{value.dtype.name}", [ast.Constant(str(value))])
+    return ast.BinOp(_long_ast(value.real), ast.Add(),
+                     ast.BinOp(_long_ast(value.imag), ast.Mult(), ast.Constant(1j)))
 
 
 def expression(node, arg_asts, param_ast=literal_ast, scalar=False):
@@ -193,7 +204,9 @@ def constant_ast(array, standalone):
         return literal_ast(array[()])
     dtype = dtype_ast(array.dtype)
     flat = array.ravel()
-    if array.size and (flat == flat[0]).all():
+    if array.size == 0:  # np.array([]) would lose the shape: np.zeros((0, 3)) keeps it
+        return call_ast("np.zeros", [literal_ast(array.shape)], [ast.keyword("dtype", dtype)])
+    if (flat == flat[0]).all():
         fill = flat[0].item()
         if fill == 0 and not isinstance(fill, bool):
             return call_ast("np.zeros", [literal_ast(array.shape)], [ast.keyword("dtype", dtype)])

@@ -13,7 +13,9 @@ import linecache
 import re
 
 _TARGET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?:[-+*/@]|\*\*|//)?=(?!=)")
-_RESERVED = (set(keyword.kwlist) | set(dir(builtins)) | {"np", "scipy", "l", "O", "I"})
+# names generated code must be able to read: keywords, builtins, the modules it calls
+RESERVED = (set(keyword.kwlist) | set(dir(builtins))
+            | {"np", "math", "operator", "numexpr", "scipy", "l", "O", "I"})
 
 
 def assigned_name(loc):
@@ -55,7 +57,7 @@ class Namespace:
     """Unique, valid, non-shadowing identifiers: `h`, then `h_1`, `h_2`, ..."""
 
     def __init__(self, taken=()):
-        self.used = set(_RESERVED) | set(taken)
+        self.used = set(RESERVED) | set(taken)
         self.counts = {}
 
     def fresh(self, base):

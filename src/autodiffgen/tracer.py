@@ -21,10 +21,13 @@ import numpy as np
 from .capture import captured
 from .errors import (
     ArgumentError,
+    OutputError,
     TracingError,
     UnsupportedAttributeError,
     UnsupportedOperationError,
     at,
+    def_site,
+    function_name,
     is_internal,
 )
 from .graph import Node
@@ -404,6 +407,10 @@ def trace(fun, args, argnums, names, diff=True, eager=False):
         boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else False)
                  for i, a in enumerate(args)]
         out = fun(*map_tree(boxed, _own_box))
+    if out is None:  # np.result_type(None) is float64: the gradient would be zeros
+        raise OutputError(at(def_site(fun), f"{function_name(fun)} returned None: it has no "
+                             "`return`, or a path through it ends without one; return the "
+                             "value to differentiate"))
     if type(out) is Box and out.node.trace_id != recording.id:
         raise TracingError(at(user_loc(), "the function returned a value traced by an "
                               "enclosing transformation (through a closure); pass that value "
@@ -444,6 +451,10 @@ def _box_tree(recording, x, path, name, diff):
                 f"argument {name!r} is under argnums but has dtype {result_dtype(x)}: only "
                 "real floating-point arrays have gradients. Remove it from argnums or "
                 "convert it with .astype(np.float64)")
+        if result_dtype(x) == object:  # its arithmetic is on Python objects: no float
+            raise _argument_error(  # dtype, so no derivative would reach it, silently
+                f"argument {name!r} is an array of dtype object, which generated code does "
+                "not support: convert it with .astype(np.float64)")
         box = recording.new_input(x, name, path)
         if diff:
             recording.wrt.add(box.node)
@@ -461,7 +472,20 @@ def _box_tree(recording, x, path, name, diff):
     if is_container(x):
         return rebuild(x, [_box_tree(recording, child, path + (key,), f"{name}_{key}", diff)
                            for key, child in items(x)])
+    if diff is True and len(path) == 1:  # None, a string: NumPy would fail on it, unnamed
+        raise _argument_error(
+            f"argument {name!r} is under argnums but is {_short(x)}, not a float or a "
+            "floating-point array: pass one, or remove it from argnums" + (
+                " (on a method, argnums count self as 0: @grad(argnums=1) differentiates "
+                "the first argument after self)" if name == "self" else ""))
     return x
+
+
+def _short(x):
+    """None, 'a string', or 'a Model instance' (no memory address in messages)."""
+    if x is None or type(x) in (str, bytes):
+        return repr(x)
+    return f"a {type(x).__name__} instance"
 
 
 def _argument_error(message):

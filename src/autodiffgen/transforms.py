@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 
 from . import backward, forward, naming, tracer
-from .api import GradFunction, grad
+from .api import GradFunction, _index, grad
 from .cache import describe
 from .emit import emit_module
 from .errors import ArgumentError, at, function_name
@@ -221,7 +221,7 @@ def jacobian(fun, argnums=0):
 
 def _jacobian_argument(args, argnums):
     """The argument a Jacobian is taken with respect to: one floating-point array."""
-    if not isinstance(argnums, int) or not 0 <= argnums < len(args):
+    if _index(argnums) is None or not 0 <= argnums < len(args):
         raise ArgumentError(at(tracer.user_loc(), f"argnums={argnums!r} must be the index "
                                f"of one of the {len(args)} arguments"))
     x = args[argnums]
@@ -239,9 +239,11 @@ jacrev = jacobian
 
 def hessian(fun, argnums=0):
     """The Hessian of a scalar function: the reverse-mode Jacobian of its generated grad."""
-    if not isinstance(argnums, int):
-        raise ArgumentError("hessian takes one argnums (an int)")
-    return jacobian(_grad_of(fun, argnums), argnums)
+    index = _index(argnums)
+    if index is None:
+        raise ArgumentError(at(tracer.user_loc(), f"hessian takes one argnums (an int), "
+                               f"got {argnums!r}"))
+    return jacobian(_grad_of(fun, index), index)
 
 
 def hvp(fun, primals, tangents):

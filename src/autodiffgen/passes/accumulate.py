@@ -12,7 +12,7 @@ import numpy as np
 from ..graph import Index, Node, Slot, op
 from ..rules import PRIMITIVES
 from ..tree import leaves
-from .rewrite import clone, substitute
+from .rewrite import clone, guard_reads, substitute
 
 MIN_TERMS = 3
 MAX_INNER = 512  # products with a longer inner dimension are efficient one by one
@@ -24,7 +24,7 @@ def accumulate(graph):
     uses = _use_counts(graph)
     computed = set(graph.nodes)
     replace = {}
-    consumed = set()
+    consumed = guard_reads(graph)  # a guard reads these as traced, in the traced order
     for node in reversed(graph.nodes):  # roots of add trees come last
         if op(node) != "add" or node in consumed or not _plain(node, node):
             continue

@@ -41,7 +41,7 @@ import numpy as np
 from ..graph import Node, op
 from ..rules import Primitive
 from ..tree import leaves
-from .rewrite import clone, substitute
+from .rewrite import clone, guard_reads, substitute
 
 ENABLED = os.environ.get("AUTODIFFGEN_NUMEXPR", "1") != "0"
 MIN_OPS = 6
@@ -72,8 +72,9 @@ def fuse(graph, min_elements=None):
         for arg in node.args:
             if type(arg) is Node:
                 uses[arg] = uses.get(arg, 0) + 1
-    computed = set(graph.nodes)
-    replace, absorbed = {}, set()
+    absorbed = guard_reads(graph)  # what guards read stays as traced
+    computed = set(graph.nodes) - absorbed
+    replace = {}
     for root in reversed(graph.nodes):  # consumers first: a tree is found from its root
         # an output stays a NumPy result, which memory.owns knows for a new array
         if root in absorbed or root in kept or not _fusible(root, root) \

@@ -6,7 +6,7 @@ takes over the original's name, location and role, so the emitted code reads the
 
 import dataclasses
 
-from ..graph import Node
+from ..graph import Node, is_guard
 from ..tree import map_tree
 
 
@@ -65,3 +65,17 @@ def substitute(graph, replace):
             derivative_of.setdefault(target, of)                 # their own names
     return dataclasses.replace(graph, nodes=nodes, outputs=outputs,
                                derivative_of=derivative_of), True
+
+
+def guard_reads(graph):
+    """The nodes a guard's value is computed from. A guard compares the value the code
+    computes with the one the trace computed, so passes that change arithmetic (a sum
+    reassociated into one matmul, a stable form, numexpr) leave these alone: computed in
+    another order, the value can differ in its last bit and the guard would fail forever."""
+    read, stack = set(), [a for n in graph.nodes if is_guard(n) for a in n.args]
+    while stack:
+        node = stack.pop()
+        if type(node) is Node and node not in read:
+            read.add(node)
+            stack.extend(node.args)
+    return read

@@ -36,13 +36,13 @@ import numpy as np
 from ..graph import Node, op
 from ..rules import PRIMITIVES
 from ..tree import leaves
-from .rewrite import clone, substitute
+from .rewrite import clone, guard_reads, substitute
 
 
 def stable(graph):
     if graph.kind != "grad":
         return graph, False
-    computed = set(graph.nodes)
+    computed = set(graph.nodes) - guard_reads(graph)  # what guards read stays as traced
     matches = [m for m in (_match(n, computed) for n in graph.nodes) if m is not None]
     if not matches:
         return graph, False

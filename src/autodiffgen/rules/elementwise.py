@@ -59,9 +59,21 @@ def _safe(x):
 
 
 def _power_x(g, ans, x, y):
-    if type(y) is not Box and np.ndim(y) == 0 and y == 2:
-        return g * (2 * x)
-    return g * (y * x ** (y - 1))
+    """y * x ** (y - 1), which is 0 where y == 0 (x ** 0 is constant), also at x == 0:
+    there the textbook form is 0 * 0 ** -1 = NaN (a polynomial sum(c[k] * x ** k) would
+    have a NaN gradient wherever x is 0). So those elements raise x to 1 instead of -1."""
+    if type(y) is not Box and np.ndim(y) == 0:
+        if y == 0:
+            return None  # x ** 0: no derivative at all
+        if y == 1:
+            return g
+        if y == 2:
+            return g * (2 * x)
+        return g * (y * x ** (y - 1))
+    # a constant array of exponents is masked where it is 0; a traced one also needs x == 0
+    # there, so that the rule's own derivative in y stays y's (x ** (y - 1)) elsewhere
+    zero = y == 0 if type(y) is not Box else (y == 0) & (x == 0)
+    return g * (y * x ** np.where(zero, 1, y - 1))
 
 
 def _power_y(g, ans, x, y):

@@ -228,7 +228,19 @@ def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np
 @register_function(np.std)
 @boxmethod("std")
 def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
-    return np.sqrt(_var(a, axis, dtype, out, ddof, keepdims, **kwargs))
+    return std_root(_var(a, axis, dtype, out, ddof, keepdims, **kwargs))
+
+
+def _std_root_vjp(g, ans, v):
+    """g / (2 * std), but g / 2 where std is 0 (one value, or all values equal): the
+    variance's own derivative is exactly 0 there, so the gradient is 0 (as Autograd and
+    PyTorch give for a single value) instead of inf * 0 = NaN."""
+    return g / (2 * np.where(ans == 0, 1, ans))
+
+
+# np.sqrt, as std's last step: its rule is finite where the variance is 0
+std_root = defprimitive("std_root", np.sqrt, "np.sqrt({0})", vjps=[_std_root_vjp],
+                        jvp_from="vjp")
 
 
 @register_function(np.average)
