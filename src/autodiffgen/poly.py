@@ -351,6 +351,10 @@ def run(graph, args, n=None):
     """The outputs (leaves) of a graph on concrete arguments, by its primitives' NumPy."""
     env = {}
     for node in graph.inputs:
+        read = node.params.get("read")
+        if read is not None:  # a global, closure or attribute (capture.py)
+            env[node] = read.follow()
+            continue
         value = args
         for key in node.params["path"]:
             value = value[key]

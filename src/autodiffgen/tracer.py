@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-from .capture import captured
+from .capture import Capture
 from .errors import (
     ArgumentError,
     TracingError,
@@ -55,7 +55,8 @@ class Trace:
         self.inputs = []
         self.wrt = set()  # input nodes that derivatives are taken with respect to
         self.guards = []  # guard nodes: what the traced path assumed of the values
-        self.captured = []  # capture.Captured: globals and closure values it read
+        self.captured = []  # capture.Check: what it read that the code checks (guards)
+        self.capture = None  # capture.Capture: what it read outside its arguments
         self._outer = None
 
     def __enter__(self):
@@ -353,18 +354,22 @@ Box.__invert__ = lambda self: np.invert(self)
 
 
 # ---- tracing a call ---------------------------------------------------------------------
-def trace(fun, args, argnums, names, diff=True):
+def trace(fun, args, argnums, names, diff=True, capture=True):
     """Call `fun` on Boxes: every array argument (and every float under `argnums`) becomes
-    an input of the recording. Returns the Trace, the boxed arguments and the output.
+    an input of the recording, and (with `capture`) so does every array and float it
+    reads from globals, closures and objects (capture.py). Returns the Trace, the boxed
+    arguments and the output.
 
     `diff` says how strict `argnums` is: True (grad) refuses integer leaves there;
     "auto" (jvp, vjp) leaves them alone, so only the floating-point leaves get derivatives.
     """
     recording = Trace()
-    recording.captured = captured(fun)
     with recording:
         boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else False)
                  for i, a in enumerate(args)]
+        if capture:  # a standalone module keeps what it read as constants
+            recording.capture = Capture(recording)
+            fun = recording.capture.enter(fun)
         out = fun(*map_tree(boxed, _own_box))
     if type(out) is Box and out.node.trace_id != recording.id:
         raise TracingError(at(user_loc(), "the function returned a value traced by an "
