@@ -128,8 +128,11 @@ def user_function(fn):
 
 
 def _user_object(value):
+    """An instance of a class of the user's (or a namespace of settings)."""
     kind = type(value)
-    return kind.__module__ == "__main__" or user_module(kind.__module__)
+    return kind.__module__ == "__main__" or user_module(kind.__module__) or \
+        kind.__name__ == "Namespace" and kind.__module__ == "argparse" or \
+        kind is types.SimpleNamespace
 
 
 # ---- one trace's reads ------------------------------------------------------------------
@@ -140,6 +143,7 @@ class Capture:
         self.trace = trace
         self.inputs = {}  # Read.key -> the Box (or the guarded value) that read gave
         self.clones = {}  # id(original function) -> (its clone, the original)
+        self.cells = {}  # id(a clone's cell) -> (that cell, the user's cell it stands for)
 
     def enter(self, fun):
         """What the tracer calls instead of `fun`."""
@@ -247,7 +251,9 @@ class Capture:
         if len(self.clones) >= _MAX_CLONES:
             return fn
         where = fn.__code__.co_filename
-        scope = _Scope(self, fn.__globals__, where)
+        real = fn.__globals__
+        real = real._real if type(real) is _Scope else real  # made by an enclosing trace
+        scope = _Scope(self, real, where)
         cells = tuple(self.cell(cell, name, where) for name, cell in
                       zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         # defaults are kept: `lambda x, o=o:` binds a parameter, not a value read later
@@ -262,12 +268,26 @@ class Capture:
     def cell(self, cell, name, where):
         if name == "__class__":  # super() reads it: the class itself
             return cell
+        cell = self.original_cell(cell)
         try:
             value = cell.cell_contents
         except ValueError:  # not yet assigned
             return types.CellType()
-        return types.CellType(self.substitute(value, Read(cell, (
+        made = types.CellType(self.substitute(value, Read(cell, (
             ("attr", "cell_contents"),), where, name)))
+        self.cells[id(made)] = (made, cell)
+        return made
+
+    def original_cell(self, cell):
+        """The user's cell, if `cell` is one an enclosing trace's clone made (a function
+        defined in the function an enclosing transformation traces)."""
+        trace = self.trace._outer
+        while trace is not None:
+            found = trace.capture.cells.get(id(cell)) if trace.capture else None
+            if found is not None and found[0] is cell:
+                return found[1]
+            trace = trace._outer
+        return cell
 
 
 class _Scope(dict):
@@ -306,7 +326,7 @@ def _literal(value, budget):
 
 
 def _file_of(fun):
-    call = getattr(type(fun), "__call__", None)
+    call = type(fun).__dict__.get("__call__")
     code = getattr(getattr(fun, "__func__", fun), "__code__", None) or getattr(
         call, "__code__", None)
     return code.co_filename if code is not None else ""
@@ -344,8 +364,10 @@ class Proxy:
             capture.guard(here, "is", found)
             return capture.clone(found)
         if kind == "classmethod":
-            owner = obj if isinstance(obj, type) else type(obj)
-            return types.MethodType(capture.clone(found), Proxy(capture, owner, None))
+            capture.guard(here and here.then("attr", "__func__"), "is", found)
+            owner = self if isinstance(obj, type) else Proxy(
+                capture, type(obj), read and read.then("attr", "__class__"))
+            return types.MethodType(capture.clone(found), owner)
         if kind == "property":
             return capture.clone(found.fget)(self)
         return capture.substitute(found, here)
