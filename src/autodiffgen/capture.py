@@ -32,6 +32,7 @@ _INPUT_NUMBERS = (float, complex, np.floating, np.complexfloating)
 _GUARDED = (int, bool, str, bytes, np.integer, np.bool_)
 _LIBRARIES = {"numpy", "autodiffgen", "scipy", "astor", "numexpr", "pytest", "_pytest",
               "hypothesis", "builtins"}
+_ARRAY_LIKE = ("__array__", "__array_ufunc__", "__array_function__", "__array_interface__")
 _MAX_CLONES = 512
 _MAX_LEAVES = 256  # a global container with more leaves is left alone
 
@@ -128,8 +129,11 @@ def user_function(fn):
 
 
 def _user_object(value):
-    """An instance of a class of the user's (or a namespace of settings)."""
+    """An instance of a class of the user's (or a namespace of settings), unless it is an
+    array-like that NumPy dispatches on: seen through a proxy, it would not be."""
     kind = type(value)
+    if any(hasattr(kind, name) for name in _ARRAY_LIKE):
+        return False
     return kind.__module__ == "__main__" or user_module(kind.__module__) or \
         kind.__name__ == "Namespace" and kind.__module__ == "argparse" or \
         kind is types.SimpleNamespace
