@@ -321,3 +321,56 @@ def test_under_every_transformation():
     assert gg.cache_info().misses == 1  # the outer code reads SCALE and W itself
     source = gg.source(np.array(0.5))
     assert "scale = module_globals['SCALE']" in source
+
+
+# ---- the user's objects are never touched; the code lints; a value that is gone -----------
+class Recorder:
+    def __init__(self):
+        self.w = np.linspace(-1, 1, 6).reshape(3, 2)
+
+    def __call__(self, x):
+        self.last = x  # a write while traced: kept by the proxy, not the object
+        return np.tanh(x @ self.w).sum() * SCALE
+
+
+def test_tracing_never_writes_into_the_users_globals_or_objects():
+    rec = Recorder()
+    before_globals = dict(globals())
+    f = value_and_grad(rec)
+    verify(f, rec, x_of(0), fd=False)
+    del rec.last  # the eager call in verify() wrote it; the trace did not
+    f(x_of(1))
+    assert not hasattr(rec, "last")
+    assert dict(globals()).keys() == before_globals.keys()
+    assert all(globals()[k] is v for k, v in before_globals.items())
+
+
+def test_generated_code_of_every_route_lints(user_modules):
+    import subprocess
+
+    mod, pkg = user_modules
+
+    def f(x):
+        y = NET(x) + Ops.scaled(x).sum() + mod.helper(x).sum() + pkg.sub.fn(x).sum()
+        y = y + (x @ PARAMS["W"]).sum() * config.scale + ACT(x).sum()
+        return y if MODE == "tanh" else -y
+    source = grad(f).source(x_of(0))
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated",
+                             "--stdin-filename", "generated.py", "-"], input=source,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
+    for expected in ("config'].scale", "module_globals['PARAMS']['W']", "['MODE'] != 'tanh'",
+                     "['OFFSET']", "['K']"):
+        assert expected in source, expected
+
+
+def test_a_global_that_is_gone_fails_as_numpy_would():
+    globals()["GONE"] = np.ones(3)
+
+    def f(x):
+        return (x * GONE).sum()  # noqa: F821  defined and deleted by this test
+    g = grad(f)
+    np.testing.assert_allclose(g(np.ones(3)), np.ones(3))
+    del globals()["GONE"]
+    with pytest.raises(NameError, match="GONE"):
+        g(np.ones(3))
