@@ -374,3 +374,14 @@ def test_a_global_that_is_gone_fails_as_numpy_would():
     del globals()["GONE"]
     with pytest.raises(NameError, match="GONE"):
         g(np.ones(3))
+
+
+def test_a_global_converted_with_asarray_is_checked_by_identity():
+    def f(x):
+        return (x @ np.asarray(W)).sum() + len(np.asarray(LAYERS[0]).tolist()) * x.sum()
+    g = value_and_grad(f)
+    verify(g, f, x_of(0))
+    globals()["W"] = RNG.normal(size=(3, 2))  # rebound: the identity check retraces
+    verify(g, f, x_of(1))
+    assert g.cache_info().misses == 2
+    assert "module_globals['W'] is not traced_w" in g.source(x_of(1))

@@ -148,6 +148,7 @@ class Capture:
         self.inputs = {}  # Read.key -> the Box (or the guarded value) that read gave
         self.clones = {}  # id(original function) -> (its clone, the original)
         self.cells = {}  # id(a clone's cell) -> (that cell, the user's cell it stands for)
+        self.baked_reads = set()  # Read.key of inputs converted to plain values (baked)
 
     def enter(self, fun):
         """What the tracer calls instead of `fun`."""
@@ -216,6 +217,19 @@ class Capture:
         box.node.params["type"] = type(value)
         self.inputs[read.key] = (box, read)
         return box
+
+    def baked(self, box):
+        """The value of an input read from outside, converted to a plain array or list by
+        the user's code (np.asarray(W)): the trace keeps it as a constant, so the code
+        checks it is the same object (a float: the same value). A change in place of
+        such an array is not seen."""
+        read = box.node.params["read"]
+        value = box.value
+        if read.key not in self.baked_reads:
+            self.baked_reads.add(read.key)
+            self.trace.captured.append(Check(read, "is" if type(value) is np.ndarray
+                                             else "==", value))
+        return value
 
     def guard(self, read, test, value):
         if read is not None and read.chain and read.key not in self.inputs:

@@ -245,8 +245,8 @@ class Emitter:
                 was = self.object_code(check.value, read)
                 test = f"{self.read_code(read, 'is')} is not {was}"
             else:
-                was = render(literal_ast(check.value)) if isinstance(check.value, np.generic) \
-                    else repr(check.value)
+                was = render(literal_ast(check.value)) if isinstance(
+                    check.value, (np.generic, float)) else repr(check.value)
                 test = f"{self.read_code(read, '==')} != {was}"
             lines += self._failing(test, read, f"is no longer {was}", "guard: " + read.label)
         where = os.path.basename(self.graph.captured[0].read.where if self.graph.captured

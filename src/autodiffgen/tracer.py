@@ -181,8 +181,14 @@ def source_line(loc):
     return linecache.getline(loc[0], loc[1]).strip() if loc else ""
 
 
-def _refuse(what, hint):
+def _refuse(what, hint, convert=None):
     def method(self, *args, **kwargs):
+        trace = current_trace()
+        if convert is not None and trace is not None and trace.capture is not None \
+                and self.node.trace_id == trace.id and self.node.params.get("read"):
+            # a global, closure or attribute the trace read (capture.py): its value,
+            # checked by identity as it was before values read from outside were inputs
+            return convert(trace.capture.baked(self), *args, **kwargs)
         raise TracingError(at(user_loc(), f"{what} of a traced value: {hint}"))
     return method
 
@@ -287,11 +293,13 @@ class Box:
     __index__ = reader("index", operator.index)
     item = reader("item", lambda value, *i: np.asarray(value).item(*i), differentiable=True)
     tolist = _refuse(".tolist()", "it would turn every element into a Python number with "
-                     "no derivative; use the array itself, or index it (x[i])")
+                     "no derivative; use the array itself, or index it (x[i])",
+                     lambda value: np.asarray(value).tolist())
     __array__ = _refuse(
         "np.asarray()/np.array() conversion",
         "the tracer cannot follow a conversion to a plain ndarray. Pass the value to NumPy "
-        "functions directly, and use np.stack([...]) instead of np.array([...])")
+        "functions directly, and use np.stack([...]) instead of np.array([...])",
+        lambda value, dtype=None, copy=None: np.asarray(value, dtype))
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if kwargs.get("out") is not None or any(type(a) is Box for a in kwargs.get("out", ())):
