@@ -388,3 +388,35 @@ def test_a_global_converted_with_asarray_is_checked_by_identity():
     verify(g, f, x_of(1))
     assert g.cache_info().misses == 2
     assert "module_globals['W'] is not traced_w" in g.source(x_of(1))
+
+
+class Params(dict):
+    pass
+
+
+class Stack:
+    def __init__(self, layers):
+        self.layers = layers
+
+    def __iter__(self):
+        return iter(self.layers)
+
+
+def test_a_dict_subclass_and_an_iterable_object_of_arrays():
+    params = Params(W=RNG.normal(size=(3, 2)), b=RNG.normal(size=2))
+    stack = Stack([RNG.normal(size=(3, 3)), RNG.normal(size=(3, 3))])
+
+    def f(x):
+        total = sum(v.sum() for v in params.values()) + params.get("b").sum()
+        for k, v in params.items():
+            total = total + (v * v).sum() * len(k)
+        for layer in stack:
+            x = np.tanh(x @ layer)
+        return total + (x @ params["W"]).sum()
+    g = value_and_grad(f)
+    for k in range(4):
+        verify(g, f, x_of(k), fd=k == 3)
+        params["W"] = params["W"] * 1.5
+        params["b"][...] = RNG.normal(size=2)
+        stack.layers[1][...] *= 0.5
+    assert g.cache_info().misses == 1

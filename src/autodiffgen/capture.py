@@ -201,9 +201,10 @@ class Capture:
                     self.guard(read, "is", value)
                 return Proxy(self, value, read)
             return self.guard(read, "is", value)
-        if isinstance(value, (np.ufunc, types.BuiltinFunctionType)) or \
-                type(value).__name__ == "_ArrayFunctionDispatcher":
-            return self.guard(read, "is", value)
+        if isinstance(value, np.ufunc) or type(value).__name__ == "_ArrayFunctionDispatcher" \
+                or isinstance(value, types.BuiltinFunctionType) and (
+                    value.__self__ is None or isinstance(value.__self__, types.ModuleType)):
+            return self.guard(read, "is", value)  # (a bound method is new at each read)
         if _user_object(value):
             return Proxy(self, value, read)
         return value
@@ -373,6 +374,9 @@ class Proxy:
         obj = object.__getattribute__(self, "_adg_obj")
         read = object.__getattribute__(self, "_adg_read")
         capture = object.__getattribute__(self, "_adg_capture")
+        if isinstance(obj, dict) and name in _MAPPING_READS and \
+                _lookup(type(obj), name)[0] != "function":  # a dict subclass's own methods
+            return _MAPPING_READS[name](self, obj)
         kind, found = _lookup(obj, name)
         here = read and read.then("attr", name)
         if kind == "method":  # a function on the class, bound to this proxy
@@ -414,7 +418,12 @@ class Proxy:
         return len(object.__getattribute__(self, "_adg_obj"))
 
     def __iter__(self):
-        return (self[i] for i in range(len(self)))
+        obj = object.__getattribute__(self, "_adg_obj")
+        if _lookup(type(obj), "__iter__")[0] == "function":
+            return self.__getattr__("__iter__")()
+        if isinstance(obj, (list, tuple)):
+            return (self[i] for i in range(len(obj)))
+        return iter(obj)
 
     def __bool__(self):
         return bool(object.__getattribute__(self, "_adg_obj"))
@@ -427,6 +436,13 @@ class Proxy:
 
     def __subclasscheck__(self, cls):
         return issubclass(cls, object.__getattribute__(self, "_adg_obj"))
+
+
+_MAPPING_READS = {  # what reads a dict subclass's values, through the proxy's [key]
+    "items": lambda proxy, obj: lambda: [(k, proxy[k]) for k in obj],
+    "values": lambda proxy, obj: lambda: [proxy[k] for k in obj],
+    "get": lambda proxy, obj: lambda k, default=None: proxy[k] if k in obj else default,
+}
 
 
 def _lookup(obj, name):
