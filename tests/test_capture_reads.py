@@ -420,3 +420,20 @@ def test_a_dict_subclass_and_an_iterable_object_of_arrays():
         params["b"][...] = RNG.normal(size=2)
         stack.layers[1][...] *= 0.5
     assert g.cache_info().misses == 1
+
+
+def test_a_helper_imported_inside_the_function(user_modules):
+    mod, _ = user_modules
+
+    def f(x):
+        import adg_helpers_mod
+        from adg_pkg_demo.sub import core
+        from adg_helpers_mod import helper
+        return (helper(x) * core.fn(x)).sum() + adg_helpers_mod.GAIN * x.sum()
+    g = value_and_grad(f)
+    verify(g, f, x_of(0))
+    mod.GAIN = 4.0
+    mod.OFFSET[...] = [0.5, 0.5, -1.0]
+    sys.modules["adg_pkg_demo.sub.core"].K = -1.5
+    verify(g, f, x_of(1))
+    assert g.cache_info().misses == 1

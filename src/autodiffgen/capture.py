@@ -149,12 +149,23 @@ class Capture:
         self.clones = {}  # id(original function) -> (its clone, the original)
         self.cells = {}  # id(a clone's cell) -> (that cell, the user's cell it stands for)
         self.baked_reads = set()  # Read.key of inputs converted to plain values (baked)
+        self._builtins = None
 
     def enter(self, fun):
         """What the tracer calls instead of `fun`."""
         if isinstance(fun, types.FunctionType):
             return self.clone(fun) if user_function(fun) else fun
         return self.substitute(fun, Read(fun, (), _file_of(fun)), root=True)
+
+    def builtins(self):
+        """Python's builtins, but `import` in the function's body gives what the trace
+        sees of a module of the user's (a proxy), as a global module would be."""
+        if self._builtins is None:
+            def importer(name, globals=None, locals=None, fromlist=(), level=0):
+                module = builtins.__import__(name, globals, locals, fromlist, level)
+                return self.substitute(module, Read(module, (), ""))
+            self._builtins = {**builtins.__dict__, "__import__": importer}
+        return self._builtins
 
     # values
     def substitute(self, value, read, root=False):
@@ -315,7 +326,7 @@ class _Scope(dict):
 
     def __init__(self, capture, real, where):
         super().__init__((k, v) for k, v in real.items() if k.startswith("__"))
-        self.setdefault("__builtins__", builtins)
+        self["__builtins__"] = capture.builtins()
         self._capture, self._real, self._where = capture, real, where
 
     def __missing__(self, name):
