@@ -427,8 +427,8 @@ def test_a_helper_imported_inside_the_function(user_modules):
 
     def f(x):
         import adg_helpers_mod
-        from adg_pkg_demo.sub import core
         from adg_helpers_mod import helper
+        from adg_pkg_demo.sub import core
         return (helper(x) * core.fn(x)).sum() + adg_helpers_mod.GAIN * x.sum()
     g = value_and_grad(f)
     verify(g, f, x_of(0))
