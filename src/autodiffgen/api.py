@@ -39,16 +39,17 @@ def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, di
     value-and-grad. With the per-argument `diff` flags, the graph serves every batch size
     the code allows (poly.py) when it can."""
     def build(a):
-        return trace_gradient(fun, a, argnums, names)
+        return trace_gradient(fun, a, argnums, names, capture=not standalone)
     graph = build(args) if diff is None or pure else poly.compile_polymorphic(
         build, args, diff, names, numexpr=not standalone)[0]
     source, namespace, locs = emit_module([graph], standalone, pure)
     return source, namespace, graph, locs
 
 
-def trace_gradient(fun, args, argnums, names):
-    """The fused value-and-grad Graph of `fun` at `args`."""
-    trace, boxed, out = tracer.trace(fun, args, argnums, names)
+def trace_gradient(fun, args, argnums, names, capture=True):
+    """The fused value-and-grad Graph of `fun` at `args` (without `capture`, what it reads
+    besides its arguments is baked in: a standalone module)."""
+    trace, boxed, out = tracer.trace(fun, args, argnums, names, capture=capture)
     backward.check_output(out, fun, scalar=True)
     naming.name_forward(list(trace.boxes))
     if type(out) is tracer.Box and out.node.name is None:
@@ -78,7 +79,8 @@ def emit_functions(calls, standalone=True):
     graphs = []
     for gf, args in calls:
         gf._check_argnums(len(args))
-        graph = trace_gradient(gf.fun, args, gf._argnums, gf._arg_names(len(args)))
+        graph = trace_gradient(gf.fun, args, gf._argnums, gf._arg_names(len(args)),
+                               capture=not standalone)
         base, n, taken = graph.name, 0, {g.name for g in graphs}
         while graph.name in taken:
             n += 1
@@ -266,7 +268,7 @@ class GradFunction:
             done.append((source, namespace, graph.name, locs))
             diskcache.store(disk_key, done)
         guarded = graph.batch is not None or bool(graph.captured) or \
-            any(map(is_guard, graph.nodes))
+            any(map(is_guard, graph.nodes)) or any(map(_reads_outside, graph.inputs))
         return self._load(source, namespace, graph.name, locs), source, guarded, graph.batch
 
     def _load(self, source, namespace, name, locs):
@@ -386,6 +388,11 @@ class BoundGradFunction:
 
     def __repr__(self):
         return f"<bound {self.__func__!r} of {type(self.__self__).__name__}>"
+
+
+def _reads_outside(node):
+    """An input the code reads from a global, closure or attribute (capture.py)."""
+    return node.params.get("read") is not None
 
 
 def _traced(args):

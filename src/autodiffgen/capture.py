@@ -1,83 +1,518 @@
-"""What a traced function reads besides its arguments: globals and closure variables.
+"""What a traced function reads besides its arguments: inputs read again, or guards.
 
-Arrays and numbers that the function (or a Python function it calls) reads from a module
-global or a closure become constants of the generated code. So that a cached function
-never keeps using a value the user has since rebound, the generated code re-reads each
-of them when it is called and raises GuardFailure if one is not the object (an array) or
-the value (a number) it was traced with; the cache then traces again.
+The user's function runs on clones while it is traced: a clone is the same code with a
+globals dict of its own (filled lazily, on first read) and closure cells of its own,
+and user objects, classes and modules whose attributes it reads are seen through a
+proxy. Neither touches the user's globals, cells or objects: other threads may run the
+same code eagerly meanwhile.
+
+Every value read that way is either
+  - an input: an array or a float (Python or NumPy) becomes a Box of the trace whose
+    input node carries its `Read` (where it lives: a holder object and a chain of
+    `.attr` / `[key]` steps), so the generated code reads it again at call time from the
+    same place (a rebound number or `W[...] = new` takes effect with no retrace; a
+    changed type, shape or dtype raises GuardFailure), or
+  - a guard: what decides control flow or a shape (an int, a string, None, a function
+    or ufunc chosen by name) is checked by value or identity (`Check`).
+Functions the code reaches are cloned in turn, so helpers at any depth see Boxes.
 """
 
+import builtins
+import enum
+import functools
+import sys
 import types
 from dataclasses import dataclass
 
 import numpy as np
 
-_NUMBERS = (int, float, complex, bool, np.generic)
-# generators too: rules/random.py refuses to trace code that draws from a captured one
-_READ = (np.ndarray, np.random.Generator, np.random.RandomState)
+from .errors import is_internal
+
+_INPUT_NUMBERS = (float, complex, np.floating, np.complexfloating)
+_GUARDED = (int, bool, str, bytes, np.integer, np.bool_)
+_LIBRARIES = {"numpy", "autodiffgen", "scipy", "astor", "numexpr", "pytest", "_pytest",
+              "hypothesis", "builtins"}
+_ARRAY_LIKE = ("__array__", "__array_ufunc__", "__array_function__", "__array_interface__")
+_MAX_CLONES = 512
+_MAX_LEAVES = 256  # a global container with more leaves is left alone
 
 
 @dataclass(frozen=True, eq=False)
-class Captured:
-    """One value a traced function read: `holder[name]` (a globals dict) or a closure
-    cell (`holder.cell_contents`), and the value it had when traced."""
+class Read:
+    """Where a value lives: `holder` followed by `chain`, a tuple of ("attr", name) and
+    ("item", key) steps (a cell's value is its "cell_contents" attribute)."""
 
-    kind: str  # "global" or "closure"
     holder: object
-    name: str
-    value: object
-    where: str  # the file of the function that reads it, for messages
+    chain: tuple
+    where: str = ""  # the file of the code that reads it, for messages
+    var: str = ""  # a closure variable's name (a cell has none)
 
-    def read(self):
-        if self.kind == "global":
-            return self.holder.get(self.name, _MISSING)
+    def then(self, kind, key):
+        return Read(self.holder, self.chain + ((kind, key),), self.where, self.var)
+
+    def follow(self):
+        return follow(self.holder, self.chain)
+
+    @property
+    def key(self):
+        return (id(self.holder), self.chain)
+
+    @property
+    def label(self):
+        """`config.scale`, `PARAMS['W']`, `k` (a closure variable): as the user wrote it."""
+        steps = self.chain
+        text = ""
+        if steps and steps[0] == ("attr", "cell_contents"):
+            steps = steps[1:]
+            text = self.var or "a closure variable"
+        elif steps and steps[0][0] == "item" and is_globals(self.holder):
+            text, steps = str(steps[0][1]), steps[1:]
+        else:
+            text = getattr(self.holder, "__name__", type(self.holder).__name__)
+        for kind, key in steps:
+            text += f".{key}" if kind == "attr" else f"[{key!r}]"
+        return text
+
+    @property
+    def name(self):
+        """A variable name for the value in generated code."""
+        for _, key in reversed(self.chain):
+            if type(key) is str and key.isidentifier() and not key.startswith("_") \
+                    and key != "cell_contents":
+                return key.lower() if key.isupper() else key
+        return self.var if self.var.isidentifier() else "captured"
+
+
+@dataclass(frozen=True, eq=False)
+class Check:
+    """A guard on a read: `test` is "is" (the same object) or "==" (an equal value)."""
+
+    read: Read
+    test: str
+    value: object
+
+
+def follow(holder, chain):
+    value = holder
+    for kind, key in chain:
+        value = getattr(value, key) if kind == "attr" else value[key]
+    return value
+
+
+def is_globals(holder):
+    return type(holder) is dict and "__name__" in holder and "__builtins__" in holder
+
+
+def writable(key):
+    """Whether a key can be written out as a literal in the generated code."""
+    return type(key) in (str, int, bool) or key is None or (
+        type(key) is tuple and all(map(writable, key)))
+
+
+# ---- what is the user's code ------------------------------------------------------------
+def user_module(name):
+    if not name:
+        return False
+    top = name.partition(".")[0]
+    if top in _LIBRARIES or top in getattr(sys, "stdlib_module_names", ()):
+        return False
+    module = sys.modules.get(top)
+    file = getattr(module, "__file__", None) or ""
+    return "site-packages" not in file and "dist-packages" not in file
+
+
+def user_function(fn):
+    code = fn.__code__
+    return not is_internal(code.co_filename) and not code.co_filename.startswith(
+        "<autodiffgen-") and (fn.__module__ is None or user_module(fn.__module__) or
+                              fn.__module__ == "__main__")
+
+
+def _user_object(value):
+    """An instance of a class of the user's (or a namespace of settings), unless it is an
+    array-like that NumPy dispatches on: seen through a proxy, it would not be."""
+    kind = type(value)
+    if any(hasattr(kind, name) for name in _ARRAY_LIKE):
+        return False
+    return kind.__module__ == "__main__" or user_module(kind.__module__) or \
+        kind.__name__ == "Namespace" and kind.__module__ == "argparse" or \
+        kind is types.SimpleNamespace
+
+
+# ---- one trace's reads ------------------------------------------------------------------
+class Capture:
+    """The reads of one trace: Boxes by where they live, clones by original, guards."""
+
+    def __init__(self, trace):
+        self.trace = trace
+        self.inputs = {}  # Read.key -> the Box (or the guarded value) that read gave
+        self.clones = {}  # id(original function) -> (its clone, the original)
+        self.cells = {}  # id(a clone's cell) -> (that cell, the user's cell it stands for)
+        self.baked_reads = set()  # Read.key of inputs converted to plain values (baked)
+        self._builtins = None
+
+    def enter(self, fun):
+        """What the tracer calls instead of `fun`."""
+        if isinstance(fun, types.FunctionType):
+            return self.clone(fun) if user_function(fun) else fun
+        return self.substitute(fun, Read(fun, (), _file_of(fun)), root=True)
+
+    def builtins(self):
+        """Python's builtins, but `import` in the function's body gives what the trace
+        sees of a module of the user's (a proxy), as a global module would be."""
+        if self._builtins is None:
+            def importer(name, globals=None, locals=None, fromlist=(), level=0):
+                module = builtins.__import__(name, globals, locals, fromlist, level)
+                return self.substitute(module, Read(module, (), ""))
+            self._builtins = {**builtins.__dict__, "__import__": importer}
+        return self._builtins
+
+    # values
+    def substitute(self, value, read, root=False):
+        """What the traced code sees for `value`, read from `read`."""
+        from .tracer import Box
+
+        kind = type(value)
+        if kind is Box:
+            return value
+        if read is not None and not all(writable(k) for _, k in read.chain):
+            return value
+        if kind is np.ndarray or isinstance(value, _INPUT_NUMBERS):
+            return self.input(value, read) if read is not None else value
+        if isinstance(value, _GUARDED) or value is None:
+            return self.guard(read, "==" if value is not None else "is", value)
+        if isinstance(value, (np.random.Generator, np.random.RandomState)):
+            return self.generator(value, read) if read is not None else value
+        if isinstance(value, enum.Enum) or isinstance(value, type) and issubclass(
+                value, (BaseException, enum.Enum)):
+            return self.guard(read, "is", value)
+        if kind is types.FunctionType:
+            if not user_function(value):
+                return self.guard(read, "is", value)
+            if not root:
+                self.guard(read, "is", value)
+            return self.clone(value)
+        if kind is types.MethodType:
+            func = value.__func__
+            if not (type(func) is types.FunctionType and user_function(func)):
+                return value
+            if not root:
+                self.guard(read and read.then("attr", "__func__"), "is", func)
+            owner = self.substitute(value.__self__, read and read.then("attr", "__self__"))
+            return types.MethodType(self.clone(func), owner)
+        if kind is functools.partial:
+            return self.partial(value, read)
+        if kind in (dict, list, tuple):
+            return self.container(value, read)
+        if kind is types.ModuleType:
+            return Proxy(self, value, read) if user_module(value.__name__) else value
+        if isinstance(value, type):
+            if user_module(value.__module__) or value.__module__ == "__main__":
+                if not root:
+                    self.guard(read, "is", value)
+                return Proxy(self, value, read)
+            return self.guard(read, "is", value)
+        if isinstance(value, np.ufunc) or type(value).__name__ == "_ArrayFunctionDispatcher" \
+                or isinstance(value, types.BuiltinFunctionType) and (
+                    value.__self__ is None or isinstance(value.__self__, types.ModuleType)):
+            return self.guard(read, "is", value)  # (a bound method is new at each read)
+        if _user_object(value):
+            return Proxy(self, value, read)
+        return value
+
+    def input(self, value, read):
+        found = self.inputs.get(read.key)
+        if found is not None:
+            return found[0]
+        box = self.trace.new_input(value, read.name, None)
+        box.node.params["read"] = read
+        box.node.params["type"] = type(value)
+        self.inputs[read.key] = (box, read)
+        return box
+
+    def generator(self, value, read):
+        """A random generator read from outside: an input whose methods draw at run time
+        (rules/random.py), read again at each call like an array."""
+        from .tracer import INPUT_KINDS
+
+        found = self.inputs.get(read.key)
+        if found is not None:
+            return found[0]
+        handle = INPUT_KINDS[type(value)](self.trace, value, read.name, None)
+        handle.node.params["read"] = read
+        handle.node.params["type"] = type(value)
+        self.inputs[read.key] = (handle, read)
+        return handle
+
+    def baked(self, box):
+        """The value of an input read from outside, converted to a plain array or list by
+        the user's code (np.asarray(W)): the trace keeps it as a constant, so the code
+        checks it is the same object (a float: the same value). A change in place of
+        such an array is not seen."""
+        read = box.node.params["read"]
+        value = box.value
+        if read.key not in self.baked_reads:
+            self.baked_reads.add(read.key)
+            self.trace.captured.append(Check(read, "is" if type(value) is np.ndarray
+                                             else "==", value))
+        return value
+
+    def guard(self, read, test, value):
+        if read is not None and read.chain and read.key not in self.inputs:
+            self.inputs[read.key] = (value, read)
+            self.trace.captured.append(Check(read, test, value))
+        return value
+
+    def partial(self, value, read):
+        func = self.substitute(value.func, read and read.then("attr", "func"))
+        args = [self.substitute(a, read and read.then("attr", "args").then("item", i))
+                for i, a in enumerate(value.args)]
+        keywords = {k: self.substitute(v, read and read.then("attr", "keywords").then(
+            "item", k)) for k, v in value.keywords.items()}
+        return functools.partial(func, *args, **keywords)
+
+    def container(self, value, read):
+        """A dict, list or tuple: rebuilt with what its leaves are seen as, if it holds an
+        array, a number or a function; else guarded by value (a tuple of ints, say)."""
+        if not _worth_rebuilding(value, [_MAX_LEAVES]):
+            # a tuple of ints or strings is checked by value; a list or a dict of them is
+            # not: it is more likely a log that the function appends to
+            if type(value) is tuple and _literal(value, [_MAX_LEAVES]):
+                self.guard(read, "==", value)
+            return value
+        if type(value) is dict:
+            return {k: self.substitute(v, read and read.then("item", k))
+                    for k, v in value.items()}
+        return type(value)(self.substitute(v, read and read.then("item", i))
+                           for i, v in enumerate(value))
+
+    # functions
+    def clone(self, fn):
+        """`fn` with globals and closure cells that hold what the trace sees."""
+        found = self.clones.get(id(fn))
+        if found is not None:
+            return found[0]
+        if len(self.clones) >= _MAX_CLONES:
+            return fn
+        where = fn.__code__.co_filename
+        real = fn.__globals__
+        real = real._real if type(real) is _Scope else real  # made by an enclosing trace
+        scope = _Scope(self, real, where)
+        cells = tuple(self.cell(cell, name, where) for name, cell in
+                      zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+        # defaults are kept: `lambda x, o=o:` binds a parameter, not a value read later
+        made = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__,
+                                  cells or None)
+        self.clones[id(fn)] = (made, fn)
+        made.__kwdefaults__ = fn.__kwdefaults__
+        made.__qualname__, made.__module__ = fn.__qualname__, fn.__module__
+        made.__dict__.update(fn.__dict__)
+        return made
+
+    def cell(self, cell, name, where):
+        if name == "__class__":  # super() reads it: the class itself
+            return cell
+        cell = self.original_cell(cell)
         try:
-            return self.holder.cell_contents
-        except ValueError:  # an empty cell
-            return _MISSING
+            value = cell.cell_contents
+        except ValueError:  # not yet assigned
+            return types.CellType()
+        made = types.CellType(self.substitute(value, Read(cell, (
+            ("attr", "cell_contents"),), where, name)))
+        self.cells[id(made)] = (made, cell)
+        return made
+
+    def original_cell(self, cell):
+        """The user's cell, if `cell` is one an enclosing trace's clone made (a function
+        defined in the function an enclosing transformation traces)."""
+        trace = self.trace._outer
+        while trace is not None:
+            found = trace.capture.cells.get(id(cell)) if trace.capture else None
+            if found is not None and found[0] is cell:
+                return found[1]
+            trace = trace._outer
+        return cell
+
+
+class _Scope(dict):
+    """A clone's globals: each name read is looked up in the real globals once and
+    replaced by what the trace sees. Names it does not hold fall to builtins."""
+
+    def __init__(self, capture, real, where):
+        super().__init__((k, v) for k, v in real.items() if k.startswith("__"))
+        self["__builtins__"] = capture.builtins()
+        self._capture, self._real, self._where = capture, real, where
+
+    def __missing__(self, name):
+        value = self._real[name]  # a KeyError sends the interpreter to the builtins
+        seen = self._capture.substitute(value, Read(self._real, (("item", name),),
+                                                    self._where))
+        self[name] = seen
+        return seen
+
+
+def _worth_rebuilding(value, budget):
+    if type(value) in (dict, list, tuple):
+        budget[0] -= len(value)
+        if budget[0] < 0:
+            return False
+        children = value.values() if type(value) is dict else value
+        return any(_worth_rebuilding(v, budget) for v in children)
+    return type(value) is np.ndarray or _user_object(value) or isinstance(
+        value, (*_INPUT_NUMBERS, types.FunctionType, functools.partial))
+
+
+def _literal(value, budget):
+    if type(value) is tuple:
+        budget[0] -= len(value)
+        return budget[0] >= 0 and all(_literal(v, budget) for v in value)
+    return type(value) in (int, bool, str) or value is None
+
+
+def _file_of(fun):
+    call = type(fun).__dict__.get("__call__")
+    code = getattr(getattr(fun, "__func__", fun), "__code__", None) or getattr(
+        call, "__code__", None)
+    return code.co_filename if code is not None else ""
+
+
+# ---- proxies ----------------------------------------------------------------------------
+class Proxy:
+    """A user object, class or module as the traced code sees it: attributes read
+    through it are what the trace sees (Boxes, clones); writes stay in the proxy."""
+
+    __slots__ = ("_adg_capture", "_adg_obj", "_adg_own", "_adg_read")
+
+    def __init__(self, capture, obj, read):
+        set_ = object.__setattr__
+        set_(self, "_adg_capture", capture)
+        set_(self, "_adg_obj", obj)
+        set_(self, "_adg_read", read)
+        set_(self, "_adg_own", {})
+
+    __class__ = property(lambda self: type(object.__getattribute__(self, "_adg_obj")))
+
+    def __getattr__(self, name):
+        own = object.__getattribute__(self, "_adg_own")
+        if name in own:
+            return own[name]
+        obj = object.__getattribute__(self, "_adg_obj")
+        read = object.__getattribute__(self, "_adg_read")
+        capture = object.__getattribute__(self, "_adg_capture")
+        if isinstance(obj, dict) and name in _MAPPING_READS and \
+                _lookup(type(obj), name)[0] != "function":  # a dict subclass's own methods
+            return _MAPPING_READS[name](self, obj)
+        kind, found = _lookup(obj, name)
+        here = read and read.then("attr", name)
+        if kind == "method":  # a function on the class, bound to this proxy
+            capture.guard(here and here.then("attr", "__func__"), "is", found)
+            return types.MethodType(capture.clone(found), self)
+        if kind == "static":
+            capture.guard(here, "is", found)
+            return capture.clone(found)
+        if kind == "classmethod":
+            capture.guard(here and here.then("attr", "__func__"), "is", found)
+            owner = self if isinstance(obj, type) else Proxy(
+                capture, type(obj), read and read.then("attr", "__class__"))
+            return types.MethodType(capture.clone(found), owner)
+        if kind == "property":
+            return capture.clone(found.fget)(self)
+        return capture.substitute(found, here)
+
+    def __setattr__(self, name, value):
+        object.__getattribute__(self, "_adg_own")[name] = value
+
+    def __call__(self, *args, **kwargs):
+        obj = object.__getattribute__(self, "_adg_obj")
+        if isinstance(obj, type):  # a new object: its methods are cloned too
+            made = obj(*args, **kwargs)
+            capture = object.__getattribute__(self, "_adg_capture")
+            return Proxy(capture, made, None) if type(made) is obj else made
+        return self.__getattr__("__call__")(*args, **kwargs)
+
+    def __getitem__(self, key):
+        obj = object.__getattribute__(self, "_adg_obj")
+        if _lookup(type(obj), "__getitem__")[0] == "function":
+            return self.__getattr__("__getitem__")(key)
+        read = object.__getattribute__(self, "_adg_read")
+        capture = object.__getattribute__(self, "_adg_capture")
+        value = obj[key]
+        return capture.substitute(value, read.then("item", key)) if read else value
+
+    def __len__(self):
+        return len(object.__getattribute__(self, "_adg_obj"))
+
+    def __iter__(self):
+        obj = object.__getattribute__(self, "_adg_obj")
+        if _lookup(type(obj), "__iter__")[0] == "function":
+            return self.__getattr__("__iter__")()
+        if isinstance(obj, (list, tuple)):
+            return (self[i] for i in range(len(obj)))
+        return iter(obj)
+
+    def __bool__(self):
+        return bool(object.__getattribute__(self, "_adg_obj"))
+
+    def __repr__(self):
+        return repr(object.__getattribute__(self, "_adg_obj"))
+
+    def __instancecheck__(self, instance):
+        return isinstance(instance, object.__getattribute__(self, "_adg_obj"))
+
+    def __subclasscheck__(self, cls):
+        return issubclass(cls, object.__getattribute__(self, "_adg_obj"))
+
+
+_MAPPING_READS = {  # what reads a dict subclass's values, through the proxy's [key]
+    "items": lambda proxy, obj: lambda: [(k, proxy[k]) for k in obj],
+    "values": lambda proxy, obj: lambda: [proxy[k] for k in obj],
+    "get": lambda proxy, obj: lambda k, default=None: proxy[k] if k in obj else default,
+}
+
+
+def _lookup(obj, name):
+    """(how the attribute is found, what is found), without running the user's code."""
+    if isinstance(obj, types.ModuleType):
+        found = obj.__dict__.get(name, _MISSING)
+        return ("value", found if found is not _MISSING else getattr(obj, name))
+    klass = obj if isinstance(obj, type) else type(obj)
+    found = _MISSING
+    for k in klass.__mro__:
+        if name in k.__dict__:
+            found = k.__dict__[name]
+            break
+    if isinstance(found, staticmethod) and type(found.__func__) is types.FunctionType:
+        return ("static", found.__func__)
+    if isinstance(found, classmethod) and type(found.__func__) is types.FunctionType:
+        return ("classmethod", found.__func__)
+    if isinstance(obj, type):
+        if type(found) is types.FunctionType and user_function(found):
+            return ("function", found)
+        return ("value", getattr(obj, name))
+    if isinstance(found, property) and type(found.fget) is types.FunctionType:
+        return ("property", found)
+    own = getattr(obj, "__dict__", None)
+    if type(own) is dict and name in own:
+        return ("value", own[name])
+    if type(found) is types.FunctionType and user_function(found):
+        return ("method", found)
+    return ("value", getattr(obj, name))
 
 
 _MISSING = object()
 
 
-def captured(fun, limit=64):
-    """The arrays and numbers `fun` and the Python functions it reaches read from globals
-    and closures, each once, in a deterministic order."""
-    found, seen, queue = {}, set(), [fun]
-    while queue and len(seen) < limit:
-        fn = queue.pop(0)
-        code = getattr(fn, "__code__", None)
-        if code is None or id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        where = code.co_filename
-        scope = getattr(fn, "__globals__", {})
-        for name in _global_names(code):
-            if name in scope:
-                _take(found, queue, Captured("global", scope, name, scope[name], where))
-        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
-            try:
-                value = cell.cell_contents
-            except ValueError:
-                continue
-            _take(found, queue, Captured("closure", cell, name, value, where))
-    return list(found.values())
+def read_traced(holder, chain, test=None):
+    """A read in code that an enclosing transformation traces (grad of grad): the
+    enclosing trace sees it as its own input (`test` None) or its own guard ("is" or
+    "=="), read from the same place."""
+    from .tracer import current_trace
 
-
-def _take(found, queue, item):
-    value = item.value
-    if isinstance(value, (types.FunctionType, types.MethodType)):
-        queue.append(value)
-    elif type(value) in _READ or isinstance(value, _NUMBERS):
-        found.setdefault((id(item.holder), item.name), item)
-
-
-def _global_names(code):
-    """Names a code object (and the functions and comprehensions nested in it) may read
-    as globals."""
-    names, stack = [], [code]
-    while stack:
-        c = stack.pop()
-        names.extend(c.co_names)
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return list(dict.fromkeys(names))
+    value = follow(holder, chain)
+    trace = current_trace()
+    if trace is None or trace.capture is None:
+        return value
+    read = Read(holder, chain, "")
+    if test is None and (type(value) is np.ndarray or isinstance(value, _INPUT_NUMBERS)):
+        return trace.capture.input(value, read)
+    return trace.capture.guard(read, test or "is", value)

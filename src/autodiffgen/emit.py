@@ -15,6 +15,7 @@ import numpy as np
 
 from . import passes
 from ._version import __version__
+from .capture import is_globals, read_traced
 from .emit_ast import (
     PARSE_LOCK,
     call_ast,
@@ -227,33 +228,85 @@ class Emitter:
                 (f"    raise GuardFailure({message!r})", "")]
 
     def captured_checks(self):
-        """Re-read each global and closure value the trace read: the code holds only while
-        they are what they were (an in-memory module; a standalone one keeps them)."""
-        if self.standalone or not self.graph.captured:
+        """Read again what the trace read outside the arguments (capture.py): arrays and
+        numbers are inputs, checked for type, shape and dtype; the rest (ints, strings,
+        functions chosen by name) are guards. A standalone module keeps them as constants."""
+        reads = [n for n in self.graph.inputs if n.params.get("read") is not None]
+        if self.standalone or not (reads or self.graph.captured):
             return []
-        lines = [("# the globals and closure variables it read, as they were when traced", "")]
-        for item in self.graph.captured:
-            holder = self.handover(item.holder, "module_globals" if item.kind == "global"
-                                   else f"cell_{item.name}",
-                                   f"the globals of {os.path.basename(item.where)}"
-                                   if item.kind == "global" else f"the closure cell {item.name}")
-            read = f"{holder}.get({item.name!r})" if item.kind == "global" \
-                else f"{holder}.cell_contents"
-            value = item.value
-            if type(value) is np.ndarray or isinstance(value, float) and np.isnan(value):
-                traced = self.handover(value, f"traced_{item.name}",
-                                       f"the value of {item.name} when traced")
-                test, was = f"{read} is not {traced}", "the same object"
+        self.helpers.add("GuardFailure")
+        lines, after = [], []
+        for node in reads:
+            read = node.params["read"]
+            name = self.names[node] = self.ns.fresh(read.name)
+            lines.append((f"    {name} = {self.read_code(read)}", read.label))
+            lines += self.type_check(node, name, read)
+            if node.params.get("pyfloat") and not self.scalar and not self.pure:
+                after.append((f"{name} = np.float64({name})", "a Python float in"))
+        for check in self.graph.captured:
+            read = check.read
+            if check.test == "is":
+                was = self.object_code(check.value, read)
+                test = f"{self.read_code(read, 'is')} is not {was}"
             else:
-                was = repr(value) if type(value) in (int, float, bool) and np.isfinite(value) \
-                    else render(literal_ast(value))
-                test = f"{read} != {was}"
-            message = (f"{os.path.basename(item.where)}: the {item.kind} variable "
-                       f"{item.name!r} is no longer {was}, as it was when traced")
-            self.helpers.add("GuardFailure")
-            lines += [(f"if {test}:", f"{item.kind} {item.name}"),
-                      (f"    raise GuardFailure({message!r})", "")]
-        return lines
+                was = render(literal_ast(check.value)) if isinstance(
+                    check.value, (np.generic, float)) else repr(check.value)
+                test = f"{self.read_code(read, '==')} != {was}"
+            lines += self._failing(test, read, f"is no longer {was}", "guard: " + read.label)
+        where = os.path.basename(self.graph.captured[0].read.where if self.graph.captured
+                                 else reads[0].params["read"].where)
+        message = f"{where}: a global, closure variable or attribute it read is gone"
+        head = "# what it reads besides its arguments: read again (inputs), or checked (guards)"
+        return ([(head, ""), ("try:", "")] + lines +
+                [("except (LookupError, AttributeError, ValueError):", ""),
+                 (f"    raise GuardFailure({message!r}) from None", "")] + after)
+
+    def _failing(self, test, read, what, comment=""):
+        message = f"{os.path.basename(read.where)}: {read.label} {what}, as it was when traced"
+        return [(f"    if {test}:", comment), (f"        raise GuardFailure({message!r})", "")]
+
+    def read_code(self, read, test=None):
+        """`module_globals['config'].scale`: the place a value was read from."""
+        holder = self.handover(*_holder(read))
+        if self.pure:  # an enclosing trace runs this code: the read is its input or guard
+            reader = self.handover(read_traced, "read_traced", "autodiffgen.capture's reader")
+            return f"{reader}({holder}, {read.chain!r}{'' if test is None else ', ' + repr(test)})"
+        text = holder
+        for kind, key in read.chain:
+            text += f".{key}" if kind == "attr" else f"[{key!r}]"
+        return text
+
+    def type_check(self, node, name, read):
+        kind = node.params["type"]
+        if kind is np.ndarray:
+            dtype = self.dtype_name(node.dtype)
+            test = (f"{name}.__class__ is not np.ndarray or {name}.shape != "
+                    f"{render(literal_ast(tuple(node.shape)))} or {name}.dtype != {dtype}")
+            what = f"is no longer a {node.dtype}{list(node.shape)} array"
+        else:
+            spelled = kind.__name__ if kind in (float, complex) else \
+                f"np.random.{kind.__name__}" if kind.__module__.startswith("numpy.random") \
+                else f"np.{kind.__name__}"
+            test = f"{name}.__class__ is not {spelled}"
+            what = f"is no longer a {kind.__name__}"
+        return self._failing(test, read, what)
+
+    def dtype_name(self, dtype):
+        key = ("dtype", np.dtype(dtype).str)
+        entry = self.constants.get(key)
+        if entry is None:
+            entry = self.constants[key] = (self.ns.fresh(f"dtype_{np.dtype(dtype).name}"),
+                                           np.dtype(dtype))
+        return entry[0]
+
+    def object_code(self, obj, read):
+        """How the code names an object a guard compares against: np.sin, or a handover."""
+        name = getattr(obj, "__name__", None)
+        if obj is None:
+            return "None"
+        if type(name) is str and name.isidentifier() and getattr(np, name, None) is obj:
+            return f"np.{name}"
+        return self.handover(obj, f"traced_{read.name}", f"{read.label} when traced")
 
     def handover(self, obj, base, what):
         """A module-level name for an object the code reads but cannot write out (the
@@ -284,6 +337,8 @@ class Emitter:
     def unpack_inputs(self):
         lines = []
         for node in self.graph.inputs:
+            if node in self.names:  # read by captured_checks
+                continue
             path = self.graph.paths.get(node) or node.params["path"]
             as_numpy = node.params.get("pyfloat") and not self.scalar and node not in self.graph.paths
             if len(path) == 1:
@@ -351,6 +406,9 @@ class Emitter:
     def constant_lines(self):
         lines = []
         for name, array, *what in self.constants.values():
+            if isinstance(array, np.dtype):
+                lines.append(f"{name} = np.dtype({array.str!r})")
+                continue
             if what:
                 self.injected[name] = array
                 lines.append(f"{name} = None  # {what[0]}, which autodiffgen fills in when it "
@@ -389,6 +447,17 @@ def _all_python_floats(graph):
         return type(a) is Node or np.ndim(a) == 0 and not isinstance(a, (str, bytes))
     return all(op(n) == "guard" or n.shape == () and n.dtype == np.float64 and op(n) in SCALAR
                and all(scalar_constant(a) for a in n.args) for n in graph.nodes)
+
+
+def _holder(read):
+    """(the object a read starts at, its name in the module, what it is)."""
+    holder = read.holder
+    where = os.path.basename(read.where)
+    if is_globals(holder):
+        return holder, "module_globals", f"the globals of {holder.get('__name__')} ({where})"
+    if read.var:
+        return holder, f"cell_{read.var}", f"the closure cell {read.var} ({where})"
+    return holder, "holder", f"the {type(holder).__name__} {read.label} ({where})"
 
 
 def _content_key(value):

@@ -358,6 +358,10 @@ def run(graph, args, n=None):
 def _run(graph, args, n):
     env = {}
     for node in graph.inputs:
+        read = node.params.get("read")
+        if read is not None:  # a global, closure or attribute (capture.py)
+            env[node] = read.follow()
+            continue
         value = args
         for key in node.params["path"]:
             value = value[key]

@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 
-from .capture import captured
+from .capture import Capture
 from .errors import (
     ArgumentError,
     OutputError,
@@ -62,9 +62,11 @@ class Trace:
         self.inputs = []
         self.wrt = set()  # input nodes that derivatives are taken with respect to
         self.guards = []  # guard nodes: what the traced path assumed of the values
-        self.captured = []  # capture.Captured: globals and closure values it read
+        self.captured = []  # capture.Check: what it read that the code checks (guards)
+        self.capture = None  # capture.Capture: what it read outside its arguments
         self.effects = []  # nodes kept although no output reads them (random draws)
         self.eager = False  # the tape: values are the user's (draws advance their generator)
+        self.fun = None  # the user's function being traced
         self._outer = None
 
     def __enter__(self):
@@ -191,8 +193,14 @@ def source_line(loc):
     return linecache.getline(loc[0], loc[1]).strip() if loc else ""
 
 
-def _refuse(what, hint):
+def _refuse(what, hint, convert=None):
     def method(self, *args, **kwargs):
+        trace = current_trace()
+        if convert is not None and trace is not None and trace.capture is not None \
+                and self.node.trace_id == trace.id and self.node.params.get("read"):
+            # a global, closure or attribute the trace read (capture.py): its value,
+            # checked by identity as it was before values read from outside were inputs
+            return convert(trace.capture.baked(self), *args, **kwargs)
         raise TracingError(at(user_loc(), f"{what} of a traced value: {hint}"))
     return method
 
@@ -297,11 +305,13 @@ class Box:
     __index__ = reader("index", operator.index)
     item = reader("item", lambda value, *i: np.asarray(value).item(*i), differentiable=True)
     tolist = _refuse(".tolist()", "it would turn every element into a Python number with "
-                     "no derivative; use the array itself, or index it (x[i])")
+                     "no derivative; use the array itself, or index it (x[i])",
+                     lambda value: np.asarray(value).tolist())
     __array__ = _refuse(
         "np.asarray()/np.array() conversion",
         "the tracer cannot follow a conversion to a plain ndarray. Pass the value to NumPy "
-        "functions directly, and use np.stack([...]) instead of np.array([...])")
+        "functions directly, and use np.stack([...]) instead of np.array([...])",
+        lambda value, dtype=None, copy=None: np.asarray(value, dtype))
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if kwargs.get("out") is not None or any(type(a) is Box for a in kwargs.get("out", ())):
@@ -390,9 +400,11 @@ Box.__invert__ = lambda self: np.invert(self)
 
 
 # ---- tracing a call ---------------------------------------------------------------------
-def trace(fun, args, argnums, names, diff=True, eager=False):
+def trace(fun, args, argnums, names, diff=True, capture=True, eager=False):
     """Call `fun` on Boxes: every array argument (and every float under `argnums`) becomes
-    an input of the recording. Returns the Trace, the boxed arguments and the output.
+    an input of the recording, and (with `capture`) so does every array and float it
+    reads from globals, closures and objects (capture.py). Returns the Trace, the boxed
+    arguments and the output.
 
     `diff` says how strict `argnums` is: True (grad) refuses integer leaves there;
     "auto" (jvp, vjp) leaves them alone, so only the floating-point leaves get derivatives.
@@ -400,13 +412,16 @@ def trace(fun, args, argnums, names, diff=True, eager=False):
     """
     recording = Trace()
     recording.eager = eager
-    recording.captured = captured(fun)
+    recording.fun = fun
     with recording, contextlib.ExitStack() as hooks:
+        if capture:  # a standalone module keeps what it read as constants
+            recording.capture = Capture(recording)
         for hook in TRACE_HOOKS:
             hooks.enter_context(hook(recording))
         boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else False)
                  for i, a in enumerate(args)]
-        out = fun(*map_tree(boxed, _own_box))
+        run = recording.capture.enter(fun) if capture else fun
+        out = run(*map_tree(boxed, _own_box))
     if out is None:  # np.result_type(None) is float64: the gradient would be zeros
         raise OutputError(at(def_site(fun), f"{function_name(fun)} returned None: it has no "
                              "`return`, or a path through it ends without one; return the "

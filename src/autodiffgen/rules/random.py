@@ -39,6 +39,7 @@ import contextlib
 import copy
 import functools
 import threading
+import types
 
 import numpy as np
 
@@ -408,12 +409,26 @@ def _during_trace(trace):
 
 
 def _refuse_captured(trace):
-    for item in trace.captured:
-        if is_generator(item.value):
-            raise TracingError(f"{item.where}: the traced function reads the random "
-                               f"generator {item.name!r} from a {item.kind} variable; its "
-                               "draws would be made once, when traced, and reused on every "
-                               "call. Pass the generator to the function as an argument")
+    """Without capture.py's clones (a standalone module keeps what it reads as constants),
+    a generator read from a global or closure would draw once, when traced: refused."""
+    fun = trace.fun
+    if trace.capture is not None or not isinstance(fun, types.FunctionType):
+        return
+    code, names = fun.__code__, []
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names += c.co_names
+        stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    found = [(n, fun.__globals__.get(n)) for n in names]
+    found += [(n, c.cell_contents) for n, c in zip(code.co_freevars, fun.__closure__ or ())
+              if c.cell_contents is not None]
+    for name, value in found:
+        if is_generator(value):
+            raise TracingError(f"{code.co_filename}: the traced function reads the random "
+                               f"generator {name!r} from a global or closure variable; a "
+                               "standalone module would draw from it once, when generated. "
+                               "Pass the generator to the function as an argument")
 
 
 TRACE_HOOKS.append(_during_trace)
