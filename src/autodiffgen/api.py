@@ -26,6 +26,7 @@ from .errors import (
 )
 from .graph import is_guard
 from .runtime import GuardFailure
+from .tracer import is_number_input
 from .tree import leaves
 
 _MAX_ARGS = 256
@@ -60,8 +61,9 @@ def trace_gradient(fun, args, argnums, names):
     wrt = ", ".join(names[i] for i in argnums)
     graph.doc = (f"Value of {function_name(fun)} and its gradient with respect to {wrt}, "
                  f"traced at ({graph.signature}).")
-    graph.statics = {names[i]: a for i, a in enumerate(args)
-                     if i not in argnums and type(a) in (int, float, bool, str, type(None))}
+    graph.statics = {names[i]: a for i, a in enumerate(args)  # Python numbers are inputs
+                     if i not in argnums and (type(a) in (bool, str, type(None)) or
+                                              type(a) is int and not is_number_input(a, False))}
     graph.derivative_of = cotangent_of
     graph.fresh_from = 1  # (value, gradients): the gradients are the caller's
     arrays = [leaf for leaf in leaves(args) if isinstance(leaf, (np.ndarray, np.generic))]

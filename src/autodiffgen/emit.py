@@ -213,6 +213,8 @@ class Emitter:
             test = f"not {read}" if outcome else read
         elif isinstance(outcome, float) and np.isnan(outcome):
             test = f"not np.isnan({read})"
+        elif type(outcome) is float and outcome == 0.0:  # and its sign: -0.0 is not 0.0
+            test = f"{read} != 0.0 or np.copysign(1.0, {read}) != {np.copysign(1.0, outcome)}"
         else:
             test = f"{read} != {render(literal_ast(outcome))}"
         where = _where(node.loc) if node.loc else "?"

@@ -78,9 +78,9 @@ class Trace:
         self.next_id += 1
         return node
 
-    def new_input(self, value, name, path):
-        node = self.new_node(None, (), {"path": path, "pyfloat": type(value) is float}, value,
-                             stack=())
+    def new_input(self, value, name, path, pyfloat=False):
+        """`pyfloat`: a differentiated Python float, which the code reads as np.float64."""
+        node = self.new_node(None, (), {"path": path, "pyfloat": pyfloat}, value, stack=())
         node.name = name
         box = Box(value, node)
         self.boxes[node] = box
@@ -134,6 +134,8 @@ def user_loc():
 
 def bind(prim, args, params):
     """Apply a primitive: plain values in, plain value out; any Box in, a Box out."""
+    if params and any(_holds_box(v) for v in params.values()):
+        params = {k: concrete(v) for k, v in params.items()}
     if not any(type(a) is Box for a in args):
         return prim.impl(*args, **params)
     trace = current_trace()
@@ -161,6 +163,57 @@ def bind(prim, args, params):
     for hook in RESULT_HOOKS:
         hook(trace, box, args)
     return box
+
+
+def _holds_box(value):
+    kind = type(value)
+    if kind is Box:
+        return True
+    if kind is tuple or kind is list:
+        return any(map(_holds_box, value))
+    return kind is slice and _holds_box((value.start, value.stop, value.step))
+
+
+def concrete(value):
+    """A parameter with traced numbers in it (np.sum(x, axis=k), x.reshape(k, -1), x[:k]
+    with k an int argument) read as Python numbers, each read a guard the code checks: a
+    parameter is written into the code as a literal, never as a traced value."""
+    kind = type(value)
+    if kind is Box:
+        v = value.value
+        if isinstance(v, (bool, np.bool_)):
+            return bool(value)
+        if isinstance(v, (int, np.integer)):
+            return operator.index(value)
+        if isinstance(v, (float, np.floating)):
+            return float(value)
+        return value
+    if kind is tuple or kind is list:
+        return kind(map(concrete, value)) if _holds_box(value) else value
+    if kind is slice and _holds_box(value):
+        return slice(concrete(value.start), concrete(value.stop), concrete(value.step))
+    return value
+
+
+def _int_box(x):
+    return type(x) is Box and type(x.value) is int
+
+
+def shape_like(x, bare=False):
+    """An argument of a NumPy function or ndarray method as its handler should see it: a
+    tuple or list holding traced Python ints (a shape (k, -1), axes) read as Python ints,
+    guarded (so is a bare one if `bare`: x.reshape(k, -1), x.sum(k)). Traced ints passed
+    as data (np.where(c, x, k)) stay inputs."""
+    if bare and _int_box(x):
+        return concrete(x)
+    if (type(x) is tuple or type(x) is list) and any(map(_int_box, x)):
+        return concrete(x)
+    return x
+
+
+def shape_args(args, kwargs, bare=False):
+    return ([shape_like(a, bare) for a in args],
+            {k: shape_like(v, bare) for k, v in kwargs.items()})
 
 
 def located(error, what):
@@ -309,16 +362,30 @@ class Box:
             handler = UFUNC_METHODS.get((ufunc, method))
             if handler is not None:
                 return handler(*inputs, **kwargs)
+        if _numbers_only(inputs):  # no rule, and no array traced: read them, guarded
+            return getattr(ufunc, method)(*map(concrete, inputs), **kwargs)
         name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
         raise UnsupportedOperationError(at(user_loc(), unsupported_message(name)))
 
     def __array_function__(self, func, types, args, kwargs):
         handler = FUNCTIONS.get(func)
+        if handler is None and _numbers_only(args + tuple(kwargs.values())):
+            return func(*map(concrete, args), **{k: concrete(v) for k, v in kwargs.items()})
         if handler is None:
             module = getattr(func, "__module__", "numpy") or "numpy"
             name = f"{module.replace('numpy', 'np', 1)}.{func.__name__}"
             raise UnsupportedOperationError(at(user_loc(), unsupported_message(name)))
+        args, kwargs = shape_args(args, kwargs)
         return handler(*args, **kwargs)
+
+
+def _numbers_only(args):
+    """Whether the traced values among `args` (and in lists or tuples there) are all Python
+    numbers from the arguments: a NumPy function without a rule (np.copysign(1.0, s)) then
+    reads them as Python numbers, each a guard the generated code checks."""
+    boxes = [a for a in args if type(a) is Box] + [
+        b for a in args if type(a) in (tuple, list) for b in a if type(b) is Box]
+    return bool(boxes) and all(type(b.value) in _NUMBERS for b in boxes)
 
 
 def unsupported_message(name):
@@ -328,34 +395,60 @@ def unsupported_message(name):
             "autodiffgen.rules.defprimitive(...) (see README, 'Adding a rule')")
 
 
-def _ufunc_operator(ufunc, reflected=False):
+_NUMBERS = (int, float, bool)
+
+
+def _number(x):
+    """x's value if x is a Python number (or the trace of one that is not differentiated),
+    else None: Python operators on two of them give what Python gives (`k / 2` a float,
+    `k // 2` an int, `lr * 2` a float that stays weak beside a float32 array), as the
+    generated code, which applies the same operators to the same Python numbers, does."""
+    if type(x) in _NUMBERS:
+        return x
+    if type(x) is Box and type(x.value) in _NUMBERS and x.node not in current_trace().wrt:
+        return x.value
+    return None
+
+
+def _python(out, python, *operands):
+    if type(out) is Box:
+        values = [_number(x) for x in operands]
+        if None not in values:
+            out.value = python(*values)
+    return out
+
+
+def _ufunc_operator(ufunc, python, reflected=False):
     if reflected:
-        return lambda self, other: ufunc(other, self)
-    return lambda self, other: ufunc(self, other)
+        return lambda self, other: _python(ufunc(other, self), python, other, self)
+    return lambda self, other: _python(ufunc(self, other), python, self, other)
+
+
+def _unary_operator(ufunc, python):
+    return lambda self: _python(ufunc(self), python, self)
 
 
 for _name, _ufunc in [("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
                       ("truediv", np.true_divide), ("floordiv", np.floor_divide),
-                      ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul)]:
-    setattr(Box, f"__{_name}__", _ufunc_operator(_ufunc))
-    setattr(Box, f"__r{_name}__", _ufunc_operator(_ufunc, reflected=True))
+                      ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
+                      ("and", np.bitwise_and), ("or", np.bitwise_or)]:
+    _op = getattr(operator, _name + "_" if _name in ("and", "or") else _name)
+    setattr(Box, f"__{_name}__", _ufunc_operator(_ufunc, _op))
+    setattr(Box, f"__r{_name}__", _ufunc_operator(_ufunc, _op, reflected=True))
 for _name, _ufunc in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
                       ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)]:
-    setattr(Box, f"__{_name}__", _ufunc_operator(_ufunc))
-Box.__and__ = _ufunc_operator(np.bitwise_and)
-Box.__rand__ = _ufunc_operator(np.bitwise_and, reflected=True)
-Box.__or__ = _ufunc_operator(np.bitwise_or)
-Box.__ror__ = _ufunc_operator(np.bitwise_or, reflected=True)
-Box.__neg__ = lambda self: np.negative(self)
-Box.__pos__ = lambda self: np.positive(self)  # a new array, as in NumPy (+x; x += 1)
-Box.__abs__ = lambda self: np.absolute(self)
+    setattr(Box, f"__{_name}__", _ufunc_operator(_ufunc, getattr(operator, _name)))
+Box.__neg__ = _unary_operator(np.negative, operator.neg)
+Box.__pos__ = _unary_operator(np.positive, operator.pos)  # a new array, as in NumPy (+x)
+Box.__abs__ = _unary_operator(np.absolute, operator.abs)
 Box.__invert__ = lambda self: np.invert(self)
 
 
 # ---- tracing a call ---------------------------------------------------------------------
 def trace(fun, args, argnums, names, diff=True):
-    """Call `fun` on Boxes: every array argument (and every float under `argnums`) becomes
-    an input of the recording. Returns the Trace, the boxed arguments and the output.
+    """Call `fun` on Boxes: every array argument, every Python float, and every Python int
+    outside `argnums` becomes an input of the recording (a number that decides control
+    flow or a shape is read through a guard). Returns the Trace, the boxed arguments and the output.
 
     `diff` says how strict `argnums` is: True (grad) refuses integer leaves there;
     "auto" (jvp, vjp) leaves them alone, so only the floating-point leaves get derivatives.
@@ -396,9 +489,21 @@ def _unbox_leaf(x):
     return np.float64(x.value) if type(x.value) is float else x.value
 
 
+def is_number_input(x, diff):
+    """Whether a Python number is an input of the generated code: a float always, an int
+    outside argnums (not a bool, and not past int64, which NumPy could not hold)."""
+    kind = type(x)
+    return kind is float or kind is int and not diff and -2**63 <= x < 2**63
+
+
 def _box_tree(recording, x, path, name, diff):
     kind = type(x)
-    if kind is np.ndarray or isinstance(x, np.generic) or (diff and kind is float):
+    if (kind is int or kind is float) and is_number_input(x, diff):
+        box = recording.new_input(x, name, path, pyfloat=bool(diff) and kind is float)
+        if diff:
+            recording.wrt.add(box.node)
+        return box
+    if kind is np.ndarray or isinstance(x, np.generic):
         if diff is True and not np.issubdtype(result_dtype(x), np.floating):
             raise _argument_error(
                 f"argument {name!r} is under argnums but has dtype {result_dtype(x)}: only "

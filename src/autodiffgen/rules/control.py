@@ -31,6 +31,8 @@ def same(value, outcome):
     """The outcome again (NaN counts as itself: a NaN read stays a NaN)."""
     if isinstance(outcome, float) and math.isnan(outcome):
         return isinstance(value, float) and math.isnan(value)
+    if type(outcome) is float and outcome == 0.0:  # -0.0 is not 0.0 (np.copysign, 1 / x)
+        return type(value) is float and math.copysign(1.0, value) == math.copysign(1.0, outcome)
     return type(value) is type(outcome) and value == outcome
 
 
