@@ -8,6 +8,7 @@ import functools
 import inspect
 import os
 import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from .tree import leaves
 
 _MAX_ARGS = 256
 MAX_VARIANTS = int(os.environ.get("AUTODIFFGEN_MAX_VARIANTS", "8"))
+MAX_ENTRIES = int(os.environ.get("AUTODIFFGEN_MAX_ENTRIES", "64"))
 
 
 def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, diff=None):
@@ -129,9 +131,11 @@ class GradFunction:
     """A differentiated function: call it like the original; it caches generated code.
 
     A function whose Python reads traced values (`if x.sum() > 0:`) gets one generated
-    function per path its arguments take, at most `max_variants` per signature."""
+    function per path its arguments take, at most `max_variants` per signature. At most
+    `max_entries` signatures are kept, the least recently used dropped first."""
 
-    def __init__(self, fun, argnums=0, with_value=True, example=None, max_variants=None):
+    def __init__(self, fun, argnums=0, with_value=True, example=None, max_variants=None,
+                 max_entries=None):
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.max_variants = MAX_VARIANTS if max_variants is None else max_variants
@@ -147,8 +151,10 @@ class GradFunction:
             self._check_argnums(len(self._names))
         self._diff = [i in self._argnums for i in range(_MAX_ARGS)]
         self._needed = max(self._argnums) + 1  # fewer positional arguments: bind defaults
-        self._entries = {}
+        self.max_entries = MAX_ENTRIES if max_entries is None else max_entries
+        self._entries = OrderedDict()  # least recently used first
         self._sources = {}
+        self._churn = retrace.Churn()  # which arguments keep causing traces
         self._shared = poly.Shared()  # polymorphic functions, for other batch sizes
         self._fingerprint = None  # of the function's code, for the opt-in disk cache
         self._persisted = {}  # disk key -> the variants stored under it
@@ -165,6 +171,7 @@ class GradFunction:
         except KeyError:
             entry = self._miss(args, key)  # the key is computed once, hit or miss
         else:
+            self._entries.move_to_end(key)  # most recently used: dropped last
             self.hits += 1
         out = entry(*args)
         return out if self.with_value else out[1]
@@ -177,6 +184,7 @@ class GradFunction:
         entry = self._entries.get(key)
         if entry is None:
             return self._miss(args, key)
+        self._entries.move_to_end(key)
         self.hits += 1
         return entry
 
@@ -222,16 +230,26 @@ class GradFunction:
                 shared, found = (None, None) if _traced(args) else \
                     self._shared.find(args, self._diff)
                 if found is None:  # no polymorphic function serves this batch size: trace
-                    if retrace.enabled() and self.misses:
-                        retrace.report(function_name(self.fun), retrace.new_signature(
-                            self._arg_names(len(args)), key, list(self._entries)))
+                    self._explain(args, key)
                     found = self._compile(args, disk_key)
                     self._shared.add(shared, found[3], found)
                 function, source, guarded, _ = found
                 entry = Variants(function, source, key, self._grow) if guarded else function
             self._entries[key] = entry
             self._sources[key] = source
+            while len(self._entries) > max(self.max_entries, 1):  # the least recently used
+                self._sources.pop(self._entries.popitem(last=False)[0], None)
         return entry
+
+    def _explain(self, args, key):
+        """Before a trace for a new signature: the opt-in log of why, and a warning, once
+        per argument, when the same argument keeps changing (a trace per call)."""
+        if not self.misses:
+            return
+        names, known = self._arg_names(len(args)), list(self._entries)
+        if retrace.enabled():
+            retrace.report(function_name(self.fun), retrace.new_signature(names, key, known))
+        self._churn.count(function_name(self.fun), names, key, known)
 
     def _compile(self, args, disk_key=None):
         """(function, source, whether it has guards, its batch range or None) for these
@@ -353,12 +371,12 @@ def _caller():
 
 
 def _decorator(with_value, cls=GradFunction):
-    def make(fun=None, argnums=0, *, example=None, max_variants=None):
+    def make(fun=None, argnums=0, *, example=None, max_variants=None, max_entries=None):
         if fun is None:
-            return lambda f: cls(f, argnums, with_value, example, max_variants)
+            return lambda f: cls(f, argnums, with_value, example, max_variants, max_entries)
         if not callable(fun):  # grad(argnums) used positionally by mistake
             raise ArgumentError(f"expected a function to differentiate, got {fun!r}")
-        return cls(fun, argnums, with_value, example, max_variants)
+        return cls(fun, argnums, with_value, example, max_variants, max_entries)
     return make
 
 
@@ -368,7 +386,8 @@ grad.__doc__ = """Gradient of a scalar-valued NumPy function with respect to `ar
 Use as `@grad`, `@grad(argnums=(0, 1))` or `grad(f, argnums=1)`. The first call with a
 new signature (argument structure, shapes, dtypes, values of non-array arguments) traces
 `f` once and compiles a generated forward+backward function; later calls run only that.
-`example=` gives the CLI example arguments (see README).
+`example=` gives the CLI example arguments (see README). `max_entries=` bounds the
+signatures kept (least recently used dropped first; default $AUTODIFFGEN_MAX_ENTRIES or 64).
 """
 value_and_grad = _decorator(with_value=True)
 value_and_grad.__doc__ = """Like grad, but returns (value, gradient)."""
