@@ -265,7 +265,8 @@ class GradFunction:
             done.append((source, namespace, graph.name, locs))
             diskcache.store(disk_key, done)
         guarded = graph.batch is not None or bool(graph.captured) or \
-            any(map(is_guard, graph.nodes))
+            any(is_guard(n) or n.prim is not None and n.prim.name in tracer.RAISES
+                for n in graph.nodes)
         return self._load(source, namespace, graph.name, locs), source, guarded, graph.batch
 
     def _load(self, source, namespace, name, locs):

@@ -10,6 +10,7 @@ import ast
 import inspect
 import os
 import re
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from .naming import Namespace
 from .rules.scalar import SCALAR
 from .runtime import HELPERS
 from .symbolic import SymArray
-from .tracer import source_line
+from .tracer import RAISES, source_line
 from .tree import is_namedtuple, leaves
 
 _COMMENT_COLUMN = 40
@@ -63,7 +64,11 @@ def _where(loc):
 
 
 # how a guard's check reads the value, as the user's code did (rules/control.py READS)
-_READ_FORMS = {"bool": "{x}", "item": "{x}.item({index})", "index": "operator.index({x})"}
+_READ_FORMS = {"bool": "{x}", "item": "{x}.item({index})", "index": "operator.index({x})",
+               "layout": "({x}.flags.c_contiguous, {x}.flags.f_contiguous)",
+               "aliases": "np.may_share_memory({x}, {y})"}
+_LAYOUTS = {(True, True): "contiguous", (True, False): "C-ordered",
+            (False, True): "Fortran-ordered", (False, False): "non-contiguous"}
 
 
 class Emitter:
@@ -183,9 +188,12 @@ class Emitter:
             if node.grad_of is None and node.loc is not None and node.loc != run_loc:
                 comment = f"{comment}  {source_line(node.loc)}".rstrip()
                 run_loc = node.loc
-            if node.loc is not None:
-                locs[len(body)] = node.loc
-            body.append((render(stmt), comment))
+            if node.prim.name in RAISES and node.grad_of is None:
+                body += self.raising(node, render(stmt), comment, locs, len(body))
+            else:
+                if node.loc is not None:
+                    locs[len(body)] = node.loc
+                body.append((render(stmt), comment))
             dead = [self.names[n] for n in last_use.get(i, ())]
             if dead:
                 body.append((f"del {', '.join(sorted(dead))}", ""))
@@ -199,17 +207,32 @@ class Emitter:
         self.line_locs = {len(head) + i: loc for i, loc in locs.items()}
         return head + [_line(code, comment) for code, comment in body]
 
+    def raising(self, node, stmt, comment, locs, at):
+        """A call that can raise on some values, traced on values where it did not: a raise
+        is a GuardFailure, so the call traces the path it takes (an `except` in the user's
+        code, or the error itself)."""
+        self.helpers.add("GuardFailure")
+        if node.loc is not None:
+            locs[at + 1] = node.loc
+        where = _where(node.loc) if node.loc else "?"
+        message = f"{where}: {node.prim.name} raised {{error!r}}, which it did not when traced"
+        return [("try:", ""), (f"    {stmt}", comment),
+                (f"except {_error_name(RAISES[node.prim.name])} as error:", ""),
+                (f"    raise GuardFailure(f{message!r}) from None", "")]
+
     def guard_lines(self, node):
         """`if <the value reads otherwise>: raise GuardFailure(...)`, the guard's check."""
         self.helpers.add("GuardFailure")
         p = node.params
-        x = self.arg_ast(node.args[0])
+        if p["test"] == "raises":
+            return self.raises_lines(node)
+        x, *y = [render(self.arg_ast(a)) for a in node.args]
         read = _READ_FORMS.get(p["test"], p["test"] + "({x})").format(
-            x=render(x), index=", ".join(map(repr, p["index"])))
+            x=x, y=y[0] if y else "", index=", ".join(map(repr, p["index"])))
         if p["test"] == "index":
             self.imports.add("operator")
         outcome = p["outcome"]
-        if p["test"] == "bool":
+        if p["test"] in ("bool", "aliases"):
             test = f"not {read}" if outcome else read
         elif isinstance(outcome, float) and np.isnan(outcome):
             test = f"not np.isnan({read})"
@@ -221,8 +244,25 @@ class Emitter:
         code = source_line(node.loc) if node.loc else ""
         message = f"{where}: `{code}` was {outcome!r} when traced" if p["test"] == "bool" \
             else f"{where}: `{code}` read {p['test']}() = {outcome!r} when traced"
+        if p["test"] == "layout":  # the write is traced for this layout (mutation.py)
+            message = f"{where}: `{code}` was traced with {x} {_LAYOUTS[outcome]}"
+        elif p["test"] == "aliases":
+            message = f"{where}: `{code}` was traced with {x} and {y[0]} not sharing memory"
         return [(f"if {test}:", f"guard: {code}" if code else "guard"),
                 (f"    raise GuardFailure({message!r})", "")]
+
+    def raises_lines(self, node):
+        """try: <the call> except <what it raised>: pass, else: raise GuardFailure(...)."""
+        p = node.params
+        call = SimpleNamespace(prim=p["call"], params=p["call_params"])
+        expr = expression(call, [self.arg_ast(a) for a in node.args], self.param_ast)
+        self.imports.update(p["call"].imports)
+        where = _where(node.loc) if node.loc else "?"
+        code = source_line(node.loc) if node.loc else ""
+        message = f"{where}: `{code}` raised {p['outcome']} when traced, and does not now"
+        return [("try:", f"guard: {code}" if code else "guard"), (f"    {render(expr)}", ""),
+                (f"except {_error_name(RAISES[p['call'].name])}:", ""), ("    pass", ""),
+                ("else:", ""), (f"    raise GuardFailure({message!r})", "")]
 
     def captured_checks(self):
         """Re-read each global and closure value the trace read: the code holds only while
@@ -385,6 +425,15 @@ def _all_python_floats(graph):
         return type(a) is Node or np.ndim(a) == 0 and not isinstance(a, (str, bytes))
     return all(op(n) == "guard" or n.shape == () and n.dtype == np.float64 and op(n) in SCALAR
                and all(scalar_constant(a) for a in n.args) for n in graph.nodes)
+
+
+def _error_name(cls):
+    """How generated code names an exception class: np.linalg.LinAlgError, ValueError."""
+    module = cls.__module__
+    if module == "builtins":
+        return cls.__name__
+    return f"np.{module.split('.', 1)[1]}.{cls.__name__}" if module.startswith("numpy.") \
+        else f"{module}.{cls.__name__}"
 
 
 def _content_key(value):

@@ -34,6 +34,7 @@ UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)
 FUNCTIONS = {}  # NumPy function -> handler(*args, **kwargs)
 RESULT_HOOKS = []  # hook(trace, box, args) on every recorded result (rules.mutation: views)
 GUARD = []  # [the guard Primitive], filled in by the rules package
+RAISES = {}  # primitive name -> what it raises on some values (rules/control.py)
 
 _state = threading.local()
 _trace_ids = itertools.count(1)
@@ -87,12 +88,21 @@ class Trace:
         self.inputs.append(node)
         return box
 
-    def guard(self, box, test, outcome, index=()):
-        """Record that the traced path depends on `test` of box's value giving `outcome`
-        (a branch taken, a number read): the generated code checks it before it runs."""
+    def guard(self, box, test, outcome, index=(), more=()):
+        """Record that the traced path depends on `test` of box's value (and `more`
+        boxes') giving `outcome` (a branch taken, a number read): the generated code
+        checks it before it runs."""
         params = {"test": test, "outcome": outcome, "index": tuple(index)}
-        node = self.new_node(GUARD[0], (box.node,), params, True)
+        node = self.new_node(GUARD[0], (box.node, *[b.node for b in more]), params, True)
         self.guards.append(node)
+
+    def raised(self, prim, args, params, error):
+        """Record that applying prim to these values raised `error` (which the user's code
+        may catch, `except LinAlgError:`): the generated code checks it still does."""
+        params = {"test": "raises", "outcome": type(error).__name__, "index": (),
+                  "call": prim, "call_params": params}
+        args = tuple(a.node if type(a) is Box else a for a in args)
+        self.guards.append(self.new_node(GUARD[0], args, params, True))
 
     def box(self, prim, args, params, value):
         node = self.new_node(prim, tuple(a.node if type(a) is Box else a for a in args),
@@ -151,6 +161,8 @@ def bind(prim, args, params):
     try:
         value = prim.impl(*[a.value if type(a) is Box else a for a in args], **params)
     except Exception as error:  # NumPy's own message, plus where the user wrote it
+        if isinstance(error, RAISES.get(prim.name, ())):  # from the values: a branch
+            trace.raised(prim, args, params, error)
         relocated = located(error, f"in {prim.name}, called at")
         if relocated is error:
             raise

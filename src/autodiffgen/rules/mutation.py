@@ -35,6 +35,7 @@ from ..graph import Index, Slot
 from ..runtime import _setitem as _setitem_impl
 from ..tracer import RESULT_HOOKS, Box, bind, current_trace, source_line, user_loc
 from . import astype, boxmethod, defprimitive, register_helper
+from .control import READS
 from .indexing import getitem, parse_index, selects_once
 
 
@@ -167,6 +168,7 @@ def write(box, new, assign=False):
     views = _views(trace)
     chain = views.chain_up(box)  # (view, record) from box up to the array it looks into
     root = chain[-1][1].base if chain else box
+    _guard_layouts(trace)
     if root.node.prim is None:
         _check_not_shared(trace, root)
     names = _names(box, root, chain, assign)
@@ -214,13 +216,31 @@ def _names(box, root, chain, assign):
 
 
 def _check_not_shared(trace, root):
+    """Refuse a write into an argument another argument shares memory with; otherwise
+    the code checks they still do not (f(c, c) after f(a, b) traces again, and fails here)."""
     for node in trace.inputs:
-        other = trace.boxes[node].value
-        if node is not root.node and type(other) is np.ndarray \
-                and np.may_share_memory(other, root.value):
+        other = trace.boxes[node]
+        if node is root.node or type(other.value) is not np.ndarray:
+            continue
+        if np.may_share_memory(other.value, root.value):
             raise TracingError(at(user_loc(), f"writing into argument {root.node.name!r}, "
                                   f"which shares memory with argument {node.name!r}: NumPy "
                                   "would change both. Pass a copy (np.copy) of one of them"))
+        trace.guard(root, "aliases", False, more=(other,))
+
+
+def _guard_layouts(trace):
+    """A traced write means what it meant only for arguments laid out as they were: a
+    reshape of a C-ordered argument is a view the write is seen through, of a
+    Fortran-ordered one a copy. The first write of a trace has the code check each array
+    argument's layout (code that never writes checks nothing)."""
+    if getattr(trace, "layouts_guarded", False):
+        return
+    trace.layouts_guarded = True
+    for node in trace.inputs:
+        box = trace.boxes[node]
+        if type(box.value) is np.ndarray and box.value.ndim:
+            trace.guard(box, "layout", READS["layout"](box.value))
 
 
 class _Record:
