@@ -34,7 +34,7 @@ from ..errors import TracingError, at
 from ..graph import Index, Slot
 from ..runtime import _setitem as _setitem_impl
 from ..tracer import RESULT_HOOKS, Box, bind, current_trace, source_line, user_loc
-from . import astype, boxmethod, defprimitive, register_helper
+from . import astype, boxmethod, defprimitive, register_function, register_helper
 from .control import READS
 from .indexing import getitem, parse_index, selects_once
 
@@ -227,6 +227,35 @@ def _check_not_shared(trace, root):
                                   f"which shares memory with argument {node.name!r}: NumPy "
                                   "would change both. Pass a copy (np.copy) of one of them"))
         trace.guard(root, "aliases", False, more=(other,))
+
+
+def _flags(self):
+    """x.flags of a traced value (generated code that writes checks its arguments' layout,
+    and an enclosing trace runs that code): read, and a guard of the enclosing trace."""
+    _current_trace_of(self).guard(self, "layout", READS["layout"](self.value))
+    return self.value.flags
+
+
+def _may_share_memory(a, b, max_work=None):
+    """np.may_share_memory of traced values (the check of generated code that writes,
+    run by an enclosing trace): read, and a guard of that trace."""
+    boxes = [x for x in (a, b) if type(x) is Box]
+    value = bool(np.may_share_memory(*[x.value if type(x) is Box else x for x in (a, b)]))
+    if len(boxes) == 2:
+        _current_trace_of(a).guard(a, "aliases", value, more=(b,))
+    return value
+
+
+def _current_trace_of(box):
+    trace = current_trace()
+    if trace is None or box.node.trace_id != trace.id:
+        raise TracingError(at(user_loc(), "the memory layout of a value traced by another "
+                              "transformation was read"))
+    return trace
+
+
+boxmethod("flags")(property(_flags))
+register_function(np.may_share_memory)(_may_share_memory)
 
 
 def _guard_layouts(trace):
