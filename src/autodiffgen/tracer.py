@@ -214,8 +214,8 @@ def _int_box(x):
 def shape_like(x, bare=False):
     """An argument of a NumPy function or ndarray method as its handler should see it: a
     tuple or list holding traced Python ints (a shape (k, -1), axes) read as Python ints,
-    guarded (so is a bare one if `bare`: x.reshape(k, -1), x.sum(k)). Traced ints passed
-    as data (np.where(c, x, k)) stay inputs."""
+    guarded (so is a bare one if `bare`: x.reshape(k, -1), np.roll(x, k)). Traced ints
+    in Python arithmetic and ufuncs (k * x, np.maximum(x, k)) stay inputs."""
     if bare and _int_box(x):
         return concrete(x)
     if (type(x) is tuple or type(x) is list) and any(map(_int_box, x)):
@@ -387,7 +387,9 @@ class Box:
             module = getattr(func, "__module__", "numpy") or "numpy"
             name = f"{module.replace('numpy', 'np', 1)}.{func.__name__}"
             raise UnsupportedOperationError(at(user_loc(), unsupported_message(name)))
-        args, kwargs = shape_args(args, kwargs)
+        if args:  # after the data: a traced int is an axis, a shift, a count (guarded)
+            rest, kwargs = shape_args(args[1:], kwargs, bare=True)
+            args = (shape_like(args[0]), *rest)
         return handler(*args, **kwargs)
 
 
