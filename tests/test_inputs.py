@@ -4,6 +4,7 @@ control flow or a shape, which the code then checks (a guard). Python's own sema
 the numbers are kept: a Python float beside a float32 array stays weak, `k / 2` a float."""
 
 import logging
+import math
 
 import numpy as np
 import pytest
@@ -200,3 +201,19 @@ def test_ints_past_int64_and_bools_stay_static(bad):
     f = grad(lambda x, k: np.sum(x) * (1 if k else 0))
     np.testing.assert_array_equal(f(np.ones(2), bad), [1.0, 1.0])
     assert f.source(np.ones(2), bad).count("def ") == 1
+
+
+def test_a_number_python_keeps_reading_becomes_static_instead_of_an_error(caplog):
+    def f(w, t):
+        return np.sum(w * w) * math.exp(-t)  # math reads float(t): a guard per value
+    vg = value_and_grad(f)
+    w = RNG.normal(size=3)
+    with caplog.at_level(logging.WARNING, logger="autodiffgen"):
+        for i in range(30):
+            value, g = vg(w, 0.1 * i)
+            np.testing.assert_allclose(value, f(w, 0.1 * i))
+            np.testing.assert_allclose(g, 2 * w * math.exp(-0.1 * i))
+    assert vg.cache_info().misses == 30  # 8 guarded variants, then one trace per value
+    assert vg(w, 0.1 * 20)[0] == pytest.approx(f(w, 0.1 * 20)) and vg.cache_info().misses == 30
+    warned = [r.getMessage() for r in caplog.records if "keeps changing" in r.getMessage()]
+    assert len(warned) == 1 and "argument 't'" in warned[0] and "np.exp(t)" in warned[0]

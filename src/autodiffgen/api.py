@@ -25,7 +25,7 @@ from .errors import (
     user_frame,
     where,
 )
-from .graph import is_guard
+from .graph import Node, is_guard
 from .runtime import GuardFailure
 from .tracer import is_number_input
 from .tree import leaves
@@ -38,18 +38,20 @@ MAX_ENTRIES = int(os.environ.get("AUTODIFFGEN_MAX_ENTRIES", "64"))
 def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, diff=None):
     """Trace `fun` at `args` and return (source, namespace, graph, locs) of its
     value-and-grad. With the per-argument `diff` flags, the graph serves every batch size
-    the code allows (poly.py) when it can."""
+    the code allows (poly.py) when it can (a flag None: the argument's numbers are static)."""
+    static = () if diff is None else {i for i in range(len(args)) if diff[i] is None}
+
     def build(a):
-        return trace_gradient(fun, a, argnums, names)
+        return trace_gradient(fun, a, argnums, names, static)
     graph = build(args) if diff is None or pure else poly.compile_polymorphic(
         build, args, diff, names, numexpr=not standalone)[0]
     source, namespace, locs = emit_module([graph], standalone, pure)
     return source, namespace, graph, locs
 
 
-def trace_gradient(fun, args, argnums, names):
+def trace_gradient(fun, args, argnums, names, static=()):
     """The fused value-and-grad Graph of `fun` at `args`."""
-    trace, boxed, out = tracer.trace(fun, args, argnums, names)
+    trace, boxed, out = tracer.trace(fun, args, argnums, names, static=static)
     backward.check_output(out, fun, scalar=True)
     naming.name_forward(list(trace.boxes))
     if type(out) is tracer.Box and out.node.name is None:
@@ -65,7 +67,8 @@ def trace_gradient(fun, args, argnums, names):
                  f"traced at ({graph.signature}).")
     graph.statics = {names[i]: a for i, a in enumerate(args)  # Python numbers are inputs
                      if i not in argnums and (type(a) in (bool, str, type(None)) or
-                                              type(a) is int and not is_number_input(a, False))}
+                                              type(a) in (int, float) and not
+                                              is_number_input(a, None if i in static else False))}
     graph.derivative_of = cotangent_of
     graph.fresh_from = 1  # (value, gradients): the gradients are the caller's
     arrays = [leaf for leaf in leaves(args) if isinstance(leaf, (np.ndarray, np.generic))]
@@ -155,6 +158,7 @@ class GradFunction:
         self._entries = OrderedDict()  # least recently used first
         self._sources = {}
         self._churn = retrace.Churn()  # which arguments keep causing traces
+        self._guarded_numbers = set()  # Python-number arguments some guard reads
         self._shared = poly.Shared()  # polymorphic functions, for other batch sizes
         self._fingerprint = None  # of the function's code, for the opt-in disk cache
         self._persisted = {}  # disk key -> the variants stored under it
@@ -264,6 +268,7 @@ class GradFunction:
             done = self._persisted.setdefault(disk_key, [])
             done.append((source, namespace, graph.name, locs))
             diskcache.store(disk_key, done)
+        self._guarded_numbers |= _numbers_guarded(graph, args)
         guarded = graph.batch is not None or bool(graph.captured) or \
             any(is_guard(n) or n.prim is not None and n.prim.name in tracer.RAISES
                 for n in graph.nodes)
@@ -302,6 +307,8 @@ class GradFunction:
                     return function(*args)
                 except GuardFailure:
                     pass
+            if len(variants.functions) >= self.max_variants and self._guarded_numbers:
+                return self._numbers_static(args)
             if len(variants.functions) >= self.max_variants:
                 raise GuardError(f"{failure}: {name} has been traced "
                                  f"{len(variants.functions)} times for arguments of the same "
@@ -322,6 +329,18 @@ class GradFunction:
             variants.functions.append(function)
             variants.sources.append(source)
         return out
+
+    def _numbers_static(self, args):
+        """The guards on Python-number arguments keep failing (math.exp(t) of an annealed
+        t reads a new value each call): those arguments become static, keyed by value,
+        so each value is a signature of its own (the cache bound and warning apply)."""
+        for i in self._guarded_numbers:
+            self._diff[i] = None
+        self._guarded_numbers = set()
+        args = tuple(args)
+        key = signature_key(args, self._diff)
+        entry = self._entries.get(key) or self._miss(args, key)
+        return entry(*args)
 
     def _build(self, args, names, pure=False):
         """(source, injected constants, graph, source locations) of the generated function
@@ -359,6 +378,23 @@ class GradFunction:
     def __repr__(self):
         kind = "value_and_grad" if self.with_value else "grad"
         return f"<autodiffgen.{kind} of {function_name(self.fun)}, argnums={self._argnums!r}>"
+
+
+def _numbers_guarded(graph, args):
+    """The indices of the Python-number arguments the graph's guards read."""
+    found, seen = set(), set()
+    stack = [n for n in graph.nodes if is_guard(n)]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.prim is None:
+            path = node.params["path"]
+            if len(path) == 1 and path[0] < len(args) and type(args[path[0]]) in (int, float):
+                found.add(path[0])
+        stack.extend(a for a in node.args if type(a) is Node)
+    return found
 
 
 def _traced(args):

@@ -40,12 +40,12 @@ def leaf_key(x, diff):
     if kind is np.ndarray:
         return (x.shape, x.dtype)
     if kind is float:  # an input of the generated code, like a 0-d array
-        return float
+        return float if diff is not None else (float, x.hex())  # None: made static
     if isinstance(x, np.generic):  # a NumPy scalar: an input, like a 0-d array
         return (kind, "scalar")
     if kind is Box:  # an enclosing trace's value: always an input of the inner code
         return ("traced", x.shape, x.dtype)
-    if kind is int and not diff and -_INT64 <= x < _INT64:  # an input too (tracer.py)
+    if kind is int and diff is False and -_INT64 <= x < _INT64:  # an input too (tracer.py)
         return int
     if kind in _STATIC:
         return (kind, x)

@@ -48,7 +48,9 @@ class Churn:
                 self.warned.add(name)
                 LOG.warning("autodiffgen: %s has been traced again %d times because argument %r "
                             "keeps changing (%s); each new value is compiled anew. Pass it "
-                            "as an array if it is data, or keep it fixed", function, n, name,
+                            "as an array if it is data, or keep it fixed; a number that Python "
+                            "reads (math.exp(t), float(t), range(k)) is read per value: apply "
+                            "NumPy to it instead (np.exp(t))", function, n, name,
                             new_signature(names, key, known))
 
 
@@ -116,6 +118,8 @@ def _say(k):
     if _is_array_key(k):
         return f"an array of shape {k[0]} and dtype {k[1]}"
     if type(k) is tuple and len(k) == 2 and isinstance(k[0], type):
+        if k[0] is float and type(k[1]) is str:  # a static float, keyed by its hex form
+            return f"float {float.fromhex(k[1])!r}"
         return f"{k[0].__name__} {k[1]!r}"
     if k is float or k is int:
         return f"a {k.__name__} (an input)"

@@ -459,10 +459,11 @@ Box.__invert__ = lambda self: np.invert(self)
 
 
 # ---- tracing a call ---------------------------------------------------------------------
-def trace(fun, args, argnums, names, diff=True):
+def trace(fun, args, argnums, names, diff=True, static=()):
     """Call `fun` on Boxes: every array argument, every Python float, and every Python int
     outside `argnums` becomes an input of the recording (a number that decides control
-    flow or a shape is read through a guard). Returns the Trace, the boxed arguments and the output.
+    flow or a shape is read through a guard), except for the argument indices in `static`,
+    whose numbers are constants. Returns the Trace, the boxed arguments and the output.
 
     `diff` says how strict `argnums` is: True (grad) refuses integer leaves there;
     "auto" (jvp, vjp) leaves them alone, so only the floating-point leaves get derivatives.
@@ -470,8 +471,8 @@ def trace(fun, args, argnums, names, diff=True):
     recording = Trace()
     recording.captured = captured(fun)
     with recording:
-        boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else False)
-                 for i, a in enumerate(args)]
+        boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else
+                           None if i in static else False) for i, a in enumerate(args)]
         out = fun(*map_tree(boxed, _own_box))
     if type(out) is Box and out.node.trace_id != recording.id:
         raise TracingError(at(user_loc(), "the function returned a value traced by an "
@@ -507,6 +508,8 @@ def is_number_input(x, diff):
     """Whether a Python number is an input of the generated code: a float always, an int
     outside argnums (not a bool, and not past int64, which NumPy could not hold)."""
     kind = type(x)
+    if diff is None:  # a static argument (api.GradFunction._grow)
+        return False
     return kind is float or kind is int and not diff and -2**63 <= x < 2**63
 
 
