@@ -98,3 +98,22 @@ def test_the_checks_are_readable():
     assert "if (x.flags.c_contiguous, x.flags.f_contiguous) != (True, False):" in source
     assert "was traced with x C-ordered" in source
     assert "if np.may_share_memory(x, w):" in source
+
+
+def test_an_in_place_operator_keeps_a_fortran_ordered_arguments_layout():
+    """`a += b` writes into a: a stays Fortran-ordered, so np.ravel(a) is a copy that the
+    second write does not change (found by tests/test_fuzz_args.py)."""
+    def f(a, b, w):
+        a += b
+        v = np.ravel(a)
+        a += b
+        return np.sum(v * np.arange(6.0)) + np.sum(w * a)
+    vg = value_and_grad(f, argnums=2)
+    b, w = RNG.normal(size=(2, 3)), RNG.normal(size=(2, 3))
+    for order in ("F", "C", "F"):
+        a = np.array(RNG.normal(size=(2, 3)), order=order)
+        value, g = vg(a.copy(order="K"), b, w)
+        np.testing.assert_allclose(value, f(a.copy(order="K"), b, w))
+        _, t_grad = tape.value_and_grad_now(f, (a.copy(order="K"), b, w), (2,), ["a", "b", "w"])
+        np.testing.assert_allclose(g, t_grad[0])
+        check_grads(lambda w_, a=a: f(a.copy(order="K"), b, w_), w)

@@ -145,6 +145,11 @@ def _as_output(out, result, ufunc):
                                f"from {dtype!r} to {out.dtype!r} with casting rule "
                                "'same_kind' (an in-place operator keeps its array's dtype)"))
         result = astype(result, out.dtype)
+    layout = READS["layout"]
+    if type(result) is Box and type(result.value) is np.ndarray \
+            and layout(result.value) != layout(out.value):  # NumPy writes into h, keeping
+        # its layout (a Fortran-ordered h stays so): written into a copy of h, likewise
+        result = setitem(out, result, index=Index((Ellipsis,)))
     return result
 
 
