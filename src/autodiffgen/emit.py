@@ -25,7 +25,7 @@ from .emit_ast import (
     render,
     symbolic_array_ast,
 )
-from .graph import Node, op, with_guards_first
+from .graph import PYTHON_NUMBERS, Node, op, with_guards_first
 from .memory import reuse_plan, ufunc_of
 from .naming import Namespace
 from .rules.scalar import SCALAR
@@ -181,6 +181,8 @@ class Emitter:
             if i in reuse:  # written into a dying operand's buffer (see memory.py)
                 value = call_ast(f"np.{ufunc_of(node.prim)}", args,
                                  [ast.keyword("out", self.arg_ast(reuse[i]))])
+            elif self.numpy_on_numbers(node):  # as the trace computed it: a NumPy scalar
+                value = call_ast(f"np.{ufunc_of(node.prim)}", args)
             else:
                 value = expression(node, args, self.param_ast, self.scalar)
             stmt = ast.Assign([ast.Name(name, ast.Store())], value)
@@ -206,6 +208,18 @@ class Emitter:
         head += [_line(code, comment) for code, comment in prologue + self.local_constant_lines()]
         self.line_locs = {len(head) + i: loc for i, loc in locs.items()}
         return head + [_line(code, comment) for code, comment in body]
+
+    def numpy_on_numbers(self, node):
+        """Whether `node`, written with Python's operators, would compute a Python number
+        where the trace's NumPy call gave a NumPy scalar (np.greater(x, 0) of a float x)."""
+        if self.scalar or node in PYTHON_NUMBERS or not any(
+                type(a) is Node for a in node.args):
+            return False
+        template = node.prim.template
+        return isinstance(template, str) and not template.startswith("np.") \
+            and ufunc_of(node.prim) is not None \
+            and all(a in PYTHON_NUMBERS if type(a) is Node else type(a) in (int, float, bool)
+                    for a in node.args)
 
     def raising(self, node, stmt, comment, locs, at):
         """A call that can raise on some values, traced on values where it did not: a raise
@@ -321,7 +335,7 @@ class Emitter:
         lines = []
         for node in self.graph.inputs:
             path = self.graph.paths.get(node) or node.params["path"]
-            as_numpy = node.params.get("pyfloat") and not self.scalar and node not in self.graph.paths
+            as_numpy = False  # a Python float stays one: weak beside a float32 array
             if len(path) == 1:
                 self.names[node] = name = self.graph.params[path[0]]
                 self.ns.used.add(name)

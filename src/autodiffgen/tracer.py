@@ -26,7 +26,7 @@ from .errors import (
     at,
     is_internal,
 )
-from .graph import Node
+from .graph import PYTHON_NUMBERS, Node
 from .tree import is_container, items, map_tree, rebuild
 
 UFUNCS = {}  # np.ufunc -> Primitive, for ufunc(...) calls
@@ -83,6 +83,8 @@ class Trace:
         """`pyfloat`: a differentiated Python float, which the code reads as np.float64."""
         node = self.new_node(None, (), {"path": path, "pyfloat": pyfloat}, value, stack=())
         node.name = name
+        if type(value) in _NUMBERS:
+            PYTHON_NUMBERS.add(node)
         box = Box(value, node)
         self.boxes[node] = box
         self.inputs.append(node)
@@ -413,13 +415,13 @@ _NUMBERS = (int, float, bool)
 
 
 def _number(x):
-    """x's value if x is a Python number (or the trace of one that is not differentiated),
-    else None: Python operators on two of them give what Python gives (`k / 2` a float,
-    `k // 2` an int, `lr * 2` a float that stays weak beside a float32 array), as the
-    generated code, which applies the same operators to the same Python numbers, does."""
+    """x's value if x is a Python number (or the trace of one), else None. Python operators
+    on two of them give what Python gives (`k / 2` a float, `k // 2` an int, `lr * 2` a
+    float that stays weak beside a float32 array), as in the generated code, which applies
+    the same operators to the same Python numbers."""
     if type(x) in _NUMBERS:
         return x
-    if type(x) is Box and type(x.value) in _NUMBERS and x.node not in current_trace().wrt:
+    if type(x) is Box and type(x.value) in _NUMBERS:
         return x.value
     return None
 
@@ -429,6 +431,7 @@ def _python(out, python, *operands):
         values = [_number(x) for x in operands]
         if None not in values:
             out.value = python(*values)
+            PYTHON_NUMBERS.add(out.node)
     return out
 
 
