@@ -156,6 +156,7 @@ class GradFunction:
         self._needed = max(self._argnums) + 1  # fewer positional arguments: bind defaults
         self.max_entries = MAX_ENTRIES if max_entries is None else max_entries
         self._entries = OrderedDict()  # least recently used first
+        self._many = False  # more than one entry: a hit moves its entry last (LRU)
         self._sources = {}
         self._churn = retrace.Churn()  # which arguments keep causing traces
         self._guarded_numbers = set()  # Python-number arguments some guard reads
@@ -175,7 +176,8 @@ class GradFunction:
         except KeyError:
             entry = self._miss(args, key)  # the key is computed once, hit or miss
         else:
-            self._entries.move_to_end(key)  # most recently used: dropped last
+            if self._many:
+                self._entries.move_to_end(key)  # most recently used: dropped last
             self.hits += 1
         out = entry(*args)
         return out if self.with_value else out[1]
@@ -215,6 +217,7 @@ class GradFunction:
     def cache_clear(self):
         with self._lock:
             self._entries.clear()
+            self._many = False
             self._sources.clear()
             self._shared.clear()
             self.hits = self.misses = 0
@@ -243,6 +246,7 @@ class GradFunction:
             self._sources[key] = source
             while len(self._entries) > max(self.max_entries, 1):  # the least recently used
                 self._sources.pop(self._entries.popitem(last=False)[0], None)
+            self._many = len(self._entries) > 1
         return entry
 
     def _explain(self, args, key):
