@@ -88,6 +88,21 @@ def test_an_int_deciding_a_shape_is_guarded_in_every_handler():
         assert "Box" not in source and "operator.index(k)" in source
 
 
+def created(x, s, k):
+    return np.sum(x[:k] * np.arange(k)) + np.sum(np.full(x.shape, s) * x) \
+        + np.sum(np.eye(k)) * s + np.sum(np.linspace(0.0, s, k)) * np.sum(x)
+
+
+def test_numpy_constructors_read_numbers_through_guards():
+    vg = value_and_grad(created)
+    x = RNG.normal(size=4)
+    for s, k in ((0.5, 2), (0.5, 3), (0.5, 2)):
+        compare(vg, created, (x, s, k))
+    assert vg.cache_info().misses == 2
+    compare(vg, created, (x, 0.7, 2))  # np.full read s: a guard, so a new trace
+    assert vg.cache_info().misses == 3
+
+
 def test_python_number_semantics_are_kept():
     def f(w, lr, k):
         scale = lr * 2 + k / 2 + k // 2  # Python numbers: a weak float, a float, an int

@@ -354,10 +354,17 @@ class Box:
     item = reader("item", lambda value, *i: np.asarray(value).item(*i), differentiable=True)
     tolist = _refuse(".tolist()", "it would turn every element into a Python number with "
                      "no derivative; use the array itself, or index it (x[i])")
-    __array__ = _refuse(
+    _refuse_array = _refuse(
         "np.asarray()/np.array() conversion",
         "the tracer cannot follow a conversion to a plain ndarray. Pass the value to NumPy "
         "functions directly, and use np.stack([...]) instead of np.array([...])")
+
+    def __array__(self, dtype=None, copy=None):
+        """A Python-number argument NumPy converts (np.arange(k), np.full(3, s)): read,
+        and guarded. Any other traced value cannot be followed into a plain array."""
+        if type(self.value) in _NUMBERS:
+            return np.asarray(concrete(self), dtype=dtype)
+        return self._refuse_array()
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if kwargs.get("out") is not None or any(type(a) is Box for a in kwargs.get("out", ())):
