@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from autodiffgen import emit, grad, tape, value_and_grad
+from autodiffgen import GuardError, emit, grad, tape, value_and_grad
 from autodiffgen.testing import check_grads
 
 RNG = np.random.default_rng(10)
@@ -232,3 +232,16 @@ def test_a_number_python_keeps_reading_becomes_static_instead_of_an_error(caplog
     assert vg(w, 0.1 * 20)[0] == pytest.approx(f(w, 0.1 * 20)) and vg.cache_info().misses == 30
     warned = [r.getMessage() for r in caplog.records if "keeps changing" in r.getMessage()]
     assert len(warned) == 1 and "argument 't'" in warned[0] and "np.exp(t)" in warned[0]
+
+
+def test_a_failing_array_guard_beside_a_number_guard_still_ends_in_guard_error():
+    def f(w, x, k):
+        total = np.sum(w[:k])
+        if float(x[0]) > 0.0:  # data: the answer changes from call to call
+            total = total * float(x[1])
+        return total
+    vg = value_and_grad(f, max_variants=2)
+    w = RNG.normal(size=4)
+    with pytest.raises(GuardError, match="max_variants"):
+        for i in range(20):
+            vg(w, RNG.normal(size=4), 2)

@@ -225,6 +225,8 @@ class GradFunction:
     def _miss(self, args, key):
         self._check_argnums(len(args))
         with self._lock:
+            if any(d is None for d in self._diff[:len(args)]):  # a number made static since
+                key = signature_key(args, self._diff)  # the caller's key (_numbers_static)
             entry = self._entries.get(key)  # another thread may have compiled it meanwhile
             if entry is not None:
                 return entry
@@ -311,8 +313,9 @@ class GradFunction:
                     return function(*args)
                 except GuardFailure:
                     pass
-            if len(variants.functions) >= self.max_variants and self._guarded_numbers:
-                return self._numbers_static(args)
+            if len(variants.functions) >= self.max_variants and (
+                    self._numbers_made_static() or signature_key(args, self._diff) != variants.key):
+                return self._numbers_static(args)  # keyed by the numbers' values now
             if len(variants.functions) >= self.max_variants:
                 raise GuardError(f"{failure}: {name} has been traced "
                                  f"{len(variants.functions)} times for arguments of the same "
@@ -334,13 +337,18 @@ class GradFunction:
             variants.sources.append(source)
         return out
 
-    def _numbers_static(self, args):
-        """The guards on Python-number arguments keep failing (math.exp(t) of an annealed
-        t reads a new value each call): those arguments become static, keyed by value,
-        so each value is a signature of its own (the cache bound and warning apply)."""
-        for i in self._guarded_numbers:
+    def _numbers_made_static(self):
+        """Whether some Python-number argument a guard reads was an input until now: the
+        guards keep failing (math.exp(t) of an annealed t reads a new value each call), so
+        those arguments become static, keyed by value, each value a signature of its own
+        (the cache bound and the warning apply)."""
+        newly = [i for i in self._guarded_numbers if self._diff[i] is not None]
+        for i in newly:
             self._diff[i] = None
-        self._guarded_numbers = set()
+        return bool(newly)
+
+    def _numbers_static(self, args):
+        """The call again, under the key its static numbers now give."""
         args = tuple(args)
         key = signature_key(args, self._diff)
         entry = self._entries.get(key) or self._miss(args, key)
