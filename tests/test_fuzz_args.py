@@ -44,6 +44,9 @@ NUMBER_TERMS = {  # name -> (term(x, s, k), whether k decides a shape or control
     "roll": (lambda x, s, k: np.sum(np.roll(x, k) * x), True),
     "loop": (_loop, True),
     "axis": (lambda x, s, k: np.sum(np.sum(x.reshape(3, 4), axis=k % 2) ** 2), True),
+    "arange": (lambda x, s, k: np.sum(x[:k] * np.arange(k)) * s, True),
+    "index": (lambda x, s, k: x[k] * s + x[-k], False),  # an integer index: read at run time
+    "compare": (lambda x, s, k: np.sum(x * np.greater(s, 1.0) + x * (k > 2)), False),
 }
 
 
