@@ -332,15 +332,14 @@ class Emitter:
         return lines
 
     def unpack_inputs(self):
+        """Names for the inputs (a Python number stays one, as in the user's code: weak
+        beside a float32 array; see numpy_on_numbers for NumPy calls on it)."""
         lines = []
         for node in self.graph.inputs:
             path = self.graph.paths.get(node) or node.params["path"]
-            as_numpy = False  # a Python float stays one: weak beside a float32 array
             if len(path) == 1:
                 self.names[node] = name = self.graph.params[path[0]]
                 self.ns.used.add(name)
-                if as_numpy:  # NumPy's semantics (x > 0 is np.True_, and True + True is True)
-                    lines.append((f"{name} = np.float64({name})", "a Python float in"))
                 continue
             expr = ast.Name(self.graph.params[path[0]], ast.Load())
             for key in path[1:]:
@@ -348,8 +347,6 @@ class Emitter:
             name = self.ns.fresh(node.name or (node.prim.name if node.prim else "v"))
             self.names[node] = name
             saved = node in self.graph.paths
-            if as_numpy:
-                expr = call_ast("np.float64", [expr])
             lines.append((f"{name} = {render(expr)}",
                           "saved by the forward pass" if saved else "unpack the argument"))
         return lines

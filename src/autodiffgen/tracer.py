@@ -79,9 +79,8 @@ class Trace:
         self.next_id += 1
         return node
 
-    def new_input(self, value, name, path, pyfloat=False):
-        """`pyfloat`: a differentiated Python float, which the code reads as np.float64."""
-        node = self.new_node(None, (), {"path": path, "pyfloat": pyfloat}, value, stack=())
+    def new_input(self, value, name, path):
+        node = self.new_node(None, (), {"path": path}, value, stack=())
         node.name = name
         if type(value) in _NUMBERS:
             PYTHON_NUMBERS.add(node)
@@ -526,7 +525,7 @@ def is_number_input(x, diff):
 def _box_tree(recording, x, path, name, diff):
     kind = type(x)
     if (kind is int or kind is float) and is_number_input(x, diff):
-        box = recording.new_input(x, name, path, pyfloat=bool(diff) and kind is float)
+        box = recording.new_input(x, name, path)
         if diff:
             recording.wrt.add(box.node)
         return box
