@@ -156,7 +156,10 @@ class GradFunction:
         self._needed = max(self._argnums) + 1  # fewer positional arguments: bind defaults
         self.max_entries = MAX_ENTRIES if max_entries is None else max_entries
         self._entries = OrderedDict()  # least recently used first
-        self._many = False  # more than one entry: a hit moves its entry last (LRU)
+        # the entry last used, last in _entries already: a run of calls with one signature
+        # costs an identity test, not a reordering (batch sizes that share one polymorphic
+        # function count as used together)
+        self._recent = None
         self._sources = {}
         self._churn = retrace.Churn()  # which arguments keep causing traces
         self._guarded_numbers = set()  # Python-number arguments some guard reads
@@ -176,8 +179,8 @@ class GradFunction:
         except KeyError:
             entry = self._miss(args, key)  # the key is computed once, hit or miss
         else:
-            if self._many:
-                self._entries.move_to_end(key)  # most recently used: dropped last
+            if entry is not self._recent:  # another signature than last time's
+                self._touch(key, entry)
             self.hits += 1
         out = entry(*args)
         return out if self.with_value else out[1]
@@ -190,9 +193,18 @@ class GradFunction:
         entry = self._entries.get(key)
         if entry is None:
             return self._miss(args, key)
-        self._entries.move_to_end(key)
+        if entry is not self._recent:
+            self._touch(key, entry)
         self.hits += 1
         return entry
+
+    def _touch(self, key, entry):
+        """Make `key` the most recently used entry, dropped last."""
+        try:
+            self._entries.move_to_end(key)
+        except KeyError:  # dropped meanwhile by another thread's miss: it has run anyway
+            return
+        self._recent = entry
 
     def source(self, *args, **kwargs):
         """The generated Python source for these arguments' signature."""
@@ -217,7 +229,7 @@ class GradFunction:
     def cache_clear(self):
         with self._lock:
             self._entries.clear()
-            self._many = False
+            self._recent = None
             self._sources.clear()
             self._shared.clear()
             self.hits = self.misses = 0
@@ -246,9 +258,9 @@ class GradFunction:
                 entry = Variants(function, source, key, self._grow) if guarded else function
             self._entries[key] = entry
             self._sources[key] = source
+            self._recent = entry
             while len(self._entries) > max(self.max_entries, 1):  # the least recently used
                 self._sources.pop(self._entries.popitem(last=False)[0], None)
-            self._many = len(self._entries) > 1
         return entry
 
     def _explain(self, args, key):
