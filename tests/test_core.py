@@ -177,16 +177,17 @@ def test_second_call_runs_no_tracer_and_gives_new_answer(monkeypatch):
 
 
 def test_cache_key_covers_shapes_dtypes_structure_and_static_values():
-    def scaled(x, k):
-        return (x * k).sum()
+    def scaled(x, k, sign):
+        return (x * k).sum() * (-1 if sign == "-" else 1)
     f = grad(scaled)
-    f(np.ones(3), 2)
-    f(np.ones(3), 2)
-    f(np.ones(3), 3)  # new static value
-    f(np.ones(4), 3)  # new shape
-    f(np.ones(4, np.float32), 3)  # new dtype
-    np.testing.assert_array_equal(f(np.ones(4), 5), np.full(4, 5.0))
-    assert f.cache_info() == (1, 5, 5)
+    f(np.ones(3), 2, "+")
+    f(np.ones(3), 2, "+")
+    f(np.ones(3), 3, "+")  # a new int: an input, no trace
+    f(np.ones(3), 3, "-")  # new static value
+    f(np.ones(4), 3, "-")  # new shape
+    f(np.ones(4, np.float32), 3, "-")  # new dtype
+    np.testing.assert_array_equal(f(np.ones(4), 5, "-"), np.full(4, -5.0))
+    assert f.cache_info() == (3, 4, 4)
     g = grad(lambda p: p["a"].sum() + p["b"].sum())
     g({"a": np.ones(2), "b": np.ones(3)})
     g({"a": np.ones(2), "c": np.ones(3)} and {"a": np.ones(2), "b": np.ones(3)})
@@ -333,15 +334,19 @@ def test_large_captured_constants_are_handed_over_and_source_still_lints():
 
 
 def test_standalone_source_refuses_other_static_values():
-    source = emit(lambda x, k: (np.tanh(x) * k).sum(), np.ones(3), 3, standalone=True)
+    def f(x, k, mode):
+        return (np.tanh(x) * k).sum() * (2.0 if mode == "double" else 1.0)
+    source = emit(f, np.ones(3), 3, "double", standalone=True)
     assert _ruff(source).returncode == 0
     scope = {}
     exec(compile(source, "standalone.py", "exec"), scope)  # noqa: S102  generated code
     fn = scope["f_value_and_grad"]
-    value, _ = fn(np.ones(3), 3)
-    assert np.isclose(value, 3 * np.tanh(1.0) * 3)
-    with pytest.raises(ValueError, match="generated for k=3"):
-        fn(np.ones(3), 4)
+    value, _ = fn(np.ones(3), 3, "double")
+    assert np.isclose(value, 3 * np.tanh(1.0) * 3 * 2)
+    value, _ = fn(np.ones(3), 4, "double")  # a Python int is an input
+    assert np.isclose(value, 3 * np.tanh(1.0) * 4 * 2)
+    with pytest.raises(ValueError, match="generated for mode='double'"):
+        fn(np.ones(3), 4, "single")
 
 
 def test_zeros_like_and_ones_like_keep_an_explicit_dtype():

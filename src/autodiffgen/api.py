@@ -9,6 +9,7 @@ import inspect
 import operator
 import os
 import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -25,31 +26,36 @@ from .errors import (
     user_frame,
     where,
 )
-from .graph import is_guard
+from .graph import Node, is_guard
 from .rules.random import states_kept
 from .runtime import GuardFailure
+from .tracer import is_number_input
 from .tree import leaves
 
 _MAX_ARGS = 256
 MAX_VARIANTS = int(os.environ.get("AUTODIFFGEN_MAX_VARIANTS", "8"))
+MAX_ENTRIES = int(os.environ.get("AUTODIFFGEN_MAX_ENTRIES", "64"))
 
 
 def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, diff=None):
     """Trace `fun` at `args` and return (source, namespace, graph, locs) of its
     value-and-grad. With the per-argument `diff` flags, the graph serves every batch size
-    the code allows (poly.py) when it can."""
+    the code allows (poly.py) when it can (a flag None: the argument's numbers are static)."""
+    static = () if diff is None else {i for i in range(len(args)) if diff[i] is None}
+
     def build(a):
-        return trace_gradient(fun, a, argnums, names, capture=not standalone)
+        return trace_gradient(fun, a, argnums, names, static, capture=not standalone)
     graph = build(args) if diff is None or pure else poly.compile_polymorphic(
         build, args, diff, names, numexpr=not standalone)[0]
     source, namespace, locs = emit_module([graph], standalone, pure)
     return source, namespace, graph, locs
 
 
-def trace_gradient(fun, args, argnums, names, capture=True):
+def trace_gradient(fun, args, argnums, names, static=(), capture=True):
     """The fused value-and-grad Graph of `fun` at `args` (without `capture`, what it reads
     besides its arguments is baked in: a standalone module)."""
-    trace, boxed, out = tracer.trace(fun, args, argnums, names, capture=capture)
+    trace, boxed, out = tracer.trace(fun, args, argnums, names, capture=capture,
+                                     static=static)
     backward.check_output(out, fun, scalar=True)
     naming.name_forward(list(trace.boxes))
     if type(out) is tracer.Box and out.node.name is None:
@@ -63,8 +69,10 @@ def trace_gradient(fun, args, argnums, names, capture=True):
     wrt = ", ".join(names[i] for i in argnums)
     graph.doc = (f"Value of {function_name(fun)} and its gradient with respect to {wrt}, "
                  f"traced at ({graph.signature}).")
-    graph.statics = {names[i]: a for i, a in enumerate(args)
-                     if i not in argnums and type(a) in (int, float, bool, str, type(None))}
+    graph.statics = {names[i]: a for i, a in enumerate(args)  # Python numbers are inputs
+                     if i not in argnums and (type(a) in (bool, str, type(None)) or
+                                              type(a) in (int, float) and not
+                                              is_number_input(a, None if i in static else False))}
     graph.derivative_of = cotangent_of
     graph.fresh_from = 1  # (value, gradients): the gradients are the caller's
     arrays = [leaf for leaf in leaves(args) if isinstance(leaf, (np.ndarray, np.generic))]
@@ -147,9 +155,11 @@ class GradFunction:
     """A differentiated function: call it like the original; it caches generated code.
 
     A function whose Python reads traced values (`if x.sum() > 0:`) gets one generated
-    function per path its arguments take, at most `max_variants` per signature."""
+    function per path its arguments take, at most `max_variants` per signature. At most
+    `max_entries` signatures are kept, the least recently used dropped first."""
 
-    def __init__(self, fun, argnums=0, with_value=True, example=None, max_variants=None):
+    def __init__(self, fun, argnums=0, with_value=True, example=None, max_variants=None,
+                 max_entries=None):
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.max_variants = MAX_VARIANTS if max_variants is None else max_variants
@@ -165,8 +175,15 @@ class GradFunction:
             self._check_argnums(len(self._names))
         self._diff = [i in self._argnums for i in range(_MAX_ARGS)]
         self._needed = max(self._argnums) + 1  # fewer positional arguments: bind defaults
-        self._entries = {}
+        self.max_entries = MAX_ENTRIES if max_entries is None else max_entries
+        self._entries = OrderedDict()  # least recently used first
+        # the entry last used, last in _entries already: a run of calls with one signature
+        # costs an identity test, not a reordering (batch sizes that share one polymorphic
+        # function count as used together)
+        self._recent = None
         self._sources = {}
+        self._churn = retrace.Churn()  # which arguments keep causing traces
+        self._guarded_numbers = set()  # Python-number arguments some guard reads
         self._shared = poly.Shared()  # polymorphic functions, for other batch sizes
         self._fingerprint = None  # of the function's code, for the opt-in disk cache
         self._persisted = {}  # disk key -> the variants stored under it
@@ -185,6 +202,8 @@ class GradFunction:
         if entry is None:
             entry = self._miss(args, key)  # the key is computed once, hit or miss
         else:
+            if entry is not self._recent:  # another signature than last time's
+                self._touch(key, entry)
             self.hits += 1
         out = entry(*args)
         return out if self.with_value else out[1]
@@ -197,8 +216,18 @@ class GradFunction:
         entry = self._entries.get(key)
         if entry is None:
             return self._miss(args, key)
+        if entry is not self._recent:
+            self._touch(key, entry)
         self.hits += 1
         return entry
+
+    def _touch(self, key, entry):
+        """Make `key` the most recently used entry, dropped last."""
+        try:
+            self._entries.move_to_end(key)
+        except KeyError:  # dropped meanwhile by another thread's miss: it has run anyway
+            return
+        self._recent = entry
 
     def source(self, *args, **kwargs):
         """The generated Python source for these arguments' signature."""
@@ -224,6 +253,7 @@ class GradFunction:
     def cache_clear(self):
         with self._lock:
             self._entries.clear()
+            self._recent = None
             self._sources.clear()
             self._shared.clear()
             self.hits = self.misses = 0
@@ -231,6 +261,8 @@ class GradFunction:
     def _miss(self, args, key):
         self._check_argnums(len(args))
         with self._lock:
+            if any(d is None for d in self._diff[:len(args)]):  # a number made static since
+                key = signature_key(args, self._diff)  # the caller's key (_numbers_static)
             entry = self._entries.get(key)  # another thread may have compiled it meanwhile
             if entry is not None:
                 return entry
@@ -243,16 +275,27 @@ class GradFunction:
                 shared, found = (None, None) if _traced(args) else \
                     self._shared.find(args, self._diff)
                 if found is None:  # no polymorphic function serves this batch size: trace
-                    if retrace.enabled() and self.misses:
-                        retrace.report(function_name(self.fun), retrace.new_signature(
-                            self._arg_names(len(args)), key, list(self._entries)))
+                    self._explain(args, key)
                     found = self._compile(args, disk_key)
                     self._shared.add(shared, found[3], found)
                 function, source, guarded, _ = found
                 entry = Variants(function, source, key, self._grow) if guarded else function
             self._entries[key] = entry
             self._sources[key] = source
+            self._recent = entry
+            while len(self._entries) > max(self.max_entries, 1):  # the least recently used
+                self._sources.pop(self._entries.popitem(last=False)[0], None)
         return entry
+
+    def _explain(self, args, key):
+        """Before a trace for a new signature: the opt-in log of why, and a warning, once
+        per argument, when the same argument keeps changing (a trace per call)."""
+        if not self.misses:
+            return
+        names, known = self._arg_names(len(args)), list(self._entries)
+        if retrace.enabled():
+            retrace.report(function_name(self.fun), retrace.new_signature(names, key, known))
+        self._churn.count(function_name(self.fun), names, key, known)
 
     def _compile(self, args, disk_key=None):
         """(function, source, whether it has guards, its batch range or None) for these
@@ -267,8 +310,10 @@ class GradFunction:
             done = self._persisted.setdefault(disk_key, [])
             done.append((source, namespace, graph.name, locs))
             diskcache.store(disk_key, done)
+        self._guarded_numbers |= _numbers_guarded(graph, args)
         guarded = graph.batch is not None or bool(graph.captured) or \
-            any(map(is_guard, graph.nodes)) or any(map(_reads_outside, graph.inputs))
+            any(is_guard(n) or n.prim is not None and n.prim.name in tracer.RAISES
+                for n in graph.nodes) or any(map(_reads_outside, graph.inputs))
         return self._load(source, namespace, graph.name, locs), source, guarded, graph.batch
 
     def _load(self, source, namespace, name, locs):
@@ -304,6 +349,9 @@ class GradFunction:
                     return function(*args)
                 except GuardFailure:
                     pass
+            if len(variants.functions) >= self.max_variants and (
+                    self._numbers_made_static() or signature_key(args, self._diff) != variants.key):
+                return self._numbers_static(args)  # keyed by the numbers' values now
             if len(variants.functions) >= self.max_variants:
                 raise GuardError(f"{failure}: {name} has been traced "
                                  f"{len(variants.functions)} times for arguments of the same "
@@ -324,6 +372,23 @@ class GradFunction:
             variants.functions.append(function)
             variants.sources.append(source)
         return out
+
+    def _numbers_made_static(self):
+        """Whether some Python-number argument a guard reads was an input until now: the
+        guards keep failing (math.exp(t) of an annealed t reads a new value each call), so
+        those arguments become static, keyed by value, each value a signature of its own
+        (the cache bound and the warning apply)."""
+        newly = [i for i in self._guarded_numbers if self._diff[i] is not None]
+        for i in newly:
+            self._diff[i] = None
+        return bool(newly)
+
+    def _numbers_static(self, args):
+        """The call again, under the key its static numbers now give."""
+        args = tuple(args)
+        key = signature_key(args, self._diff)
+        entry = self._entries.get(key) or self._miss(args, key)
+        return entry(*args)
 
     def _build(self, args, names, pure=False):
         """(source, injected constants, graph, source locations) of the generated function
@@ -395,6 +460,23 @@ def _reads_outside(node):
     return node.params.get("read") is not None
 
 
+def _numbers_guarded(graph, args):
+    """The indices of the Python-number arguments the graph's guards read."""
+    found, seen = set(), set()
+    stack = [n for n in graph.nodes if is_guard(n)]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.prim is None:
+            path = node.params.get("path")
+            if path and len(path) == 1 and path[0] < len(args) and type(args[path[0]]) in (int, float):
+                found.add(path[0])
+        stack.extend(a for a in node.args if type(a) is Node)
+    return found
+
+
 def _traced(args):
     """Whether the call gets an enclosing trace's values (grad of grad): such a call is
     never batched nor stored, and its code never writes in place."""
@@ -406,12 +488,12 @@ def _caller():
 
 
 def _decorator(with_value, cls=GradFunction):
-    def make(fun=None, argnums=0, *, example=None, max_variants=None):
+    def make(fun=None, argnums=0, *, example=None, max_variants=None, max_entries=None):
         if fun is None:
-            return lambda f: cls(f, argnums, with_value, example, max_variants)
+            return lambda f: cls(f, argnums, with_value, example, max_variants, max_entries)
         if not callable(fun):  # grad(argnums) used positionally by mistake
             raise ArgumentError(f"expected a function to differentiate, got {fun!r}")
-        return cls(fun, argnums, with_value, example, max_variants)
+        return cls(fun, argnums, with_value, example, max_variants, max_entries)
     return make
 
 
@@ -421,7 +503,8 @@ grad.__doc__ = """Gradient of a scalar-valued NumPy function with respect to `ar
 Use as `@grad`, `@grad(argnums=(0, 1))` or `grad(f, argnums=1)`. The first call with a
 new signature (argument structure, shapes, dtypes, values of non-array arguments) traces
 `f` once and compiles a generated forward+backward function; later calls run only that.
-`example=` gives the CLI example arguments (see README).
+`example=` gives the CLI example arguments (see README). `max_entries=` bounds the
+signatures kept (least recently used dropped first; default $AUTODIFFGEN_MAX_ENTRIES or 64).
 """
 value_and_grad = _decorator(with_value=True)
 value_and_grad.__doc__ = """Like grad, but returns (value, gradient)."""

@@ -1,8 +1,9 @@
 """Signature keys and compiled functions.
 
 A key is what a generated function depends on: each argument's tree structure, the
-shape and dtype of every array, whether a float is differentiated, and the value of
-every other (static) argument. Computing it is the whole cost of a cache hit, so the
+shape and dtype of every array, the type of every Python float and int (they are inputs,
+read through guards where they decide control flow or a shape), and the value of every
+other (static) argument: bools, strings, None, hashable objects. Computing it is the whole cost of a cache hit, so the
 common case, a plain ndarray, takes one type check and a tuple.
 
 A compiled module lives exactly as long as its functions: its source lines (linecache)
@@ -30,7 +31,8 @@ CacheInfo = namedtuple("CacheInfo", "hits misses entries")
 _counter = itertools.count()
 _counter_lock = threading.Lock()
 _dead_lines = []  # linecache keys of collected modules that a finalizer could not drop yet
-_STATIC = (int, float, bool, str, bytes, complex, type(None))
+_STATIC = (int, bool, str, bytes, complex, type(None))
+_INT64 = 2**63
 _GENERATORS = (np.random.Generator, np.random.RandomState)  # inputs: keyed by type, not identity
 
 
@@ -38,12 +40,14 @@ def leaf_key(x, diff):
     kind = type(x)
     if kind is np.ndarray:
         return (x.shape, x.dtype)
-    if kind is float:  # -0.0 and 0.0 differ, and a NaN equals itself, by its hex form
-        return float if diff else (float, x.hex())
+    if kind is float:  # an input of the generated code, like a 0-d array
+        return float if diff is not None else (float, x.hex())  # None: made static
     if isinstance(x, np.generic):  # a NumPy scalar: an input, like a 0-d array
         return (kind, "scalar")
     if kind is Box:  # an enclosing trace's value: always an input of the inner code
         return ("traced", x.shape, x.dtype)
+    if kind is int and diff is False and -_INT64 <= x < _INT64:  # an input too (tracer.py)
+        return int
     if kind in _STATIC:
         return (kind, x)
     if kind is tuple or kind is list or is_namedtuple(x):

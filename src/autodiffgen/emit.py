@@ -10,6 +10,7 @@ import ast
 import inspect
 import os
 import re
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -25,13 +26,13 @@ from .emit_ast import (
     render,
     symbolic_array_ast,
 )
-from .graph import Node, op, with_guards_first
+from .graph import PYTHON_NUMBERS, Node, op, with_guards_first
 from .memory import reuse_plan, ufunc_of
 from .naming import RESERVED, Namespace
 from .rules.scalar import SCALAR
 from .runtime import HELPERS
 from .symbolic import SymArray
-from .tracer import source_line
+from .tracer import RAISES, source_line
 from .tree import is_namedtuple, leaves
 
 _COMMENT_COLUMN = 40
@@ -64,7 +65,11 @@ def _where(loc):
 
 
 # how a guard's check reads the value, as the user's code did (rules/control.py READS)
-_READ_FORMS = {"bool": "{x}", "item": "{x}.item({index})", "index": "operator.index({x})"}
+_READ_FORMS = {"bool": "{x}", "item": "{x}.item({index})", "index": "operator.index({x})",
+               "layout": "({x}.flags.c_contiguous, {x}.flags.f_contiguous)",
+               "aliases": "np.may_share_memory({x}, {y})"}
+_LAYOUTS = {(True, True): "contiguous", (True, False): "C-ordered",
+            (False, True): "Fortran-ordered", (False, False): "non-contiguous"}
 
 
 class Emitter:
@@ -181,6 +186,8 @@ class Emitter:
             if i in reuse:  # written into a dying operand's buffer (see memory.py)
                 value = call_ast(f"np.{ufunc_of(node.prim)}", args,
                                  [ast.keyword("out", self.arg_ast(reuse[i]))])
+            elif self.numpy_on_numbers(node):  # as the trace computed it: a NumPy scalar
+                value = call_ast(f"np.{ufunc_of(node.prim)}", args)
             else:
                 value = expression(node, args, self.param_ast, self.scalar)
             stmt = ast.Assign([ast.Name(name, ast.Store())], value)
@@ -188,9 +195,12 @@ class Emitter:
             if node.grad_of is None and node.loc is not None and node.loc != run_loc:
                 comment = f"{comment}  {source_line(node.loc)}".rstrip()
                 run_loc = node.loc
-            if node.loc is not None:
-                locs[len(body)] = node.loc
-            body.append((render(stmt), comment))
+            if node.prim.name in RAISES and node.grad_of is None:
+                body += self.raising(node, render(stmt), comment, locs, len(body))
+            else:
+                if node.loc is not None:
+                    locs[len(body)] = node.loc
+                body.append((render(stmt), comment))
             dead = [self.names[n] for n in last_use.get(i, ())]
             if dead:
                 body.append((f"del {', '.join(sorted(dead))}", ""))
@@ -204,28 +214,74 @@ class Emitter:
         self.line_locs = {len(head) + i: loc for i, loc in locs.items()}
         return head + [_line(code, comment) for code, comment in body]
 
+    def numpy_on_numbers(self, node):
+        """Whether `node`, written with Python's operators, would compute a Python number
+        where the trace's NumPy call gave a NumPy scalar (np.greater(x, 0) of a float x)."""
+        if self.scalar or node in PYTHON_NUMBERS or not any(
+                type(a) is Node for a in node.args):
+            return False
+        template = node.prim.template
+        return isinstance(template, str) and not template.startswith("np.") \
+            and ufunc_of(node.prim) is not None \
+            and all(a in PYTHON_NUMBERS if type(a) is Node else type(a) in (int, float, bool)
+                    for a in node.args)
+
+    def raising(self, node, stmt, comment, locs, at):
+        """A call that can raise on some values, traced on values where it did not: a raise
+        is a GuardFailure, so the call traces the path it takes (an `except` in the user's
+        code, or the error itself)."""
+        self.helpers.add("GuardFailure")
+        if node.loc is not None:
+            locs[at + 1] = node.loc
+        where = _where(node.loc) if node.loc else "?"
+        message = f"{where}: {node.prim.name} raised {{error!r}}, which it did not when traced"
+        return [("try:", ""), (f"    {stmt}", comment),
+                (f"except {_error_name(RAISES[node.prim.name])} as error:", ""),
+                (f"    raise GuardFailure(f{message!r}) from None", "")]
+
     def guard_lines(self, node):
         """`if <the value reads otherwise>: raise GuardFailure(...)`, the guard's check."""
         self.helpers.add("GuardFailure")
         p = node.params
-        x = self.arg_ast(node.args[0])
+        if p["test"] == "raises":
+            return self.raises_lines(node)
+        x, *y = [render(self.arg_ast(a)) for a in node.args]
         read = _READ_FORMS.get(p["test"], p["test"] + "({x})").format(
-            x=render(x), index=", ".join(map(repr, p["index"])))
+            x=x, y=y[0] if y else "", index=", ".join(map(repr, p["index"])))
         if p["test"] == "index":
             self.imports.add("operator")
         outcome = p["outcome"]
-        if p["test"] == "bool":
+        if p["test"] in ("bool", "aliases"):
             test = f"not {read}" if outcome else read
         elif isinstance(outcome, float) and np.isnan(outcome):
             test = f"not np.isnan({read})"
+        elif type(outcome) is float and outcome == 0.0:  # and its sign: -0.0 is not 0.0
+            test = f"{read} != 0.0 or np.copysign(1.0, {read}) != {np.copysign(1.0, outcome)}"
         else:
             test = f"{read} != {render(literal_ast(outcome))}"
         where = _where(node.loc) if node.loc else "?"
         code = source_line(node.loc) if node.loc else ""
         message = f"{where}: `{code}` was {outcome!r} when traced" if p["test"] == "bool" \
             else f"{where}: `{code}` read {p['test']}() = {outcome!r} when traced"
+        if p["test"] == "layout":  # the write is traced for this layout (mutation.py)
+            message = f"{where}: `{code}` was traced with {x} {_LAYOUTS[outcome]}"
+        elif p["test"] == "aliases":
+            message = f"{where}: `{code}` was traced with {x} and {y[0]} not sharing memory"
         return [(f"if {test}:", f"guard: {code}" if code else "guard"),
                 (f"    raise GuardFailure({message!r})", "")]
+
+    def raises_lines(self, node):
+        """try: <the call> except <what it raised>: pass, else: raise GuardFailure(...)."""
+        p = node.params
+        call = SimpleNamespace(prim=p["call"], params=p["call_params"])
+        expr = expression(call, [self.arg_ast(a) for a in node.args], self.param_ast)
+        self.imports.update(p["call"].imports)
+        where = _where(node.loc) if node.loc else "?"
+        code = source_line(node.loc) if node.loc else ""
+        message = f"{where}: `{code}` raised {p['outcome']} when traced, and does not now"
+        return [("try:", f"guard: {code}" if code else "guard"), (f"    {render(expr)}", ""),
+                (f"except {_error_name(RAISES[p['call'].name])}:", ""), ("    pass", ""),
+                ("else:", ""), (f"    raise GuardFailure({message!r})", "")]
 
     def captured_checks(self):
         """Read again what the trace read outside the arguments (capture.py): arrays and
@@ -235,14 +291,12 @@ class Emitter:
         if self.standalone or not (reads or self.graph.captured):
             return []
         self.helpers.add("GuardFailure")
-        lines, after = [], []
+        lines = []
         for node in reads:
             read = node.params["read"]
             name = self.names[node] = self.ns.fresh(read.name)
             lines.append((f"    {name} = {self.read_code(read)}", read.label))
             lines += self.type_check(node, name, read)
-            if node.params.get("pyfloat") and not self.scalar and not self.pure:
-                after.append((f"{name} = np.float64({name})", "a Python float in"))
         for check in self.graph.captured:
             read = check.read
             if check.test == "is":
@@ -259,7 +313,7 @@ class Emitter:
         head = "# what it reads besides its arguments: read again (inputs), or checked (guards)"
         return ([(head, ""), ("try:", "")] + lines +
                 [("except (LookupError, AttributeError, ValueError):", ""),
-                 (f"    raise GuardFailure({message!r}) from None", "")] + after)
+                 (f"    raise GuardFailure({message!r}) from None", "")])
 
     def _failing(self, test, read, what, comment=""):
         message = f"{os.path.basename(read.where)}: {read.label} {what}, as it was when traced"
@@ -335,17 +389,16 @@ class Emitter:
         return lines
 
     def unpack_inputs(self):
+        """Names for the inputs (a Python number stays one, as in the user's code: weak
+        beside a float32 array; see numpy_on_numbers for NumPy calls on it)."""
         lines = []
         for node in self.graph.inputs:
             if node in self.names:  # read by captured_checks
                 continue
             path = self.graph.paths.get(node) or node.params["path"]
-            as_numpy = node.params.get("pyfloat") and not self.scalar and node not in self.graph.paths
             if len(path) == 1:
                 self.names[node] = name = self.params[path[0]]
                 self.ns.used.add(name)
-                if as_numpy:  # NumPy's semantics (x > 0 is np.True_, and True + True is True)
-                    lines.append((f"{name} = np.float64({name})", "a Python float in"))
                 continue
             expr = ast.Name(self.params[path[0]], ast.Load())
             for key in path[1:]:
@@ -353,8 +406,6 @@ class Emitter:
             name = self.ns.fresh(node.name or (node.prim.name if node.prim else "v"))
             self.names[node] = name
             saved = node in self.graph.paths
-            if as_numpy:
-                expr = call_ast("np.float64", [expr])
             lines.append((f"{name} = {render(expr)}",
                           "saved by the forward pass" if saved else "unpack the argument"))
         return lines
@@ -458,6 +509,15 @@ def _holder(read):
     if read.var:
         return holder, f"cell_{read.var}", f"the closure cell {read.var} ({where})"
     return holder, "holder", f"the {type(holder).__name__} {read.label} ({where})"
+
+
+def _error_name(cls):
+    """How generated code names an exception class: np.linalg.LinAlgError, ValueError."""
+    module = cls.__module__
+    if module == "builtins":
+        return cls.__name__
+    return f"np.{module.split('.', 1)[1]}.{cls.__name__}" if module.startswith("numpy.") \
+        else f"{module}.{cls.__name__}"
 
 
 def _content_key(value):

@@ -8,6 +8,7 @@ no array bigger than the constants the user's function captured.
 
 import heapq
 import itertools
+import weakref
 from dataclasses import dataclass, field, replace
 
 from .tree import leaves
@@ -89,6 +90,12 @@ def toposort(roots, parents=parents_of):
             if child_counts[parent] == 0:
                 heapq.heappush(ready, (-parent.id, next(tie), parent))
     return order
+
+
+# nodes whose traced value is a Python number (a number argument, and Python operators on
+# such numbers, tracer._python): the emitter writes NumPy's calls on them where the trace
+# called NumPy (np.greater(x, 0) is np.True_ and stays one, x > 0 would be True)
+PYTHON_NUMBERS = weakref.WeakSet()
 
 
 def is_guard(node):

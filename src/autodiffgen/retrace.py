@@ -4,6 +4,9 @@ Set AUTODIFFGEN_EXPLAIN=1 (or call `autodiffgen.explain_retraces()`) and each tr
 a function's first says which argument's structure, shape, dtype or static value differs
 from the nearest signature already compiled, or which guard failed. Messages go to the
 "autodiffgen" logger at WARNING level, so they show without any logging set-up.
+
+One message is always on: when the same argument has caused CHURN traces (a string or a
+shape that changes every call), a warning names it, once per function and argument.
 """
 
 import logging
@@ -26,6 +29,37 @@ def enabled():
 
 def report(name, message):
     LOG.warning("autodiffgen: retracing %s: %s", name, message)
+
+
+class Churn:
+    """How many traces each argument's changes caused; past CHURN of them, one warning
+    naming it (always on: a trace per call is a slowdown the user must hear of once)."""
+
+    CHURN = 8
+
+    def __init__(self):
+        self.counts = {}
+        self.warned = set()
+
+    def count(self, function, names, key, known):
+        for name in changed_arguments(names, key, known):
+            self.counts[name] = n = self.counts.get(name, 0) + 1
+            if n >= self.CHURN and name not in self.warned:
+                self.warned.add(name)
+                LOG.warning("autodiffgen: %s has been traced again %d times because argument %r "
+                            "keeps changing (%s); each new value is compiled anew. Pass it "
+                            "as an array if it is data, or keep it fixed; a number that Python "
+                            "reads (math.exp(t), float(t), range(k)) is read per value: apply "
+                            "NumPy to it instead (np.exp(t))", function, n, name,
+                            new_signature(names, key, known))
+
+
+def changed_arguments(names, key, known):
+    """The arguments whose part of `key` differs from the closest of the `known` keys."""
+    if not known or any(len(key) != len(k) for k in known):
+        return []
+    closest = min(known, key=lambda k: sum(a != b for a, b in zip(key, k)))
+    return [name for name, now, then in zip(names, key, closest) if now != then]
 
 
 def new_signature(names, key, known):
@@ -84,7 +118,9 @@ def _say(k):
     if _is_array_key(k):
         return f"an array of shape {k[0]} and dtype {k[1]}"
     if type(k) is tuple and len(k) == 2 and isinstance(k[0], type):
-        return f"{k[0].__name__} {k[1]!r}" if k[0] is not float else f"float {k[1]}"
-    if k is float:
-        return "a differentiated float"
+        if k[0] is float and type(k[1]) is str:  # a static float, keyed by its hex form
+            return f"float {float.fromhex(k[1])!r}"
+        return f"{k[0].__name__} {k[1]!r}"
+    if k is float or k is int:
+        return f"a {k.__name__} (an input)"
     return repr(k)

@@ -30,7 +30,7 @@ from .errors import (
     function_name,
     is_internal,
 )
-from .graph import Node
+from .graph import PYTHON_NUMBERS, Node
 from .tree import is_container, items, map_tree, rebuild
 
 UFUNCS = {}  # np.ufunc -> Primitive, for ufunc(...) calls
@@ -41,6 +41,7 @@ GUARD = []  # [the guard Primitive], filled in by the rules package
 INPUT_KINDS = {}  # argument type -> handler(trace, value, name, path): a non-array input
 TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (rules.random)
 GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (rules.random: no guard on a draw)
+RAISES = {}  # primitive name -> what it raises on some values (rules/control.py)
 
 _state = threading.local()
 _trace_ids = itertools.count(1)
@@ -90,22 +91,32 @@ class Trace:
         return node
 
     def new_input(self, value, name, path):
-        node = self.new_node(None, (), {"path": path, "pyfloat": type(value) is float}, value,
-                             stack=())
+        node = self.new_node(None, (), {"path": path}, value, stack=())
         node.name = name
+        if type(value) in _NUMBERS:
+            PYTHON_NUMBERS.add(node)
         box = Box(value, node)
         self.boxes[node] = box
         self.inputs.append(node)
         return box
 
-    def guard(self, box, test, outcome, index=()):
-        """Record that the traced path depends on `test` of box's value giving `outcome`
-        (a branch taken, a number read): the generated code checks it before it runs."""
+    def guard(self, box, test, outcome, index=(), more=()):
+        """Record that the traced path depends on `test` of box's value (and `more`
+        boxes') giving `outcome` (a branch taken, a number read): the generated code
+        checks it before it runs."""
         for hook in GUARD_HOOKS:
             hook(self, box)
         params = {"test": test, "outcome": outcome, "index": tuple(index)}
-        node = self.new_node(GUARD[0], (box.node,), params, True)
+        node = self.new_node(GUARD[0], (box.node, *[b.node for b in more]), params, True)
         self.guards.append(node)
+
+    def raised(self, prim, args, params, error):
+        """Record that applying prim to these values raised `error` (which the user's code
+        may catch, `except LinAlgError:`): the generated code checks it still does."""
+        params = {"test": "raises", "outcome": type(error).__name__, "index": (),
+                  "call": prim, "call_params": params}
+        args = tuple(a.node if type(a) is Box else a for a in args)
+        self.guards.append(self.new_node(GUARD[0], args, params, True))
 
     def box(self, prim, args, params, value):
         node = self.new_node(prim, tuple(a.node if type(a) is Box else a for a in args),
@@ -147,6 +158,8 @@ def user_loc():
 
 def bind(prim, args, params):
     """Apply a primitive: plain values in, plain value out; any Box in, a Box out."""
+    if params and any(_holds_box(v) for v in params.values()):
+        params = {k: concrete(v) for k, v in params.items()}
     if not any(type(a) is Box for a in args):
         return prim.impl(*args, **params)
     trace = current_trace()
@@ -162,6 +175,8 @@ def bind(prim, args, params):
     try:
         value = prim.impl(*[a.value if type(a) is Box else a for a in args], **params)
     except Exception as error:  # NumPy's own message, plus where the user wrote it
+        if isinstance(error, RAISES.get(prim.name, ())):  # from the values: a branch
+            trace.raised(prim, args, params, error)
         relocated = located(error, f"in {prim.name}, called at")
         if relocated is error:
             raise
@@ -174,6 +189,57 @@ def bind(prim, args, params):
     for hook in RESULT_HOOKS:
         hook(trace, box, args)
     return box
+
+
+def _holds_box(value):
+    kind = type(value)
+    if kind is Box:
+        return True
+    if kind is tuple or kind is list:
+        return any(map(_holds_box, value))
+    return kind is slice and _holds_box((value.start, value.stop, value.step))
+
+
+def concrete(value):
+    """A parameter with traced numbers in it (np.sum(x, axis=k), x.reshape(k, -1), x[:k]
+    with k an int argument) read as Python numbers, each read a guard the code checks: a
+    parameter is written into the code as a literal, never as a traced value."""
+    kind = type(value)
+    if kind is Box:
+        v = value.value
+        if isinstance(v, (bool, np.bool_)):
+            return bool(value)
+        if isinstance(v, (int, np.integer)):
+            return operator.index(value)
+        if isinstance(v, (float, np.floating)):
+            return float(value)
+        return value
+    if kind is tuple or kind is list:
+        return kind(map(concrete, value)) if _holds_box(value) else value
+    if kind is slice and _holds_box(value):
+        return slice(concrete(value.start), concrete(value.stop), concrete(value.step))
+    return value
+
+
+def _int_box(x):
+    return type(x) is Box and type(x.value) is int
+
+
+def shape_like(x, bare=False):
+    """An argument of a NumPy function or ndarray method as its handler should see it: a
+    tuple or list holding traced Python ints (a shape (k, -1), axes) read as Python ints,
+    guarded (so is a bare one if `bare`: x.reshape(k, -1), np.roll(x, k)). Traced ints
+    in Python arithmetic and ufuncs (k * x, np.maximum(x, k)) stay inputs."""
+    if bare and _int_box(x):
+        return concrete(x)
+    if (type(x) is tuple or type(x) is list) and any(map(_int_box, x)):
+        return concrete(x)
+    return x
+
+
+def shape_args(args, kwargs, bare=False):
+    return ([shape_like(a, bare) for a in args],
+            {k: shape_like(v, bare) for k, v in kwargs.items()})
 
 
 def located(error, what):
@@ -307,11 +373,18 @@ class Box:
     tolist = _refuse(".tolist()", "it would turn every element into a Python number with "
                      "no derivative; use the array itself, or index it (x[i])",
                      lambda value: np.asarray(value).tolist())
-    __array__ = _refuse(
+    _refuse_array = _refuse(
         "np.asarray()/np.array() conversion",
         "the tracer cannot follow a conversion to a plain ndarray. Pass the value to NumPy "
         "functions directly, and use np.stack([...]) instead of np.array([...])",
         lambda value, dtype=None, copy=None: np.asarray(value, dtype))
+
+    def __array__(self, dtype=None, copy=None):
+        """A Python-number argument NumPy converts (np.arange(k), np.full(3, s)): read,
+        and guarded. Any other traced value cannot be followed into a plain array."""
+        if type(self.value) in _NUMBERS:
+            return np.asarray(concrete(self), dtype=dtype)
+        return self._refuse_array(dtype)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if kwargs.get("out") is not None or any(type(a) is Box for a in kwargs.get("out", ())):
@@ -330,15 +403,22 @@ class Box:
             handler = UFUNC_METHODS.get((ufunc, method))
             if handler is not None:
                 return handler(*inputs, **kwargs)
+        if _numbers_only(inputs):  # no rule, and no array traced: read them, guarded
+            return getattr(ufunc, method)(*map(concrete, inputs), **kwargs)
         name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
         raise UnsupportedOperationError(at(user_loc(), unsupported_message(name)))
 
     def __array_function__(self, func, types, args, kwargs):
         handler = FUNCTIONS.get(func)
+        if handler is None and _numbers_only(args + tuple(kwargs.values())):
+            return func(*map(concrete, args), **{k: concrete(v) for k, v in kwargs.items()})
         if handler is None:
             module = getattr(func, "__module__", "numpy") or "numpy"
             name = f"{module.replace('numpy', 'np', 1)}.{func.__name__}"
             raise UnsupportedOperationError(at(user_loc(), unsupported_message(name)))
+        if args:  # after the data: a traced int is an axis, a shift, a count (guarded)
+            rest, kwargs = shape_args(args[1:], kwargs, bare=True)
+            args = (shape_like(args[0]), *rest)
         return handler(*args, **kwargs)
 
 
@@ -366,6 +446,13 @@ class Handle:
 
 
 HANDLE_METHODS = {}  # (type of the value, method name) -> handler(handle, *args, **kwargs)
+def _numbers_only(args):
+    """Whether the traced values among `args` (and in lists or tuples there) are all Python
+    numbers from the arguments: a NumPy function without a rule (np.copysign(1.0, s)) then
+    reads them as Python numbers, each a guard the generated code checks."""
+    boxes = [a for a in args if type(a) is Box] + [
+        b for a in args if type(a) in (tuple, list) for b in a if type(b) is Box]
+    return bool(boxes) and all(type(b.value) in _NUMBERS for b in boxes)
 
 
 def unsupported_message(name):
@@ -375,35 +462,63 @@ def unsupported_message(name):
             "autodiffgen.rules.defprimitive(...) (see README, 'Adding a rule')")
 
 
-def _ufunc_operator(ufunc, reflected=False):
+_NUMBERS = (int, float, bool)
+
+
+def _number(x):
+    """x's value if x is a Python number (or the trace of one), else None. Python operators
+    on two of them give what Python gives (`k / 2` a float, `k // 2` an int, `lr * 2` a
+    float that stays weak beside a float32 array), as in the generated code, which applies
+    the same operators to the same Python numbers."""
+    if type(x) in _NUMBERS:
+        return x
+    if type(x) is Box and type(x.value) in _NUMBERS:
+        return x.value
+    return None
+
+
+def _python(out, python, *operands):
+    if type(out) is Box:
+        values = [_number(x) for x in operands]
+        if None not in values:
+            out.value = python(*values)
+            PYTHON_NUMBERS.add(out.node)
+    return out
+
+
+def _ufunc_operator(ufunc, python, reflected=False):
     if reflected:
-        return lambda self, other: ufunc(other, self)
-    return lambda self, other: ufunc(self, other)
+        return lambda self, other: _python(ufunc(other, self), python, other, self)
+    return lambda self, other: _python(ufunc(self, other), python, self, other)
+
+
+def _unary_operator(ufunc, python):
+    return lambda self: _python(ufunc(self), python, self)
 
 
 for _name, _ufunc in [("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
                       ("truediv", np.true_divide), ("floordiv", np.floor_divide),
-                      ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul)]:
-    setattr(Box, f"__{_name}__", _ufunc_operator(_ufunc))
-    setattr(Box, f"__r{_name}__", _ufunc_operator(_ufunc, reflected=True))
+                      ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
+                      ("and", np.bitwise_and), ("or", np.bitwise_or)]:
+    _op = getattr(operator, _name + "_" if _name in ("and", "or") else _name)
+    setattr(Box, f"__{_name}__", _ufunc_operator(_ufunc, _op))
+    setattr(Box, f"__r{_name}__", _ufunc_operator(_ufunc, _op, reflected=True))
 for _name, _ufunc in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
                       ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)]:
-    setattr(Box, f"__{_name}__", _ufunc_operator(_ufunc))
-Box.__and__ = _ufunc_operator(np.bitwise_and)
-Box.__rand__ = _ufunc_operator(np.bitwise_and, reflected=True)
-Box.__or__ = _ufunc_operator(np.bitwise_or)
-Box.__ror__ = _ufunc_operator(np.bitwise_or, reflected=True)
-Box.__neg__ = lambda self: np.negative(self)
-Box.__pos__ = lambda self: np.positive(self)  # a new array, as in NumPy (+x; x += 1)
-Box.__abs__ = lambda self: np.absolute(self)
+    setattr(Box, f"__{_name}__", _ufunc_operator(_ufunc, getattr(operator, _name)))
+Box.__neg__ = _unary_operator(np.negative, operator.neg)
+Box.__pos__ = _unary_operator(np.positive, operator.pos)  # a new array, as in NumPy (+x)
+Box.__abs__ = _unary_operator(np.absolute, operator.abs)
 Box.__invert__ = lambda self: np.invert(self)
 
 
 # ---- tracing a call ---------------------------------------------------------------------
-def trace(fun, args, argnums, names, diff=True, capture=True, eager=False):
-    """Call `fun` on Boxes: every array argument (and every float under `argnums`) becomes
-    an input of the recording, and (with `capture`) so does every array and float it
-    reads from globals, closures and objects (capture.py). Returns the Trace, the boxed
+def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, static=()):
+    """Call `fun` on Boxes: every array argument, every Python float, and every Python int
+    outside `argnums` becomes an input of the recording (a number that decides control
+    flow or a shape is read through a guard), except for the argument indices in `static`,
+    whose numbers are constants; with `capture`, so does every array and float it reads
+    from globals, closures and objects (capture.py). Returns the Trace, the boxed
     arguments and the output.
 
     `diff` says how strict `argnums` is: True (grad) refuses integer leaves there;
@@ -418,8 +533,8 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False):
             recording.capture = Capture(recording)
         for hook in TRACE_HOOKS:
             hooks.enter_context(hook(recording))
-        boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else False)
-                 for i, a in enumerate(args)]
+        boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else
+                           None if i in static else False) for i, a in enumerate(args)]
         run = recording.capture.enter(fun) if capture else fun
         out = run(*map_tree(boxed, _own_box))
     if out is None:  # np.result_type(None) is float64: the gradient would be zeros
@@ -458,9 +573,23 @@ def _unbox_leaf(x):
     return np.float64(x.value) if type(x.value) is float else x.value
 
 
+def is_number_input(x, diff):
+    """Whether a Python number is an input of the generated code: a float always, an int
+    outside argnums (not a bool, and not past int64, which NumPy could not hold)."""
+    kind = type(x)
+    if diff is None:  # a static argument (api.GradFunction._grow)
+        return False
+    return kind is float or kind is int and not diff and -2**63 <= x < 2**63
+
+
 def _box_tree(recording, x, path, name, diff):
     kind = type(x)
-    if kind is np.ndarray or isinstance(x, np.generic) or (diff and kind is float):
+    if (kind is int or kind is float) and is_number_input(x, diff):
+        box = recording.new_input(x, name, path)
+        if diff:
+            recording.wrt.add(box.node)
+        return box
+    if kind is np.ndarray or isinstance(x, np.generic):
         if diff is True and not np.issubdtype(result_dtype(x), np.floating):
             raise _argument_error(
                 f"argument {name!r} is under argnums but has dtype {result_dtype(x)}: only "

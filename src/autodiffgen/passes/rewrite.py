@@ -6,7 +6,7 @@ takes over the original's name, location and role, so the emitted code reads the
 
 import dataclasses
 
-from ..graph import Node, is_guard
+from ..graph import PYTHON_NUMBERS, Node, is_guard
 from ..tree import map_tree
 
 
@@ -16,6 +16,8 @@ def clone(node, args=None, prim=None, params=None):
                 node.params if params is None else params, node.shape, node.dtype,
                 node.loc, node.stack, node.grad_of)
     copy.name, copy.trace_id = node.name, node.trace_id
+    if node in PYTHON_NUMBERS:
+        PYTHON_NUMBERS.add(copy)
     return copy
 
 

@@ -20,11 +20,22 @@ arguments, {*} all of them and {name} a parameter; parameters listed in `default
 added as keyword arguments when they differ from the default.
 """
 
+import functools
+
 import numpy as np
 
 from ..errors import TracingError, UnsupportedOperationError, at
 from ..runtime import HELPERS
-from ..tracer import FUNCTIONS, UFUNC_METHODS, UFUNCS, Box, bind, result_dtype, user_loc
+from ..tracer import (
+    FUNCTIONS,
+    UFUNC_METHODS,
+    UFUNCS,
+    Box,
+    bind,
+    result_dtype,
+    shape_args,
+    user_loc,
+)
 
 PRIMITIVES = {}
 TRACEABLE_HELPERS = {}  # runtime helper name -> a version that records a primitive on Boxes
@@ -171,9 +182,20 @@ def boxmethod(*names):
     """Decorator: make `handler` a method (or property) of traced values."""
     def decorate(handler):
         for name in names:
-            setattr(Box, name, handler)
+            setattr(Box, name, handler if name.startswith("__") or not callable(handler)
+                    else _reading_ints(handler))
         return handler
     return decorate
+
+
+def _reading_ints(handler):
+    """An ndarray method's traced int arguments (x.reshape(k, -1), x.sum(k)) read as
+    guarded Python ints, as a NumPy function's shapes are (tracer.shape_args)."""
+    @functools.wraps(handler)
+    def method(self, *args, **kwargs):
+        args, kwargs = shape_args(args, kwargs, bare=True)
+        return handler(self, *args, **kwargs)
+    return method
 
 
 def register_ufunc_method(ufunc, method):

@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from ..runtime import GuardFailure
-from ..tracer import GUARD
+from ..tracer import GUARD, RAISES
 from . import defprimitive
 
 READS = {  # test -> how the user's code read the value (x, *index) -> Python object
@@ -24,6 +24,10 @@ READS = {  # test -> how the user's code read the value (x, *index) -> Python ob
     "index": operator.index,
     "item": lambda x, *index: np.asarray(x).item(*index),
     "round": lambda x: round(x),
+    # what an in-place write's meaning depends on (rules/mutation.py): whether a reshape
+    # of an argument is a view (its memory layout), and whether two arguments are one
+    "layout": lambda x: (bool(x.flags.c_contiguous), bool(x.flags.f_contiguous)),
+    "aliases": lambda x, y: bool(np.may_share_memory(x, y)),
 }
 
 
@@ -31,12 +35,29 @@ def same(value, outcome):
     """The outcome again (NaN counts as itself: a NaN read stays a NaN)."""
     if isinstance(outcome, float) and math.isnan(outcome):
         return isinstance(value, float) and math.isnan(value)
+    if type(outcome) is float and outcome == 0.0:  # -0.0 is not 0.0 (np.copysign, 1 / x)
+        return type(value) is float and math.copysign(1.0, value) == math.copysign(1.0, outcome)
     return type(value) is type(outcome) and value == outcome
 
 
-def holds(x, test, outcome, index=()):
-    """Whether the guard still holds for the value x (the guard primitive's meaning)."""
-    return same(READS[test](x, *index), outcome)
+def holds(x, *more, test, outcome, index=(), call=None, call_params=None):
+    """Whether the guard still holds for the value x (the guard primitive's meaning); for
+    a "raises" guard, whether call(x, *more) still raises what it raised when traced."""
+    if test == "raises":
+        try:
+            call.impl(x, *more, **call_params)
+        except RAISES[call.name]:
+            return True
+        return False
+    return same(READS[test](x, *more, *index), outcome)
+
+
+# primitives that raise on some values, not shapes (a matrix that is not positive
+# definite, a singular one): a raise while tracing is a branch the code guards, and a
+# raise at run time on the path traced without one is a GuardFailure (see emit.py)
+RAISES.update(dict.fromkeys(["inv", "solve", "cholesky", "pinv", "eigh_values",
+                             "eigh_vectors", "svd_values", "svd_u", "svd_vh"],
+                            np.linalg.LinAlgError))
 
 
 guard = defprimitive("guard", holds, "if <{0} read otherwise>: raise GuardFailure(...)")

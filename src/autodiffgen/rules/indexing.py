@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import TracingError, at
 from ..graph import Index, Slot
 from ..runtime import scatter_add as _scatter_add_impl
-from ..tracer import Box, result_dtype, user_loc
+from ..tracer import Box, concrete, result_dtype, user_loc
 from . import boxmethod, defprimitive, register_helper
 
 
@@ -88,6 +88,8 @@ def _index_array(item):
 
 
 def _slice_bound(b):
+    if type(b) is Box and type(b.value) is int:  # from an int argument: read, and guarded
+        return concrete(b)
     if type(b) is Box:
         raise TracingError(at(user_loc(), "a slice bound that depends on traced values: "
                               "slice sizes must be known when tracing"))

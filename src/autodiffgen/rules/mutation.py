@@ -34,7 +34,8 @@ from ..errors import TracingError, at
 from ..graph import Index, Slot
 from ..runtime import _setitem as _setitem_impl
 from ..tracer import RESULT_HOOKS, Box, bind, current_trace, source_line, user_loc
-from . import astype, boxmethod, defprimitive, register_helper
+from . import astype, boxmethod, defprimitive, register_function, register_helper
+from .control import READS
 from .indexing import getitem, parse_index, selects_once
 
 
@@ -144,6 +145,11 @@ def _as_output(out, result, ufunc):
                                f"from {dtype!r} to {out.dtype!r} with casting rule "
                                "'same_kind' (an in-place operator keeps its array's dtype)"))
         result = astype(result, out.dtype)
+    layout = READS["layout"]
+    if type(result) is Box and type(result.value) is np.ndarray \
+            and layout(result.value) != layout(out.value):  # NumPy writes into h, keeping
+        # its layout (a Fortran-ordered h stays so): written into a copy of h, likewise
+        result = setitem(out, result, index=Index((Ellipsis,)))
     return result
 
 
@@ -167,6 +173,7 @@ def write(box, new, assign=False):
     views = _views(trace)
     chain = views.chain_up(box)  # (view, record) from box up to the array it looks into
     root = chain[-1][1].base if chain else box
+    _guard_layouts(trace)
     if root.node.prim is None:
         _check_not_shared(trace, root)
     names = _names(box, root, chain, assign)
@@ -214,13 +221,60 @@ def _names(box, root, chain, assign):
 
 
 def _check_not_shared(trace, root):
+    """Refuse a write into an argument another argument shares memory with; otherwise
+    the code checks they still do not (f(c, c) after f(a, b) traces again, and fails here)."""
     for node in trace.inputs:
-        other = trace.boxes[node].value
-        if node is not root.node and type(other) is np.ndarray \
-                and np.may_share_memory(other, root.value):
+        other = trace.boxes[node]
+        if node is root.node or type(other.value) is not np.ndarray:
+            continue
+        if np.may_share_memory(other.value, root.value):
             raise TracingError(at(user_loc(), f"writing into argument {root.node.name!r}, "
                                   f"which shares memory with argument {node.name!r}: NumPy "
                                   "would change both. Pass a copy (np.copy) of one of them"))
+        trace.guard(root, "aliases", False, more=(other,))
+
+
+def _flags(self):
+    """x.flags of a traced value (generated code that writes checks its arguments' layout,
+    and an enclosing trace runs that code): read, and a guard of the enclosing trace."""
+    _current_trace_of(self).guard(self, "layout", READS["layout"](self.value))
+    return self.value.flags
+
+
+def _may_share_memory(a, b, max_work=None):
+    """np.may_share_memory of traced values (the check of generated code that writes,
+    run by an enclosing trace): read, and a guard of that trace."""
+    boxes = [x for x in (a, b) if type(x) is Box]
+    value = bool(np.may_share_memory(*[x.value if type(x) is Box else x for x in (a, b)]))
+    if len(boxes) == 2:
+        _current_trace_of(a).guard(a, "aliases", value, more=(b,))
+    return value
+
+
+def _current_trace_of(box):
+    trace = current_trace()
+    if trace is None or box.node.trace_id != trace.id:
+        raise TracingError(at(user_loc(), "the memory layout of a value traced by another "
+                              "transformation was read"))
+    return trace
+
+
+boxmethod("flags")(property(_flags))
+register_function(np.may_share_memory)(_may_share_memory)
+
+
+def _guard_layouts(trace):
+    """A traced write means what it meant only for arguments laid out as they were: a
+    reshape of a C-ordered argument is a view the write is seen through, of a
+    Fortran-ordered one a copy. The first write of a trace has the code check each array
+    argument's layout (code that never writes checks nothing)."""
+    if getattr(trace, "layouts_guarded", False):
+        return
+    trace.layouts_guarded = True
+    for node in trace.inputs:
+        box = trace.boxes[node]
+        if type(box.value) is np.ndarray and box.value.ndim:
+            trace.guard(box, "layout", READS["layout"](box.value))
 
 
 class _Record:

@@ -1,0 +1,119 @@
+"""Aliasing and memory layout (issue 10): code whose meaning depends on them (it writes in
+place, rules/mutation.py) checks the arguments' layout and that a written argument shares
+no memory with another, and traces again otherwise; code that does not write checks
+nothing."""
+
+import numpy as np
+import pytest
+
+from autodiffgen import TracingError, tape, value_and_grad
+from autodiffgen.testing import check_grads
+
+RNG = np.random.default_rng(12)
+
+
+def write_then_read(a, b):
+    a[0] = 2.0 * a[1]
+    return np.sum(a * b ** 2)
+
+
+def view_sees_write(x, w):
+    v = x.reshape(-1)  # a view of a C-ordered x, a copy of a Fortran-ordered one
+    x[0, 1] = 5.0
+    return np.sum(v * w) + np.sum(x * x)
+
+
+def eager(fun, args):
+    return fun(*[a.copy(order="K") if isinstance(a, np.ndarray) else a for a in args])
+
+
+def check(vg, fun, args, argnums):
+    value, g = vg(*[a.copy(order="K") for a in args])
+    np.testing.assert_allclose(value, eager(fun, args), rtol=1e-6)
+    _t_value, t_grad = tape.value_and_grad_now(
+        fun, [a.copy(order="K") for a in args], (argnums,), ["a", "b"])
+    np.testing.assert_allclose(g, t_grad[0], rtol=1e-6)
+    check_grads(fun, *[a.copy(order="K") for a in args], argnums=argnums, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("first", ["C", "F"])
+def test_fortran_and_c_ordered_arguments_get_their_own_semantics(first):
+    vg = value_and_grad(view_sees_write, argnums=1)
+    w = RNG.normal(size=6)
+    orders = ["C", "F", "C", "F"] if first == "C" else ["F", "C", "F", "C"]
+    for order in orders:
+        x = np.array(RNG.normal(size=(2, 3)), order=order)
+        check(vg, view_sees_write, (x, w), 1)
+    c_value = vg(np.ones((2, 3)), w)[0]
+    f_value = vg(np.asfortranarray(np.ones((2, 3))), w)[0]
+    assert not np.isclose(c_value, f_value)  # the two semantics really differ
+    assert vg.cache_info().misses == 2
+
+
+def test_aliased_arguments_after_distinct_ones_trace_again():
+    vg = value_and_grad(write_then_read, argnums=1)
+    a, b = RNG.normal(size=3), RNG.normal(size=3)
+    check(vg, write_then_read, (a, b), 1)
+    c = RNG.normal(size=3)
+    with pytest.raises(TracingError, match="shares memory with argument 'b'"):
+        vg(c, c)  # eager NumPy would change b through a: not answered from the other trace
+    check(vg, write_then_read, (a, b), 1)
+    assert vg.cache_info().misses == 1
+
+
+def test_distinct_arguments_after_aliased_ones():
+    vg = value_and_grad(write_then_read, argnums=1)
+    c = RNG.normal(size=3)
+    with pytest.raises(TracingError, match="shares memory"):
+        vg(c, c)
+    a, b = RNG.normal(size=3), RNG.normal(size=3)
+    for _ in range(2):
+        check(vg, write_then_read, (a, b), 1)
+    assert vg.cache_info().misses == 1
+
+
+def test_overlapping_slices_of_one_array_are_aliases():
+    vg = value_and_grad(write_then_read, argnums=1)
+    base = RNG.normal(size=6)
+    vg(base[:3].copy(), base[3:].copy())
+    with pytest.raises(TracingError, match="shares memory"):
+        vg(base[:3], base[1:4])
+
+
+def test_code_that_does_not_write_checks_nothing():
+    def f(a, b):
+        return np.sum(a.reshape(-1) * b.reshape(-1))
+    vg = value_and_grad(f)
+    c = RNG.normal(size=(2, 3))
+    source = vg.source(c, c)
+    assert "flags" not in source and "may_share_memory" not in source
+    for a, b in ((c, c), (c, np.asfortranarray(c)), (np.asfortranarray(c), c.copy())):
+        np.testing.assert_allclose(vg(a, b)[0], f(a, b))
+    assert vg.cache_info().misses == 1
+
+
+def test_the_checks_are_readable():
+    vg = value_and_grad(view_sees_write, argnums=1)
+    source = vg.source(np.ones((2, 3)), np.ones(6))
+    assert "if (x.flags.c_contiguous, x.flags.f_contiguous) != (True, False):" in source
+    assert "was traced with x C-ordered" in source
+    assert "if np.may_share_memory(x, w):" in source
+
+
+def test_an_in_place_operator_keeps_a_fortran_ordered_arguments_layout():
+    """`a += b` writes into a: a stays Fortran-ordered, so np.ravel(a) is a copy that the
+    second write does not change (found by tests/test_fuzz_args.py)."""
+    def f(a, b, w):
+        a += b
+        v = np.ravel(a)
+        a += b
+        return np.sum(v * np.arange(6.0)) + np.sum(w * a)
+    vg = value_and_grad(f, argnums=2)
+    b, w = RNG.normal(size=(2, 3)), RNG.normal(size=(2, 3))
+    for order in ("F", "C", "F"):
+        a = np.array(RNG.normal(size=(2, 3)), order=order)
+        value, g = vg(a.copy(order="K"), b, w)
+        np.testing.assert_allclose(value, f(a.copy(order="K"), b, w))
+        _, t_grad = tape.value_and_grad_now(f, (a.copy(order="K"), b, w), (2,), ["a", "b", "w"])
+        np.testing.assert_allclose(g, t_grad[0])
+        check_grads(lambda w_, a=a: f(a.copy(order="K"), b, w_), w)
