@@ -116,4 +116,4 @@ def test_an_in_place_operator_keeps_a_fortran_ordered_arguments_layout():
         np.testing.assert_allclose(value, f(a.copy(order="K"), b, w))
         _, t_grad = tape.value_and_grad_now(f, (a.copy(order="K"), b, w), (2,), ["a", "b", "w"])
         np.testing.assert_allclose(g, t_grad[0])
-        check_grads(lambda w_, a=a: f(a.copy(order="K"), b, w_), w)
+        check_grads(lambda w_, a=a, b=b: f(a.copy(order="K"), b, w_), w)

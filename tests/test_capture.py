@@ -92,7 +92,8 @@ def test_the_checks_are_in_the_source_and_it_lints():
     source = grad(model).source(x)
     assert "scale = module_globals['SCALE']" in source
     assert "w = module_globals['W']" in source
-    assert "module_globals['POWER'] != 2" in source
+    assert "power = module_globals['POWER']" in source  # an int: an input ...
+    assert "if operator.index(subtract) != (1):" in source  # ... read by a guard in x ** POWER
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated",
                              "--stdin-filename", "generated.py", "-"], input=source,
                             capture_output=True, text=True, check=False)
@@ -120,3 +121,22 @@ def test_transforms_see_rebound_globals():
     np.testing.assert_allclose(after, 2 * before)
     _, back = autodiffgen.vjp(model, x)
     np.testing.assert_allclose(back(1.0)[0], tape.grad(model)(x))
+
+
+EPOCH = 0
+
+
+def annealed(x):
+    return 0.9 ** EPOCH * np.sum(np.tanh(x) * (EPOCH + 1))
+
+
+def test_a_global_int_used_as_a_value_is_an_input():
+    """An epoch counter rebound every epoch runs the same code: no variant per value."""
+    f = grad(annealed, max_variants=2)
+    x = np.linspace(-1.0, 1.0, 5)
+    for epoch in range(20):
+        _set("EPOCH", epoch)
+        np.testing.assert_allclose(f(x), tape.grad(annealed)(x), rtol=1e-12)
+        np.testing.assert_allclose(f(x), 0.9 ** epoch * (epoch + 1) / np.cosh(x) ** 2)
+    assert f.cache_info().misses == 1
+    _set("EPOCH", 0)

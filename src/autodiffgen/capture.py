@@ -29,6 +29,7 @@ import numpy as np
 from .errors import is_internal
 
 _INPUT_NUMBERS = (float, complex, np.floating, np.complexfloating)
+_INT64 = 2**63
 _GUARDED = (int, bool, str, bytes, np.integer, np.bool_)
 _LIBRARIES = {"numpy", "autodiffgen", "scipy", "astor", "numexpr", "pytest", "_pytest",
               "hypothesis", "builtins"}
@@ -177,7 +178,8 @@ class Capture:
             return value
         if read is not None and not all(writable(k) for _, k in read.chain):
             return value
-        if kind is np.ndarray or isinstance(value, _INPUT_NUMBERS):
+        if kind is np.ndarray or isinstance(value, _INPUT_NUMBERS) or kind is int and \
+                -_INT64 <= value < _INT64:  # an int in a shape or a branch: read by a guard
             return self.input(value, read) if read is not None else value
         if isinstance(value, _GUARDED) or value is None:
             return self.guard(read, "==" if value is not None else "is", value)
