@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from . import backward, diskcache, naming, poly, retrace, tracer
+from . import backward, diskcache, naming, poly, retrace, sizes, tracer
 from .cache import CacheInfo, describe, leaf_key, load, signature_key
 from .emit import emit_module
 from .errors import (
@@ -38,8 +38,11 @@ def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, di
     the code allows (poly.py) when it can."""
     def build(a):
         return trace_gradient(fun, a, argnums, names)
-    graph = build(args) if diff is None or pure else poly.compile_polymorphic(
-        build, args, diff, names, numexpr=not standalone)[0]
+    if diff is None or pure:  # data-dependent sizes are read at run time where they can be
+        optimize = functools.partial(poly._optimized, numexpr=not (standalone or pure))
+        graph = sizes.general(build, args, optimize)
+    else:
+        graph = poly.compile_polymorphic(build, args, diff, names, numexpr=not standalone)[0]
     source, namespace, locs = emit_module([graph], standalone, pure)
     return source, namespace, graph, locs
 

@@ -27,7 +27,7 @@ from .errors import (
     is_internal,
 )
 from .graph import Node
-from .tree import is_container, items, map_tree, rebuild
+from .tree import is_container, items, leaves, map_tree, rebuild
 
 UFUNCS = {}  # np.ufunc -> Primitive, for ufunc(...) calls
 UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)
@@ -365,7 +365,9 @@ def trace(fun, args, argnums, names, diff=True):
     with recording:
         boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else False)
                  for i, a in enumerate(args)]
-        out = fun(*map_tree(boxed, _own_box))
+        own = map_tree(boxed, _own_box)
+        recording.own = [b for b in leaves(own) if type(b) is Box]  # for sizes.observe
+        out = fun(*own)
     if type(out) is Box and out.node.trace_id != recording.id:
         raise TracingError(at(user_loc(), "the function returned a value traced by an "
                               "enclosing transformation (through a closure); pass that value "

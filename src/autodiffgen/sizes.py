@@ -1,0 +1,190 @@
+"""Data-dependent sizes: `x[mask]`, `np.nonzero(x)`, and what follows from their counts.
+
+The number of elements a mask selects is data, yet the traced program reads it as a size:
+the 1/k of `x[m].mean()`, the (k,) of a cotangent, `len(x[m])` used as a number. So every
+mask (or array np.nonzero reads) is a *count source*: the trace records a guard
+`np.count_nonzero(mask) == k` on it, and the count is then found by experiment, as poly.py
+finds the batch size: the call is traced again with that one mask changed to select
+another number of elements (`probe`), and every number that differs between the traces
+must fit one formula in the count (symbolic.Dim, Scale, SymArray in `count`). When all
+do, the guard becomes the definition `count = int(np.count_nonzero(mask))` and the code
+serves every count, 0 included; otherwise (Python that decides on the count, a reshape to
+it, two masks whose counts meet) the guard stays, and another count traces again.
+
+The values of a changed trace are not the user's (only its graph is kept), so each
+source is changed alone, and a trace in which another source's count moved with it is
+refused. What no three counts can see: a test such as `if len(x[m]) == 37:` whose outcome
+is the same at the counts tried; keep such decisions out of the differentiated function.
+"""
+
+import contextlib
+import threading
+
+import numpy as np
+
+from .graph import is_guard
+from .poly import _Unifier
+from .symbolic import COUNT, Dim, NoFit, fit, same
+
+TEST = "count_nonzero"  # the guard test a count source records
+_state = threading.local()
+
+
+class _Probe:
+    """A trace to run with source number `index` selecting `count` elements."""
+
+    def __init__(self, index, count):
+        self.index, self.count, self.trace = index, count, None
+
+
+def observe(trace, box):
+    """`box` (a traced mask, or what np.nonzero reads) decides a size: record it as a count
+    source of `trace` (once), changed to the probe's count when this trace is a probe."""
+    sources = trace.__dict__.setdefault("count_sources", {})
+    if box.node in sources or np.ndim(box.value) == 0:
+        return
+    sources[box.node] = index = len(sources)
+    probe = getattr(_state, "probe", None)
+    if probe is not None and probe.trace in (None, trace) and probe.index == index:
+        probe.trace = trace
+        value = with_count(box.value, probe.count)
+        for other in [box, trace.boxes.get(box.node)] + trace.__dict__.get("own", []):
+            if other is not None and other.node is box.node:
+                other.value = value
+    trace.guard(box, TEST, int(np.count_nonzero(box.value)))
+    trace.guards[-1].params["source"] = index  # its own: CSE must not merge two sources
+
+
+def with_count(value, count):
+    """`value` changed to have `count` nonzero elements (trailing ones cleared, or leading
+    zeros set to one)."""
+    flat = np.array(value).ravel()
+    nonzero = np.flatnonzero(flat)
+    if count < nonzero.size:
+        flat[nonzero[count:]] = 0
+    else:
+        flat[np.flatnonzero(flat == 0)[:count - nonzero.size]] = 1
+    return flat.reshape(np.shape(value))
+
+
+def is_count(node):
+    return is_guard(node) and node.params["test"] == TEST
+
+
+def counted(graph):
+    return any(is_count(n) for n in graph.nodes)
+
+
+def count_var(node):
+    """The name generated code gives a count, if the guard defines one (a formula)."""
+    outcome = node.params["outcome"] if is_count(node) else None
+    return outcome.var if type(outcome) is Dim else None
+
+
+# ---- generalizing ---------------------------------------------------------------------------
+def general(build, args, optimize, raw=None):
+    """The graph to emit for `args`: counts read at run time where they fit, guarded where
+    not. `build(args)` traces an unoptimized graph; `optimize(graph)` optimizes one."""
+    raw = build(args) if raw is None else raw
+    if not counted(raw):
+        return optimize(raw)
+    main = optimize(raw)
+    try:
+        return _generalize(build, args, raw, main, optimize)
+    except NoFit:
+        return main
+
+
+def _generalize(build, args, raw, main, optimize):
+    guards = _counts(raw)
+    graphs, groups = [main], []
+    taken = set(raw.params)
+    for index, guard in enumerate(guards):
+        traced, total = guard.params["outcome"], int(np.prod(guard.args[0].shape))
+        counts = _probe_counts(traced, total)
+        var = _fresh(f"{COUNT}{index or ''}", taken)
+        members = []
+        for count in counts:
+            probe = _probed(build, args, index, count)
+            moved = [g.params["outcome"] for g in _counts(probe)]
+            expected = [g.params["outcome"] for g in guards]
+            expected[index] = count
+            if moved != expected:
+                raise NoFit  # another source's count moved too, or the program changed
+            members.append(len(graphs))
+            graphs.append(optimize(probe))
+        groups.append((var, [traced] + counts, members))
+    unified = _CountUnifier(graphs, groups).graph()
+    unified.optimized = True
+    return unified
+
+
+def _counts(graph):
+    return sorted((n for n in graph.nodes if is_count(n)), key=lambda n: n.id)
+
+
+def _probe_counts(traced, total):
+    """Two other counts to trace at: near the traced one, and at least 2 (a count of 1
+    broadcasts, 0 empties reductions): those are served by the formulas, not traced."""
+    near = [traced + d for step in range(1, total + 1) for d in (-step, step)]
+    counts = [c for c in near if 2 <= c <= total][:2]
+    if len(counts) < 2:
+        raise NoFit
+    return counts
+
+
+def _probed(build, args, index, count):
+    probe = _Probe(index, count)
+    outer = getattr(_state, "probe", None)
+    _state.probe = probe
+    try:
+        with np.errstate(all="ignore"), _quiet():
+            return build(args)
+    except NoFit:
+        raise
+    except Exception:  # noqa: BLE001  the code does not run at that count: not served
+        raise NoFit from None
+    finally:
+        _state.probe = outer
+
+
+@contextlib.contextmanager
+def _quiet():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _fresh(base, taken):
+    var = base
+    while var in taken:
+        var = "_" + var
+    taken.add(var)
+    return var
+
+
+class _CountUnifier(_Unifier):
+    """poly's unifier where a differing number is a formula in the one count whose probes
+    it differs in (a number that moves with two counts does not fit)."""
+
+    def __init__(self, graphs, groups):
+        super().__init__(graphs, None, None)
+        self.groups = groups
+
+    def same_guard(self, params):
+        return same(params) or all(p["test"] == TEST for p in params)
+
+    def fit(self, values):
+        if same(values):
+            return values[0]
+        found = None
+        for var, counts, members in self.groups:
+            column = [values[0]] + [values[m] for m in members]
+            if not same(column):
+                if found is not None:
+                    raise NoFit
+                found = (column, counts, var)
+        if found is None:
+            raise NoFit
+        return fit(*found)
