@@ -206,6 +206,7 @@ class Emitter:
                 body.append((f"del {', '.join(sorted(dead))}", ""))
         returned = "return " + render(self.output_ast(self.graph.outputs))
         body += self.pending + [(returned, "")]
+        body, locs = _used_counts(body, locs, self.counts)
         head = [f"def {self.graph.name}({', '.join(self.graph.params)}):"]
         if self.graph.doc:
             head.append("    " + render(ast.Expr(ast.Constant(self.graph.doc))))
@@ -399,6 +400,18 @@ def _names_used(parts):
             code = line.split("  # ", 1)[0]
             used.update(_MODULE_USE.findall(code))
     return used
+
+
+def _used_counts(body, locs, counts):
+    """The body (and its line locations) without the definitions of counts that no line
+    reads (a mask whose count no size depends on: `x[m]` only scattered back)."""
+    unused = {c for c in counts if not any(re.search(rf"\b{c}\b", code)
+                                            for code, _ in body if not code.startswith(c + " = "))}
+    if not unused:
+        return body, locs
+    kept = [i for i, (code, _) in enumerate(body) if code.split(" = ", 1)[0] not in unused]
+    where = {old: new for new, old in enumerate(kept)}
+    return [body[i] for i in kept], {where[i]: loc for i, loc in locs.items() if i in where}
 
 
 def _mentions(value, names):
