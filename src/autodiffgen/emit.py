@@ -222,8 +222,17 @@ class Emitter:
         p = node.params
         x = self.arg_ast(node.args[0])
         if type(p["outcome"]) is Dim:  # a count the code reads at run time (sizes.py)
-            return [(f"{p['outcome'].var} = int(np.count_nonzero({render(x)}))",
-                     f"elements selected, {_where(node.loc)}" if node.loc else "")]
+            var = p["outcome"].var
+            lines = [(f"{var} = int(np.count_nonzero({render(x)}))",
+                      f"elements selected, {_where(node.loc)}" if node.loc else "")]
+            if p.get("lo"):
+                self.helpers.add("GuardFailure")
+                message = (f"{_where(node.loc) if node.loc else '?'}: {{{var}}} elements "
+                           f"selected; this code serves {p['lo']} or more (the function "
+                           "reads a size in Python)")
+                lines += [(f"if {var} < {p['lo']}:", ""),
+                          (f"    raise GuardFailure(f{message!r})", "")]
+            return lines
         read = _READ_FORMS.get(p["test"], p["test"] + "({x})").format(
             x=render(x), index=", ".join(map(repr, p["index"])))
         if p["test"] == "index":

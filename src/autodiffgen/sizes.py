@@ -52,7 +52,9 @@ def observe(trace, box):
             if other is not None and other.node is box.node:
                 other.value = value
     trace.guard(box, TEST, int(np.count_nonzero(box.value)))
-    trace.guards[-1].params["source"] = index  # its own: CSE must not merge two sources
+    guard = trace.guards[-1]
+    guard.params.update(source=index, read=False)  # its own: CSE must not merge two sources
+    trace.__dict__.setdefault("count_guards", []).append(guard)  # tracer._sized marks them
 
 
 def with_count(value, count):
@@ -99,9 +101,13 @@ def _generalize(build, args, raw, main, optimize):
     guards = _counts(raw)
     graphs, groups = [main], []
     taken = set(raw.params)
+    read = any(g.params["read"] for g in guards)
+    lo = 2 if read else 0
+    if any(g.params["outcome"] < lo for g in guards):
+        raise NoFit
     for index, guard in enumerate(guards):
         traced, total = guard.params["outcome"], int(np.prod(guard.args[0].shape))
-        counts = _probe_counts(traced, total)
+        counts = _probe_counts(traced, total, read)
         var = _fresh(f"{COUNT}{index or ''}", taken)
         members = []
         for count in counts:
@@ -115,6 +121,9 @@ def _generalize(build, args, raw, main, optimize):
             graphs.append(optimize(probe))
         groups.append((var, [traced] + counts, members))
     unified = _CountUnifier(graphs, groups).graph()
+    for node in unified.nodes:
+        if is_count(node):
+            node.params["lo"] = lo
     unified.optimized = True
     return unified
 
@@ -123,14 +132,24 @@ def _counts(graph):
     return sorted((n for n in graph.nodes if is_count(n)), key=lambda n: n.id)
 
 
-def _probe_counts(traced, total):
-    """Two other counts to trace at: near the traced one, and at least 2 (a count of 1
-    broadcasts, 0 empties reductions): those are served by the formulas, not traced."""
+def _probe_counts(traced, total, read):
+    """Other counts to trace at, all at least 2 (a count of 1 broadcasts, 0 empties
+    reductions: formulas serve them, as the same NumPy runs). Two near the traced one; when
+    the user's Python read a size, every count up to _EVERY, else a spread of them (a test
+    `if len(x[m]) > 3:` changes the program at some count tried), and counts below 2
+    trace their own code."""
     near = [traced + d for step in range(1, total + 1) for d in (-step, step)]
     counts = [c for c in near if 2 <= c <= total][:2]
+    if read:
+        spread = range(2, total + 1) if total <= _EVERY else [
+            *range(2, 10), total // 4, total // 2, 3 * total // 4, total - 1, total]
+        counts += [c for c in spread if c != traced and c not in counts]
     if len(counts) < 2:
         raise NoFit
     return counts
+
+
+_EVERY = 24
 
 
 def _probed(build, args, index, count):

@@ -12,6 +12,7 @@ needs them), but Nodes keep no values, so dropping the Trace frees every array.
 import itertools
 import linecache
 import operator
+import os
 import sys
 import threading
 
@@ -252,9 +253,9 @@ class Box:
 
     # isinstance(x, np.ndarray) (or float) answers for the value, as it would untraced
     __class__ = property(lambda self: type(self.value))
-    shape = property(lambda self: np.shape(self.value))
+    shape = property(lambda self: _sized(self, np.shape(self.value)))
     ndim = property(lambda self: np.ndim(self.value))
-    size = property(lambda self: np.size(self.value))
+    size = property(lambda self: _sized(self, np.size(self.value)))
     dtype = property(lambda self: result_dtype(self.value))
     T = property(lambda self: np.transpose(self))
     mT = property(lambda self: np.swapaxes(self, -1, -2))
@@ -262,10 +263,11 @@ class Box:
     def __len__(self):
         if np.ndim(self.value) == 0:
             raise TypeError(at(user_loc(), "len() of a 0-d traced value"))
-        return np.shape(self.value)[0]
+        return _sized(self, np.shape(self.value)[0])
 
     def __iter__(self):
-        return (self[i] for i in range(len(self)))
+        _sized(self, None, user=True)
+        return (self[i] for i in range(np.shape(self.value)[0]))
 
     def __repr__(self):
         return f"Box({self.value!r})"
@@ -319,6 +321,28 @@ class Box:
             name = f"{module.replace('numpy', 'np', 1)}.{func.__name__}"
             raise UnsupportedOperationError(at(user_loc(), unsupported_message(name)))
         return handler(*args, **kwargs)
+
+
+def _sized(box, size, user=False):
+    """`size`, read from a traced value's shape. Once a mask's count is traced (sizes.py),
+    a size the user's Python reads may be that count deciding control flow, which no
+    formula shows: the count guards of the trace are marked so (only a cost: more counts
+    are tried, and counts 0 and 1 trace their own code)."""
+    guards = getattr(current_trace(), "count_guards", None)
+    if guards and (user or _read_by_user()):
+        for guard in guards:
+            guard.params["read"] = True
+    return size
+
+
+def _read_by_user():
+    frame = sys._getframe(3)  # past _sized and the property or __len__
+    while frame is not None and frame.f_code.co_filename.startswith(_NUMPY_DIR):
+        frame = frame.f_back  # np.shape(x[m]) in the user's code reads it too
+    return frame is not None and not is_internal(frame.f_code.co_filename)
+
+
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
 
 
 def unsupported_message(name):

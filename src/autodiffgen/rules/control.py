@@ -35,9 +35,10 @@ def same(value, outcome):
     return type(value) is type(outcome) and value == outcome
 
 
-def holds(x, test, outcome, index=(), source=None):
+def holds(x, test, outcome, index=(), source=None, read=False, lo=0):
     """Whether the guard still holds for the value x (the guard primitive's meaning).
-    `source` numbers a mask's count guard (sizes.py): two are never merged into one."""
+    `source` numbers a mask's count guard (sizes.py), so that two are never merged into
+    one; `read` says the user's Python read a size after it, `lo` the least count served."""
     read = READS[test](x, *index)
     return True if test == "count_nonzero" and type(outcome) is not int else same(read, outcome)
 
