@@ -91,13 +91,21 @@ def general(build, args, optimize, raw=None):
     if not counted(raw):
         return optimize(raw)
     main = optimize(raw)
-    try:
-        return _generalize(build, args, raw, main, optimize)
-    except NoFit:
-        return main
+    for low in _LOWS:  # a small mask is tried at count 1, else at 0 (see _probe_counts)
+        try:
+            return _generalize(build, args, raw, main, optimize, low)
+        except NoFit:
+            if not any(min(_probe_counts(g.params["outcome"], _total(g), False, low)) < 2
+                       for g in _counts(raw)):
+                break  # no count below 2 was tried: the other order would change nothing
+    return main
 
 
-def _generalize(build, args, raw, main, optimize):
+def _total(guard):
+    return int(np.prod(guard.args[0].shape))
+
+
+def _generalize(build, args, raw, main, optimize, low):
     guards = _counts(raw)
     graphs, groups = [main], []
     taken = set(raw.params)
@@ -106,8 +114,8 @@ def _generalize(build, args, raw, main, optimize):
     if any(g.params["outcome"] < lo for g in guards):
         raise NoFit
     for index, guard in enumerate(guards):
-        traced, total = guard.params["outcome"], int(np.prod(guard.args[0].shape))
-        counts = _probe_counts(traced, total, read)
+        traced, total = guard.params["outcome"], _total(guard)
+        counts = _probe_counts(traced, total, read, low)
         var = _fresh(f"{COUNT}{index or ''}", taken)
         members = []
         for count in counts:
@@ -132,14 +140,18 @@ def _counts(graph):
     return sorted((n for n in graph.nodes if is_count(n)), key=lambda n: n.id)
 
 
-def _probe_counts(traced, total, read):
-    """Other counts to trace at, all at least 2 (a count of 1 broadcasts, 0 empties
-    reductions: formulas serve them, as the same NumPy runs). Two near the traced one; when
-    the user's Python read a size, every count up to _EVERY, else a spread of them (a test
-    `if len(x[m]) > 3:` changes the program at some count tried), and counts below 2
-    trace their own code."""
+_LOWS = ((1, 0), (0, 1))
+
+
+def _probe_counts(traced, total, read, low=(1, 0)):
+    """Other counts to trace at, at least 2 where the mask is big enough (a count of 1
+    broadcasts, 0 empties reductions: formulas serve them, as the same NumPy runs). Two
+    near the traced one (else 1 or 0, in the order `low`: a mean does not fit at 0, some
+    broadcasting not at 1); when the user's Python read a size, every count up to _EVERY,
+    else a spread of them (a test `if len(x[m]) > 3:` changes the program at some count
+    tried), and counts below 2 trace their own code."""
     near = [traced + d for step in range(1, total + 1) for d in (-step, step)]
-    counts = [c for c in near if 2 <= c <= total][:2]
+    counts = ([c for c in near if 2 <= c <= total] + [c for c in low if c != traced])[:2]
     if read:
         spread = range(2, total + 1) if total <= _EVERY else [
             *range(2, 10), total // 4, total // 2, 3 * total // 4, total - 1, total]
