@@ -356,3 +356,33 @@ def test_a_global_mask_is_a_constant_not_a_count():
     w, x = data()
     g = run(f, [(w, x), (w + 1, x)])
     assert "count" not in g.source(w, x)
+
+
+def test_a_slice_of_the_selection_is_not_baked_at_its_traced_length():
+    """x[m][:3] has 3 rows at 5 selected and 2 at 2 selected: no constant of length 3."""
+    def f(x, m):
+        return np.mean(x[m][:3] ** 2) + np.sum(x[m][1:] * 2)
+
+    x = data()[1][:, 0]
+    run(f, [(x, m) for m in masks(counts=(5, 6, 4, 2, 3, 8, 1))], traces=None)
+
+
+def test_assignment_through_a_mask():
+    def f(x, m):
+        y = x * 1.0
+        y[m] = np.sin(x[m]) * 2
+        return np.sum(y ** 2) + np.mean(x[m] ** 2)
+
+    x = data()[1][:, 0]
+    run(f, [(x, m) for m in masks(counts=(4, 2, 8, 3, 6))], traces=1)
+
+
+def test_code_traced_at_an_empty_selection_runs():
+    """Counts below 2 trace their own code when the function reads a size; at 0 its
+    constants are (0, 3) arrays, which must be written as such (not np.array([]))."""
+    def f(w, x, m):
+        rows = x[m]
+        return np.sum(np.log(1.0 + (rows * w) ** 2)) / len(rows)
+
+    w, x = data()
+    run(f, [(w, x, m) for m in masks(counts=(4, 0, 1, 0, 5))], traces=3)

@@ -193,7 +193,9 @@ def constant_ast(array, standalone):
         return literal_ast(array[()])
     dtype = dtype_ast(array.dtype)
     flat = array.ravel()
-    if array.size and (flat == flat[0]).all():
+    if array.size == 0:  # (0, 3), not np.array([]): an empty selection's constants
+        return call_ast("np.zeros", [literal_ast(array.shape)], [ast.keyword("dtype", dtype)])
+    if (flat == flat[0]).all():
         fill = flat[0].item()
         if fill == 0 and not isinstance(fill, bool):
             return call_ast("np.zeros", [literal_ast(array.shape)], [ast.keyword("dtype", dtype)])

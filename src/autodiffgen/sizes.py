@@ -57,6 +57,13 @@ def observe(trace, box):
     trace.__dict__.setdefault("count_guards", []).append(guard)  # tracer._sized marks them
 
 
+def mark_read(trace):
+    """A size was decided on after the trace's masks (a slice x[m][:3] is shorter at
+    fewer than 3): try every count, as when the user's Python reads one (tracer._sized)."""
+    for guard in getattr(trace, "count_guards", ()):
+        guard.params["read"] = True
+
+
 def with_count(value, count):
     """`value` changed to have `count` nonzero elements (trailing ones cleared, or leading
     zeros set to one)."""

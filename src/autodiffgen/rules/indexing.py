@@ -101,6 +101,9 @@ def _getitem(self, key):
     for a in arrays:  # a traced mask: how many elements it selects is data (sizes.py)
         if type(a) is Box and result_dtype(a) == np.bool_:
             sizes.observe(current_trace(), a)
+    if any(type(i) is slice and (i.start is not None or i.stop is not None)
+           for i in index.items):  # x[m][:3] is 3 long, or fewer: a size decided on
+        sizes.mark_read(current_trace())
     return getitem(self, *arrays, index=index)
 
 
