@@ -386,3 +386,19 @@ def test_code_traced_at_an_empty_selection_runs():
 
     w, x = data()
     run(f, [(w, x, m) for m in masks(counts=(4, 0, 1, 0, 5))], traces=3)
+
+
+def test_second_derivatives_read_the_count_of_the_generated_code():
+    """grad(grad) and hvp trace the generated gradient, whose `int(np.count_nonzero(m))`
+    is a count again: one outer trace for counts 2..12 (0 and 1 trace their own)."""
+    rng = np.random.default_rng(9)
+    w, x = rng.standard_normal(3), rng.standard_normal((12, 3))
+    gg = ad.grad(lambda w, x, m: ad.grad(masked_loss)(w, x, m).sum())
+    for k in range(2, 13):
+        m = np.zeros(12, bool)
+        m[rng.permutation(12)[:k]] = True
+        h = 2 * x[m].T @ x[m] / k
+        np.testing.assert_allclose(gg(w, x, m), h.sum(axis=1))
+        v = rng.standard_normal(3)
+        np.testing.assert_allclose(ad.hvp(masked_loss, (w, x, m), (v, None, None)), h @ v)
+    assert gg.cache_info().misses == 1, gg.cache_info()

@@ -22,7 +22,8 @@ import threading
 
 import numpy as np
 
-from .graph import is_guard
+from . import tracer
+from .graph import Node, is_guard
 from .poly import _Unifier
 from .symbolic import COUNT, Dim, NoFit, fit, same
 
@@ -31,10 +32,12 @@ _state = threading.local()
 
 
 class _Probe:
-    """A trace to run with source number `index` selecting `count` elements."""
+    """A trace to run with source number `index` selecting `count` elements: the first
+    trace made after it (not one that trace makes inside, a nested grad's)."""
 
     def __init__(self, index, count):
-        self.index, self.count, self.trace = index, count, None
+        self.index, self.count = index, count
+        self.trace_id = next(tracer._trace_ids) + 1
 
 
 def observe(trace, box):
@@ -45,8 +48,7 @@ def observe(trace, box):
         return
     sources[box.node] = index = len(sources)
     probe = getattr(_state, "probe", None)
-    if probe is not None and probe.trace in (None, trace) and probe.index == index:
-        probe.trace = trace
+    if probe is not None and probe.trace_id == trace.id and probe.index == index:
         value = with_count(box.value, probe.count)
         for other in [box, trace.boxes.get(box.node)] + trace.__dict__.get("own", []):
             if other is not None and other.node is box.node:
@@ -55,6 +57,25 @@ def observe(trace, box):
     guard = trace.guards[-1]
     guard.params.update(source=index, read=False)  # its own: CSE must not merge two sources
     trace.__dict__.setdefault("count_guards", []).append(guard)  # tracer._sized marks them
+
+
+def read_count(trace, box):
+    """int() of a traced np.count_nonzero(mask) (generated code's `count = int(...)`, traced
+    again by hessian or grad of grad): the mask becomes a count source, and the number
+    read is marked as a size read in Python. None for any other value."""
+    node = box.node
+    if node.prim is None or node.prim.op != "count_nonzero" or node.params["axis"] is not None \
+            or node.params["keepdims"] or type(node.args[0]) is not Node:
+        return None
+    source = trace.boxes.get(node.args[0])
+    if source is None:
+        return None
+    observe(trace, source)
+    mark_read(trace)
+    return int(np.count_nonzero(source.value))
+
+
+tracer.COUNT_READS.append(read_count)
 
 
 def mark_read(trace):

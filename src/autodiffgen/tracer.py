@@ -35,6 +35,7 @@ UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)
 FUNCTIONS = {}  # NumPy function -> handler(*args, **kwargs)
 RESULT_HOOKS = []  # hook(trace, box, args) on every recorded result (rules.mutation: views)
 GUARD = []  # [the guard Primitive], filled in by the rules package
+COUNT_READS = []  # [hook(trace, box) -> int or None]: sizes.read_count, for int() of a count
 
 _state = threading.local()
 _trace_ids = itertools.count(1)
@@ -228,6 +229,10 @@ def reader(test, convert, differentiable=False):
                                   "the traced value, instead of max(0, float(x))), or wrap it "
                                   "in autodiffgen.stop_gradient(...) if no derivative should "
                                   "flow through it"))
+        counted = COUNT_READS[0](trace, self) if COUNT_READS and test in ("int", "index") \
+            else None
+        if counted is not None:  # int(np.count_nonzero(mask)): a mask's count (sizes.py)
+            return counted
         try:
             outcome = convert(self.value, *args)
         except Exception as error:  # NumPy's own message, plus where the user wrote it
