@@ -13,12 +13,20 @@ it, two masks whose counts meet) the guard stays, and another count traces again
 
 The values of a changed trace are not the user's (only its graph is kept), so each
 source is changed alone, and a trace in which another source's count moved with it is
-refused. What no three counts can see: a test such as `if len(x[m]) == 37:` whose outcome
-is the same at the counts tried; keep such decisions out of the differentiated function.
+refused. Once the user's Python reads a size after a mask (len(), .shape, .size, a
+bounded slice, int(np.count_nonzero(m))), that size may decide control flow, which no
+graph shows: then every count up to 24 is traced (a spread of them for bigger masks), and
+the code serves counts from 2 up, counts 0 and 1 tracing their own. What the counts tried
+cannot see: a test such as `if len(x[m]) == 37:` on a mask of 100 elements; keep such
+decisions out of the differentiated function.
+
+Where the code is emitted: jvp and grad (and so grad of grad, hvp) read counts at run
+time; vjp, and so hessian (the vjp of the gradient), keep the guard and trace per count.
 """
 
 import contextlib
 import threading
+import warnings
 
 import numpy as np
 
@@ -43,6 +51,8 @@ class _Probe:
 def observe(trace, box):
     """`box` (a traced mask, or what np.nonzero reads) decides a size: record it as a count
     source of `trace` (once), changed to the probe's count when this trace is a probe."""
+    if trace is None or box.node.trace_id != trace.id:
+        return  # not this trace's value: bind says so
     sources = trace.__dict__.setdefault("count_sources", {})
     if box.node in sources or np.ndim(box.value) == 0:
         return
@@ -209,7 +219,6 @@ def _probed(build, args, index, count):
 
 @contextlib.contextmanager
 def _quiet():
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
