@@ -13,7 +13,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import backward, diskcache, naming, poly, retrace, tracer
+from . import backward, diskcache, naming, poly, retrace, sizes, tracer
 from .cache import CacheInfo, describe, leaf_key, load, signature_key
 from .emit import emit_module
 from .errors import (
@@ -45,8 +45,11 @@ def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, di
 
     def build(a):
         return trace_gradient(fun, a, argnums, names, static, capture=not standalone)
-    graph = build(args) if diff is None or pure else poly.compile_polymorphic(
-        build, args, diff, names, numexpr=not standalone)[0]
+    if diff is None or pure:  # data-dependent sizes are read at run time where they can be
+        optimize = functools.partial(poly._optimized, numexpr=not (standalone or pure))
+        graph = sizes.general(build, args, optimize)
+    else:
+        graph = poly.compile_polymorphic(build, args, diff, names, numexpr=not standalone)[0]
     source, namespace, locs = emit_module([graph], standalone, pure)
     return source, namespace, graph, locs
 

@@ -33,12 +33,12 @@ def jvp_status(prim):
 # NumPy functions whose handlers record only derivative-free primitives, or refuse.
 _NO_DERIVATIVE = {np.argmax, np.argmin, np.argsort, np.count_nonzero, np.round, np.around,
                   np.shape, np.ndim, np.size, np.zeros_like, np.ones_like, np.empty_like}
-_REFUSED = {np.nonzero, np.argwhere, np.flatnonzero}
+_COUNTED = {np.nonzero, np.argwhere, np.flatnonzero}  # indices as many as the data says
 
 
 def function_status(func):
-    if func in _REFUSED:
-        return "refused: data-dependent shape"
+    if func in _COUNTED:
+        return "zero (indices; their number is read at run time)"
     if func in _NO_DERIVATIVE:
         return "zero (no derivative)"
     return "rule (recorded as primitives)"

@@ -32,7 +32,8 @@ from .memory import reuse_plan, ufunc_of
 from .naming import RESERVED, Namespace
 from .rules.scalar import SCALAR
 from .runtime import HELPERS
-from .symbolic import SymArray
+from .sizes import count_var
+from .symbolic import Dim, Scale, SymArray
 from .tracer import RAISES, source_line
 from .tree import is_namedtuple, leaves
 
@@ -68,7 +69,8 @@ def _where(loc):
 # how a guard's check reads the value, as the user's code did (rules/control.py READS)
 _READ_FORMS = {"bool": "{x}", "item": "{x}.item({index})", "index": "operator.index({x})",
                "layout": "({x}.flags.c_contiguous, {x}.flags.f_contiguous)",
-               "aliases": "np.may_share_memory({x}, {y})"}
+               "aliases": "np.may_share_memory({x}, {y})",
+               "count_nonzero": "int(np.count_nonzero({x}))"}
 _LAYOUTS = {(True, True): "contiguous", (True, False): "C-ordered",
             (False, True): "Fortran-ordered", (False, False): "non-contiguous"}
 
@@ -125,9 +127,12 @@ class Emitter:
     def local_constant(self, array):
         """A constant whose shape or values depend on the batch size: one name per distinct
         formula, computed at the top of the function (`const = np.arange(n)`)."""
-        if array not in self.local_constants:
-            self.local_constants[array] = self.ns.fresh("const")
-        return self.local_constants[array]
+        if array in self.local_constants:
+            return self.local_constants[array]
+        name = self.local_constants[array] = self.ns.fresh("const")
+        if _mentions(array, self.counts):  # a mask's count: made where the count is known
+            self.pending.append(self.local_constant_line(array, name))
+        return name
 
     def batch_guard(self):
         """Polymorphic code (poly.py) reads the batch size n from its first batch argument,
@@ -153,13 +158,21 @@ class Emitter:
         return expr
 
     def local_constant_lines(self):
-        return [(f"{name} = {render(symbolic_array_ast(array))}",
-                 f"{array.dtype.name}[{render(literal_ast(array.shape))[1:-1].rstrip(',')}]")
-                for array, name in self.local_constants.items()]
+        return [self.local_constant_line(array, name)
+                for array, name in self.local_constants.items()
+                if not _mentions(array, self.counts)]
+
+    @staticmethod
+    def local_constant_line(array, name):
+        return (f"{name} = {render(symbolic_array_ast(array))}",
+                f"{array.dtype.name}[{render(literal_ast(array.shape))[1:-1].rstrip(',')}]")
 
     def function(self):
         """The function's source lines (with module-level constants first)."""
         prologue = self.batch_guard()  # first: it takes the batch size's name
+        self.counts = {v for v in map(count_var, self.graph.nodes) if v}
+        self.ns.used.update(self.counts)
+        self.pending = []  # lines of count-sized constants the next statement reads
         body = self.captured_checks() + self.unpack_inputs()
         locs = {}  # body index -> the user's (file, line) the statement came from
         last_use = self.last_uses()
@@ -196,6 +209,8 @@ class Emitter:
             if node.grad_of is None and node.loc is not None and node.loc != run_loc:
                 comment = f"{comment}  {source_line(node.loc)}".rstrip()
                 run_loc = node.loc
+            body += self.pending
+            self.pending = []
             if node.prim.name in RAISES and node.grad_of is None:
                 body += self.raising(node, render(stmt), comment, locs, len(body))
             else:
@@ -205,7 +220,9 @@ class Emitter:
             dead = [self.names[n] for n in last_use.get(i, ())]
             if dead:
                 body.append((f"del {', '.join(sorted(dead))}", ""))
-        body.append(("return " + render(self.output_ast(self.graph.outputs)), ""))
+        returned = "return " + render(self.output_ast(self.graph.outputs))
+        body += self.pending + [(returned, "")]
+        body, locs = _used_counts(body, locs, self.counts)
         head = [f"def {self.graph.name}({', '.join(self.params)}):"]
         if self.graph.doc:
             head.append("    " + render(ast.Expr(ast.Constant(self.graph.doc))))
@@ -247,6 +264,18 @@ class Emitter:
         if p["test"] == "raises":
             return self.raises_lines(node)
         x, *y = [render(self.arg_ast(a)) for a in node.args]
+        if type(p["outcome"]) is Dim:  # a count the code reads at run time (sizes.py)
+            var = p["outcome"].var
+            lines = [(f"{var} = int(np.count_nonzero({x}))",
+                      f"elements selected, {_where(node.loc)}" if node.loc else "")]
+            if p.get("lo"):
+                self.helpers.add("GuardFailure")
+                message = (f"{_where(node.loc) if node.loc else '?'}: {{{var}}} elements "
+                           f"selected; this code serves {p['lo']} or more (the function "
+                           "reads a size in Python)")
+                lines += [(f"if {var} < {p['lo']}:", ""),
+                          (f"    raise GuardFailure(f{message!r})", "")]
+            return lines
         read = _READ_FORMS.get(p["test"], p["test"] + "({x})").format(
             x=x, y=y[0] if y else "", index=", ".join(map(repr, p["index"])))
         if p["test"] == "index":
@@ -268,6 +297,11 @@ class Emitter:
             message = f"{where}: `{code}` was traced with {x} {_LAYOUTS[outcome]}"
         elif p["test"] == "aliases":
             message = f"{where}: `{code}` was traced with {x} and {y[0]} not sharing memory"
+        elif p["test"] == "count_nonzero":
+            message = (f"{where}: `{code}` selected {outcome} elements when traced, and the code "
+                       "depends on that number in Python (a reshape, a range or an if on it, "
+                       "or two selections that meet); keep it in arrays (np.where(mask, x, 0), "
+                       "np.count_nonzero(mask)) to serve every count with one trace")
         return [(f"if {test}:", f"guard: {code}" if code else "guard"),
                 (f"    raise GuardFailure({message!r})", "")]
 
@@ -492,6 +526,30 @@ def _names_used(parts):
             code = line.split("  # ", 1)[0]
             used.update(_MODULE_USE.findall(code))
     return used
+
+
+def _used_counts(body, locs, counts):
+    """The body (and its line locations) without the definitions of counts that no line
+    reads (a mask whose count no size depends on: `x[m]` only scattered back)."""
+    unused = {c for c in counts if not any(re.search(rf"\b{c}\b", code)
+                                            for code, _ in body if not code.startswith(c + " = "))}
+    if not unused:
+        return body, locs
+    kept = [i for i, (code, _) in enumerate(body) if code.split(" = ", 1)[0] not in unused]
+    where = {old: new for new, old in enumerate(kept)}
+    return [body[i] for i in kept], {where[i]: loc for i, loc in locs.items() if i in where}
+
+
+def _mentions(value, names):
+    """Whether a symbolic value is a formula in one of `names` (the counts of sizes.py)."""
+    if not names:
+        return False
+    kind = type(value)
+    if kind is SymArray:
+        return _mentions(value.shape, names) or _mentions(value.fill, names)
+    if kind in (tuple, list):
+        return any(_mentions(v, names) for v in value)
+    return getattr(value, "var", None) in names and kind in (Dim, Scale)
 
 
 def _all_python_floats(graph):

@@ -17,7 +17,7 @@ import numpy as np
 
 from .graph import Index, Slot
 from .rules.scalar import SCALAR
-from .symbolic import Dim, Scale
+from .symbolic import Dim, Scale, is_count_var
 
 _INLINE_LIMIT = 16  # constant arrays up to this size are written out as literals
 
@@ -242,6 +242,8 @@ def symbol_ast(value):
         if value.b:
             tree = ast.BinOp(tree, ast.Add() if value.b > 0 else ast.Sub(),
                              ast.Constant(abs(value.b)))
+    elif value.power == -1 and is_count_var(value.var):  # a count may be 0: inf, as NumPy
+        tree = call_ast("np.divide", [_signed(value.k), symbol_ast(value.count)])
     elif value.power == -1:
         tree = ast.BinOp(_signed(value.k), ast.Div(), symbol_ast(value.count))
     else:

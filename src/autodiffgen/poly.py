@@ -154,9 +154,14 @@ def compile_polymorphic(build_graph, args, diff_flags, names, numexpr=False):
     optimized). The graph is optimized (`graph.optimized`, so emit_module leaves it; with
     `numexpr`, as emit_module would for code that may use numexpr), and polymorphic when
     `batch` is not None: it then serves every call whose poly_key is this call's and
-    whose batch size is in batch.lo..batch.hi."""
+    whose batch size is in batch.lo..batch.hi. A graph with data-dependent sizes (a mask's
+    count) stays specialized per shape, its counts read at run time where they fit."""
     optimized = functools.partial(_optimized, numexpr=numexpr)
+    from . import sizes  # sizes builds on this module's unifier
+
     raw = build_graph(args)
+    if sizes.counted(raw):  # data-dependent sizes: specialized per shape (sizes.py)
+        return sizes.general(build_graph, args, optimized, raw), None
     graph = optimized(raw)
     batch = batch_of(args, diff_flags)
     if batch is None or batch.n <= LOWS[0] or graph.paths:
@@ -279,7 +284,7 @@ class _Unifier:
             raise NoFit
         args = [self.value(list(a)) for a in zip(*(n.args for n in column))]
         params = [n.params for n in column]
-        if is_guard(head) and not same(params):  # a guard's outcome is data, not a size
+        if is_guard(head) and not self.same_guard(params):  # an outcome is data, not a size
             raise NoFit
         params = self.value(params)
         if _holds(params, SymArray):  # parameters are written as literals: no arrays
@@ -316,6 +321,12 @@ class _Unifier:
             return Index(self.value([v.items for v in values]))
         if dataclasses.is_dataclass(head) and not isinstance(head, type):
             return self.record(values)
+        return self.fit(values)
+
+    def same_guard(self, params):
+        return same(params)
+
+    def fit(self, values):
         return fit(values, self.ns, self.var)
 
     def record(self, values):

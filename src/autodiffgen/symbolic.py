@@ -108,6 +108,12 @@ class SymArray(_Symbol):
 
 
 SYMBOLS = (Dim, Scale, SymArray)
+COUNT = "count"  # the name sizes.py gives a mask's count (`_count` if a parameter has it)
+
+
+def is_count_var(var):
+    """A formula's variable is a mask's count (sizes.py), which may be 0, not a batch size."""
+    return var.lstrip("_").startswith(COUNT)
 
 
 def evaluate(value, n):

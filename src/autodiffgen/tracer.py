@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import linecache
 import operator
+import os
 import sys
 import threading
 
@@ -31,7 +32,7 @@ from .errors import (
     is_internal,
 )
 from .graph import PYTHON_NUMBERS, Node
-from .tree import is_container, items, map_tree, rebuild
+from .tree import is_container, items, leaves, map_tree, rebuild
 
 UFUNCS = {}  # np.ufunc -> Primitive, for ufunc(...) calls
 UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)
@@ -42,6 +43,7 @@ INPUT_KINDS = {}  # argument type -> handler(trace, value, name, path): a non-ar
 TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (rules.random)
 GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (rules.random: no guard on a draw)
 RAISES = {}  # primitive name -> what it raises on some values (rules/control.py)
+COUNT_READS = []  # [hook(trace, box) -> int or None]: sizes.read_count, for int() of a count
 
 _state = threading.local()
 _trace_ids = itertools.count(1)
@@ -312,6 +314,10 @@ def reader(test, convert, differentiable=False):
                                   "the traced value, instead of max(0, float(x))), or wrap it "
                                   "in autodiffgen.stop_gradient(...) if no derivative should "
                                   "flow through it"))
+        counted = COUNT_READS[0](trace, self) if COUNT_READS and test in ("int", "index") \
+            else None
+        if counted is not None:  # int(np.count_nonzero(mask)): a mask's count (sizes.py)
+            return counted
         try:
             outcome = convert(self.value, *args)
         except Exception as error:  # NumPy's own message, plus where the user wrote it
@@ -337,9 +343,9 @@ class Box:
 
     # isinstance(x, np.ndarray) (or float) answers for the value, as it would untraced
     __class__ = property(lambda self: type(self.value))
-    shape = property(lambda self: np.shape(self.value))
+    shape = property(lambda self: _sized(self, np.shape(self.value)))
     ndim = property(lambda self: np.ndim(self.value))
-    size = property(lambda self: np.size(self.value))
+    size = property(lambda self: _sized(self, np.size(self.value)))
     dtype = property(lambda self: result_dtype(self.value))
     T = property(lambda self: np.transpose(self))
     mT = property(lambda self: np.swapaxes(self, -1, -2))
@@ -347,10 +353,11 @@ class Box:
     def __len__(self):
         if np.ndim(self.value) == 0:
             raise TypeError(at(user_loc(), "len() of a 0-d traced value"))
-        return np.shape(self.value)[0]
+        return _sized(self, np.shape(self.value)[0])
 
     def __iter__(self):
-        return (self[i] for i in range(len(self)))
+        _sized(self, None, user=True)
+        return (self[i] for i in range(np.shape(self.value)[0]))
 
     def __repr__(self):
         return f"Box({self.value!r})"
@@ -455,6 +462,28 @@ def _numbers_only(args):
     return bool(boxes) and all(type(b.value) in _NUMBERS for b in boxes)
 
 
+def _sized(box, size, user=False):
+    """`size`, read from a traced value's shape. Once a mask's count is traced (sizes.py),
+    a size the user's Python reads may be that count deciding control flow, which no
+    formula shows: the count guards of the trace are marked so (only a cost: more counts
+    are tried, and counts 0 and 1 trace their own code)."""
+    guards = getattr(current_trace(), "count_guards", None)
+    if guards and (user or _read_by_user()):
+        for guard in guards:
+            guard.params["read"] = True
+    return size
+
+
+def _read_by_user():
+    frame = sys._getframe(3)  # past _sized and the property or __len__
+    while frame is not None and frame.f_code.co_filename.startswith(_NUMPY_DIR):
+        frame = frame.f_back  # np.shape(x[m]) in the user's code reads it too
+    return frame is not None and not is_internal(frame.f_code.co_filename)
+
+
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+
+
 def unsupported_message(name):
     return (f"{name} has no derivative rule in autodiffgen, so it cannot be applied to a "
             "traced value. If it does not depend on the differentiated inputs, compute it "
@@ -536,7 +565,9 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
         boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else
                            None if i in static else False) for i, a in enumerate(args)]
         run = recording.capture.enter(fun) if capture else fun
-        out = run(*map_tree(boxed, _own_box))
+        own = map_tree(boxed, _own_box)
+        recording.own = [b for b in leaves(own) if type(b) is Box]  # for sizes.observe
+        out = run(*own)
     if out is None:  # np.result_type(None) is float64: the gradient would be zeros
         raise OutputError(at(def_site(fun), f"{function_name(fun)} returned None: it has no "
                              "`return`, or a path through it ends without one; return the "

@@ -8,13 +8,14 @@ Higher derivatives need no rules of their own: generated code is ordinary NumPy,
 an outer transformation calls it on its Boxes, the tracer records it like user code.
 """
 
+import functools
 import threading
 import types
 import weakref
 
 import numpy as np
 
-from . import backward, forward, naming, tracer
+from . import backward, forward, naming, poly, sizes, tracer
 from .api import GradFunction, _index, grad
 from .cache import describe
 from .emit import emit_module
@@ -72,6 +73,12 @@ class JVPFunction(_Transformed):
         return n // 2
 
     def _build(self, args, names, pure=False):
+        """A mask's count in f is read at run time where it can be (sizes.py)."""
+        optimize = functools.partial(poly._optimized, numexpr=not pure)
+        graph = sizes.general(lambda a: self._graph(a, names), args, optimize)
+        return self._emit(graph, graph.derivative_of, pure)
+
+    def _graph(self, args, names):
         n = len(args) // 2
         primals, tangents = args[:n], args[n:]
         trace, boxed, out = tracer.trace(self.fun, primals, range(n), names[:n], diff="auto")
@@ -94,7 +101,8 @@ class JVPFunction(_Transformed):
         graph.fresh_from = 1
         graph.doc = (f"Value of {function_name(self.fun)} and its directional derivative "
                      f"along the tangents, traced at ({describe(primals, names)}).")
-        return self._emit(graph, tangent_of, pure)
+        graph.derivative_of = tangent_of
+        return graph
 
 
 class VJPFunction(_Transformed):

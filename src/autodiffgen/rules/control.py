@@ -28,6 +28,7 @@ READS = {  # test -> how the user's code read the value (x, *index) -> Python ob
     # of an argument is a view (its memory layout), and whether two arguments are one
     "layout": lambda x: (bool(x.flags.c_contiguous), bool(x.flags.f_contiguous)),
     "aliases": lambda x, y: bool(np.may_share_memory(x, y)),
+    "count_nonzero": lambda x: int(np.count_nonzero(x)),  # a mask's count (sizes.py)
 }
 
 
@@ -40,15 +41,20 @@ def same(value, outcome):
     return type(value) is type(outcome) and value == outcome
 
 
-def holds(x, *more, test, outcome, index=(), call=None, call_params=None):
+def holds(x, *more, test, outcome, index=(), call=None, call_params=None, source=None,
+          read=False, lo=0):
     """Whether the guard still holds for the value x (the guard primitive's meaning); for
-    a "raises" guard, whether call(x, *more) still raises what it raised when traced."""
+    a "raises" guard, whether call(x, *more) still raises what it raised when traced.
+    `source` numbers a mask's count guard (sizes.py), so that two are never merged into
+    one; `read` says the user's Python read a size after it, `lo` the least count served."""
     if test == "raises":
         try:
             call.impl(x, *more, **call_params)
         except RAISES[call.name]:
             return True
         return False
+    if test == "count_nonzero" and type(outcome) is not int:  # read at run time
+        return True
     return same(READS[test](x, *more, *index), outcome)
 
 

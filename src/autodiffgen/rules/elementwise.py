@@ -182,10 +182,11 @@ where = defprimitive("where", _where_impl, "np.where({0}, {1}, {2})", vjps=[
 
 @register_function(np.where)
 def _where(condition, x=None, y=None):
+    if x is None and y is None:  # indices, as many as the data says (rules.passthrough)
+        return np.nonzero(condition)
     if x is None or y is None:
-        raise TracingError(at(user_loc(), "np.where(condition) with one argument gives "
-                              "indices whose number depends on the data; use the "
-                              "three-argument form np.where(condition, x, y)"))
+        raise TracingError(at(user_loc(), "np.where takes one argument (the indices where it "
+                              "is true) or three (condition, x, y), not two"))
     return bind(where, (condition, x, y), {})
 
 

@@ -9,10 +9,11 @@ is used instead, which is much faster.
 
 import numpy as np
 
+from .. import sizes
 from ..errors import TracingError, at
 from ..graph import Index, Slot
 from ..runtime import scatter_add as _scatter_add_impl
-from ..tracer import Box, concrete, result_dtype, user_loc
+from ..tracer import Box, concrete, current_trace, result_dtype, user_loc
 from . import boxmethod, defprimitive, register_helper
 
 
@@ -99,6 +100,12 @@ def _slice_bound(b):
 @boxmethod("__getitem__")
 def _getitem(self, key):
     index, arrays = parse_index(key)
+    for a in arrays:  # a traced mask: how many elements it selects is data (sizes.py)
+        if type(a) is Box and result_dtype(a) == np.bool_:
+            sizes.observe(current_trace(), a)
+    if any(type(i) is slice and (i.start is not None or i.stop is not None)
+           for i in index.items):  # x[m][:3] is 3 long, or fewer: a size decided on
+        sizes.mark_read(current_trace())
     return getitem(self, *arrays, index=index)
 
 

@@ -5,13 +5,14 @@ Indices and counts are recorded as primitives without rules, so that the generat
 recomputes them from its inputs on every call (an argmax baked in as a constant would be
 right only for the values it was traced with). Their results are integers, which neither
 engine differentiates. Functions whose result has a data-dependent shape (np.nonzero,
-np.argwhere) cannot be traced and say so.
+np.argwhere, np.flatnonzero) are primitives too; sizes.py handles their length.
 """
 
 import numpy as np
 
+from .. import sizes
 from ..errors import TracingError, at
-from ..tracer import Box, bind, user_loc
+from ..tracer import Box, bind, current_trace, user_loc
 from . import boxmethod, check_no_out, defprimitive, normalize_axis, register_function
 
 _AXIS = {"axis": None, "keepdims": False}
@@ -70,19 +71,32 @@ def _count_nonzero(a, axis=None, *, keepdims=False):
 
 
 # ---- data-dependent shapes ----------------------------------------------------------------
-def _data_dependent(name, alternative):
-    def refuse(*args, **kwargs):
-        raise TracingError(at(user_loc(), f"{name} of a traced value: the shape of its result "
-                              f"depends on the data, which generated code cannot assume. "
-                              f"{alternative}"))
-    return refuse
+# Their results are as long as the input has nonzero elements: that count is read at run
+# time where the code allows it, and guarded where it does not (sizes.py).
+nonzero = defprimitive("nonzero", lambda x, axis: np.nonzero(x)[axis],
+                       lambda params: f"np.nonzero({{0}})[{params['axis']}]")
+flatnonzero = defprimitive("flatnonzero", np.flatnonzero, "np.flatnonzero({0})")
+argwhere = defprimitive("argwhere", np.argwhere, "np.argwhere({0})")
 
 
-_MASK = "Use a boolean mask (x[mask]) or np.where(condition, x, y) instead"
-register_function(np.nonzero)(_data_dependent("np.nonzero", _MASK))
-register_function(np.argwhere)(_data_dependent("np.argwhere", _MASK))
-register_function(np.flatnonzero)(_data_dependent("np.flatnonzero", _MASK))
-boxmethod("nonzero")(_data_dependent(".nonzero()", _MASK))
+def _counted(x):
+    if type(x) is Box:
+        if np.ndim(x.value) == 0:
+            raise TracingError(at(user_loc(), "np.nonzero of a 0-d traced value: use np.where("
+                                  "condition, x, y) or a 1-d array"))
+        sizes.observe(current_trace(), x)
+    return x
+
+
+@register_function(np.nonzero)
+def _nonzero(a):
+    a = _counted(a)
+    return tuple(bind(nonzero, (a,), {"axis": d}) for d in range(np.ndim(a)))
+
+
+boxmethod("nonzero")(_nonzero)
+register_function(np.flatnonzero)(lambda a: bind(flatnonzero, (_counted(a),), {}))
+register_function(np.argwhere)(lambda a: bind(argwhere, (_counted(a),), {}))
 
 
 # ---- constants of a traced shape ----------------------------------------------------------

@@ -1,0 +1,258 @@
+"""Data-dependent sizes: `x[mask]`, `np.nonzero(x)`, and what follows from their counts.
+
+The number of elements a mask selects is data, yet the traced program reads it as a size:
+the 1/k of `x[m].mean()`, the (k,) of a cotangent, `len(x[m])` used as a number. So every
+mask (or array np.nonzero reads) is a *count source*: the trace records a guard
+`np.count_nonzero(mask) == k` on it, and the count is then found by experiment, as poly.py
+finds the batch size: the call is traced again with that one mask changed to select
+another number of elements (`probe`), and every number that differs between the traces
+must fit one formula in the count (symbolic.Dim, Scale, SymArray in `count`). When all
+do, the guard becomes the definition `count = int(np.count_nonzero(mask))` and the code
+serves every count, 0 included; otherwise (Python that decides on the count, a reshape to
+it, two masks whose counts meet) the guard stays, and another count traces again.
+
+The values of a changed trace are not the user's (only its graph is kept), so each
+source is changed alone, and a trace in which another source's count moved with it is
+refused. Once the user's Python reads a size after a mask (len(), .shape, .size, a
+bounded slice, int(np.count_nonzero(m))), that size may decide control flow, which no
+graph shows: then every count up to 24 is traced (a spread of them for bigger masks), and
+the code serves counts from 2 up, counts 0 and 1 tracing their own. What the counts tried
+cannot see: a test such as `if len(x[m]) == 37:` on a mask of 100 elements; keep such
+decisions out of the differentiated function.
+
+Where the code is emitted: jvp and grad (and so grad of grad, hvp) read counts at run
+time; vjp, and so hessian (the vjp of the gradient), keep the guard and trace per count.
+"""
+
+import contextlib
+import threading
+import warnings
+
+import numpy as np
+
+from . import tracer
+from .graph import Node, is_guard
+from .poly import _Unifier
+from .symbolic import COUNT, Dim, NoFit, fit, same
+
+TEST = "count_nonzero"  # the guard test a count source records
+_state = threading.local()
+
+
+class _Probe:
+    """A trace to run with source number `index` selecting `count` elements: the first
+    trace made after it (not one that trace makes inside, a nested grad's)."""
+
+    def __init__(self, index, count):
+        self.index, self.count = index, count
+        self.trace_id = next(tracer._trace_ids) + 1
+
+
+def observe(trace, box):
+    """`box` (a traced mask, or what np.nonzero reads) decides a size: record it as a count
+    source of `trace` (once), changed to the probe's count when this trace is a probe."""
+    if trace is None or box.node.trace_id != trace.id:
+        return  # not this trace's value: bind says so
+    sources = trace.__dict__.setdefault("count_sources", {})
+    if box.node in sources or np.ndim(box.value) == 0:
+        return
+    sources[box.node] = index = len(sources)
+    probe = getattr(_state, "probe", None)
+    if probe is not None and probe.trace_id == trace.id and probe.index == index:
+        value = with_count(box.value, probe.count)
+        for other in [box, trace.boxes.get(box.node)] + trace.__dict__.get("own", []):
+            if other is not None and other.node is box.node:
+                other.value = value
+    trace.guard(box, TEST, int(np.count_nonzero(box.value)))
+    guard = trace.guards[-1]
+    guard.params.update(source=index, read=False)  # its own: CSE must not merge two sources
+    trace.__dict__.setdefault("count_guards", []).append(guard)  # tracer._sized marks them
+
+
+def read_count(trace, box):
+    """int() of a traced np.count_nonzero(mask) (generated code's `count = int(...)`, traced
+    again by hessian or grad of grad): the mask becomes a count source, and the number
+    read is marked as a size read in Python. None for any other value."""
+    node = box.node
+    if node.prim is None or node.prim.op != "count_nonzero" or node.params["axis"] is not None \
+            or node.params["keepdims"] or type(node.args[0]) is not Node:
+        return None
+    source = trace.boxes.get(node.args[0])
+    if source is None:
+        return None
+    observe(trace, source)
+    mark_read(trace)
+    return int(np.count_nonzero(source.value))
+
+
+tracer.COUNT_READS.append(read_count)
+
+
+def mark_read(trace):
+    """A size was decided on after the trace's masks (a slice x[m][:3] is shorter at
+    fewer than 3): try every count, as when the user's Python reads one (tracer._sized)."""
+    for guard in getattr(trace, "count_guards", ()):
+        guard.params["read"] = True
+
+
+def with_count(value, count):
+    """`value` changed to have `count` nonzero elements (trailing ones cleared, or leading
+    zeros set to one)."""
+    flat = np.array(value).ravel()
+    nonzero = np.flatnonzero(flat)
+    if count < nonzero.size:
+        flat[nonzero[count:]] = 0
+    else:
+        flat[np.flatnonzero(flat == 0)[:count - nonzero.size]] = 1
+    return flat.reshape(np.shape(value))
+
+
+def is_count(node):
+    return is_guard(node) and node.params["test"] == TEST
+
+
+def counted(graph):
+    return any(is_count(n) for n in graph.nodes)
+
+
+def count_var(node):
+    """The name generated code gives a count, if the guard defines one (a formula)."""
+    outcome = node.params["outcome"] if is_count(node) else None
+    return outcome.var if type(outcome) is Dim else None
+
+
+# ---- generalizing ---------------------------------------------------------------------------
+def general(build, args, optimize, raw=None):
+    """The graph to emit for `args`: counts read at run time where they fit, guarded where
+    not. `build(args)` traces an unoptimized graph; `optimize(graph)` optimizes one."""
+    raw = build(args) if raw is None else raw
+    if not counted(raw):
+        return optimize(raw)
+    main = optimize(raw)
+    for low in _LOWS:  # a small mask is tried at count 1, else at 0 (see _probe_counts)
+        try:
+            return _generalize(build, args, raw, main, optimize, low)
+        except NoFit:
+            if not any(min(_probe_counts(g.params["outcome"], _total(g), False, low)) < 2
+                       for g in _counts(raw)):
+                break  # no count below 2 was tried: the other order would change nothing
+    return main
+
+
+def _total(guard):
+    return int(np.prod(guard.args[0].shape))
+
+
+def _generalize(build, args, raw, main, optimize, low):
+    guards = _counts(raw)
+    graphs, groups = [main], []
+    taken = set(raw.params)
+    read = any(g.params["read"] for g in guards)
+    lo = 2 if read else 0
+    if any(g.params["outcome"] < lo for g in guards):
+        raise NoFit
+    for index, guard in enumerate(guards):
+        traced, total = guard.params["outcome"], _total(guard)
+        counts = _probe_counts(traced, total, read, low)
+        var = _fresh(f"{COUNT}{index or ''}", taken)
+        members = []
+        for count in counts:
+            probe = _probed(build, args, index, count)
+            moved = [g.params["outcome"] for g in _counts(probe)]
+            expected = [g.params["outcome"] for g in guards]
+            expected[index] = count
+            if moved != expected:
+                raise NoFit  # another source's count moved too, or the program changed
+            members.append(len(graphs))
+            graphs.append(optimize(probe))
+        groups.append((var, [traced] + counts, members))
+    unified = _CountUnifier(graphs, groups).graph()
+    for node in unified.nodes:
+        if is_count(node):
+            node.params["lo"] = lo
+    unified.optimized = True
+    return unified
+
+
+def _counts(graph):
+    return sorted((n for n in graph.nodes if is_count(n)), key=lambda n: n.id)
+
+
+_LOWS = ((1, 0), (0, 1))
+
+
+def _probe_counts(traced, total, read, low=(1, 0)):
+    """Other counts to trace at, at least 2 where the mask is big enough (a count of 1
+    broadcasts, 0 empties reductions: formulas serve them, as the same NumPy runs). Two
+    near the traced one (else 1 or 0, in the order `low`: a mean does not fit at 0, some
+    broadcasting not at 1); when the user's Python read a size, every count up to _EVERY,
+    else a spread of them (a test `if len(x[m]) > 3:` changes the program at some count
+    tried), and counts below 2 trace their own code."""
+    near = [traced + d for step in range(1, total + 1) for d in (-step, step)]
+    counts = ([c for c in near if 2 <= c <= total] + [c for c in low if c != traced])[:2]
+    if read:
+        spread = range(2, total + 1) if total <= _EVERY else [
+            *range(2, 10), total // 4, total // 2, 3 * total // 4, total - 1, total]
+        counts += [c for c in spread if c != traced and c not in counts]
+    if len(counts) < 2:
+        raise NoFit
+    return counts
+
+
+_EVERY = 24
+
+
+def _probed(build, args, index, count):
+    probe = _Probe(index, count)
+    outer = getattr(_state, "probe", None)
+    _state.probe = probe
+    try:
+        with np.errstate(all="ignore"), _quiet():
+            return build(args)
+    except NoFit:
+        raise
+    except Exception:  # noqa: BLE001  the code does not run at that count: not served
+        raise NoFit from None
+    finally:
+        _state.probe = outer
+
+
+@contextlib.contextmanager
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _fresh(base, taken):
+    var = base
+    while var in taken:
+        var = "_" + var
+    taken.add(var)
+    return var
+
+
+class _CountUnifier(_Unifier):
+    """poly's unifier where a differing number is a formula in the one count whose probes
+    it differs in (a number that moves with two counts does not fit)."""
+
+    def __init__(self, graphs, groups):
+        super().__init__(graphs, None, None)
+        self.groups = groups
+
+    def same_guard(self, params):
+        return same(params) or all(p["test"] == TEST for p in params)
+
+    def fit(self, values):
+        if same(values):
+            return values[0]
+        found = None
+        for var, counts, members in self.groups:
+            column = [values[0]] + [values[m] for m in members]
+            if not same(column):
+                if found is not None:
+                    raise NoFit
+                found = (column, counts, var)
+        if found is None:
+            raise NoFit
+        return fit(*found)
