@@ -528,7 +528,7 @@ SECOND = """
     fp = diskcache.fingerprint(model.f)
     x = np.linspace(-1, 1, 60).reshape(2, 30)
     key = diskcache.entry_key(fp, cache.signature_key((x,), (True,)))
-    (source, arrays, name, locs), = diskcache.load(key)
+    (source, arrays, name, locs, *_), = diskcache.load(key)
     value, (g,) = cache.load(source, arrays, name, locs)(x)
     print(json.dumps([value, g.tolist()]))
 """

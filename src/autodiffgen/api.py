@@ -4,6 +4,7 @@
     -> collect the fused graph -> emit source -> compile -> cache by signature
 """
 
+import contextlib
 import functools
 import inspect
 import os
@@ -11,7 +12,7 @@ import threading
 
 import numpy as np
 
-from . import backward, diskcache, naming, poly, retrace, tracer
+from . import backward, diskcache, diskdeps, naming, poly, retrace, tracer
 from .cache import CacheInfo, describe, leaf_key, load, signature_key
 from .emit import emit_module
 from .errors import (
@@ -212,10 +213,9 @@ class GradFunction:
             if entry is not None:
                 return entry
             disk_key = self._disk_key(key, args)
-            stored = diskcache.load(disk_key) if disk_key else None
-            if stored:  # written by an earlier process: no trace
-                entry = self._from_disk(disk_key, stored, key)
-                source = stored[0].source
+            loaded = self._from_disk(disk_key, key) if disk_key else None
+            if loaded:  # written by an earlier process: no trace
+                entry, source = loaded
             else:
                 shared, found = (None, None) if _traced(args) else \
                     self._shared.find(args, self._diff)
@@ -238,12 +238,11 @@ class GradFunction:
         # that trace keeps references to the plain arrays the code computes
         pure = _traced(args)
         names = self._arg_names(len(args))
-        source, namespace, graph, locs = self._build(tracer.unbox(args), names, pure)
+        with diskdeps.Recorder() if disk_key else contextlib.nullcontext() as recorder:
+            source, namespace, graph, locs = self._build(tracer.unbox(args), names, pure)
         self.misses += 1
-        if disk_key and diskcache.persistable(namespace):
-            done = self._persisted.setdefault(disk_key, [])
-            done.append((source, namespace, graph.name, locs))
-            diskcache.store(disk_key, done)
+        if disk_key:
+            self._to_disk(disk_key, recorder, (source, namespace, graph, locs))
         guarded = graph.batch is not None or bool(graph.captured) or \
             any(map(is_guard, graph.nodes))
         return self._load(source, namespace, graph.name, locs), source, guarded, graph.batch
@@ -261,16 +260,53 @@ class GradFunction:
         return diskcache.entry_key(self._fingerprint, key, (
             type(self).__name__, tuple(self._argnums), _single(self._argnums)))
 
-    def _from_disk(self, disk_key, stored, key):
-        """The variants an earlier process stored, loaded without tracing."""
-        self._persisted[disk_key] = list(stored)
-        functions = [self._load(v.source, v.arrays, v.name, v.locs) for v in stored]
-        if len(stored) == 1 and "raise GuardFailure(" not in stored[0].source:
-            return functions[0]
-        entry = Variants(functions[0], stored[0].source, key, self._grow)
+    def _to_disk(self, disk_key, recorder, built):
+        """Store a trace's code with what the trace read (diskdeps), or say why not."""
+        source, namespace, graph, locs = built
+        checked = {(id(c.holder), c.name) for c in getattr(graph, "captured", ())}
+        try:
+            if recorder.refused:
+                raise diskdeps.Unpersistable(recorder.refused)
+            arrays, handovers = diskdeps.split(namespace)
+            deps = diskdeps.manifest(self.fun, recorder.codes, checked)
+        except diskdeps.Unpersistable as e:
+            return retrace.disk(function_name(self.fun), f"not stored: {e}")
+        done = self._persisted.setdefault(disk_key, [])
+        done.append(diskcache.Variant(source, arrays, graph.name, locs, handovers, deps))
+        diskcache.store(disk_key, done)
+
+    def _from_disk(self, disk_key, key):
+        """(entry, source) of the variants an earlier process stored that fit this one,
+        loaded without tracing; None (and the reason in the explain log) if none does."""
+        stored, name = diskcache.load(disk_key), function_name(self.fun)
+        if not stored:
+            return retrace.disk(name, "no stored entry for this signature")
+        fitting, functions = [], []
+        for v in stored:
+            try:
+                if v.deps is None:
+                    raise diskdeps.Miss("the entry does not say what its trace read")
+                why = diskdeps.check(self.fun, v.deps)
+                if why:
+                    raise diskdeps.Miss(why)
+                namespace = {**v.arrays, **diskdeps.restore(v.handovers or {})}
+                functions.append(self._load(v.source, namespace, v.name, v.locs))
+            except ImportError as e:
+                retrace.disk(name, f"stored code not used: it imports {e.name or e}, "
+                             "which is missing here")
+            except diskdeps.Miss as e:
+                retrace.disk(name, f"stored code not used: {e}")
+            else:
+                fitting.append(v)
+        if not fitting:
+            return None
+        self._persisted[disk_key] = fitting
+        if len(fitting) == 1 and "raise GuardFailure(" not in fitting[0].source:
+            return functions[0], fitting[0].source
+        entry = Variants(functions[0], fitting[0].source, key, self._grow)
         entry.functions += functions[1:]
-        entry.sources += [v.source for v in stored[1:]]
-        return entry
+        entry.sources += [v.source for v in fitting[1:]]
+        return entry, fitting[0].source
 
     def _grow(self, variants, args, failure):
         """No variant's guards hold for `args`: trace the path they take, add it, run it."""

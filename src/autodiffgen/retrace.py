@@ -88,3 +88,10 @@ def _say(k):
     if k is float:
         return "a differentiated float"
     return repr(k)
+
+
+def disk(name, message):
+    """Why the disk cache did not store or load `name`'s code (logged only when explaining:
+    the cost is a trace, never a wrong answer)."""
+    if enabled():
+        LOG.warning("autodiffgen: disk cache, %s: %s", name, message)

@@ -1,0 +1,448 @@
+"""What a disk cache entry depends on besides its signature, so that another process loads
+it only where a trace would produce the same code.
+
+A trace bakes in everything it read that the generated code does not read again itself.
+While the trace runs, `Recorder` notes the code of every Python function it executes
+(sys.setprofile, in the tracing thread only). `manifest` then walks from the traced
+function through what that code names: the globals and closure cells of every executed
+function, the attributes of the modules, classes and objects it reaches (`pkg.sub.fn`,
+`config.scale`, `self.w`). Each place is stored as a path from the traced function (or
+from a module, by name) with a text of what is there: a function by the hash of its code,
+a string, tuple or dict by its content (arrays by a hash of their bytes), an object by its
+class and the attributes the code names. An executed function that no such path reaches
+(a helper imported inside the body, a method of a callable object) is found by its module
+and qualified name. Values the generated code checks itself (the globals and closure
+variables it re-reads) are left out.
+
+`check` resolves every path in the loading process and compares the texts: an entry built
+from other code or other values is a miss, with the first difference as its reason.
+A function that cannot be found again by a path (defined by exec with no module, in a
+module that cannot be imported) makes the entry `Unpersistable`, with the reason.
+"""
+
+import enum
+import functools
+import hashlib
+import importlib
+import sys
+import threading
+import types
+
+import numpy as np
+
+_LIBRARIES = ("numpy", "autodiffgen", "builtins", "astor", "numexpr")  # versions in the key
+_STDLIB = getattr(sys, "stdlib_module_names", frozenset())  # 3.10+
+_SIMPLE = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))
+_MAX_DEPTH = 12
+_MISSING = "<missing>"
+_FUNCTION = 0x1  # inspect.CO_OPTIMIZED: a function's code, not a module's or class body's
+
+
+class Unpersistable(Exception):
+    """What the trace read has no description another process can check; the message says
+    what, for the explain log."""
+
+
+# ---------------------------------------------------------------- recording the trace
+
+_local = threading.local()
+
+
+def _profile(frame, event, arg):
+    if event == "call":
+        code = frame.f_code
+        for recorder in _local.stack:
+            recorder.codes.setdefault(code, frame.f_globals)
+
+
+class Recorder:
+    """`with Recorder() as r:` notes in `r.codes` the code of every Python function this
+    thread runs meanwhile (with its globals). Nested recorders all see the inner calls.
+    `r.refused` says why nothing could be recorded (another profiler was active)."""
+
+    def __init__(self):
+        self.codes, self.refused, self._installed = {}, None, False
+
+    def __enter__(self):
+        stack = _local.__dict__.setdefault("stack", [])
+        if not stack:
+            if sys.getprofile() is not None:
+                self.refused = "a profiler (sys.setprofile) was active during the trace"
+                return self
+            sys.setprofile(_profile)
+            self._installed = True
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        stack = _local.__dict__.get("stack", [])
+        if self in stack:
+            stack.remove(self)
+        if self._installed:
+            sys.setprofile(None)
+
+
+def is_library(module_name):
+    """Code the key's versions cover: NumPy, autodiffgen, the standard library (and the
+    methods collections.namedtuple writes)."""
+    top = (module_name or "").split(".")[0]
+    return top in _LIBRARIES or top in _STDLIB or top.startswith("namedtuple_")
+
+
+# ---------------------------------------------------------------- describing values
+
+def _sha(data):
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=4096)
+def _code_hash(code):
+    digest = hashlib.sha256()
+    for part in (code.co_name, code.co_filename, code.co_argcount, code.co_kwonlyargcount,
+                 code.co_flags, code.co_names, code.co_varnames, code.co_freevars,
+                 code.co_cellvars):
+        digest.update(repr(part).encode() + b"\0")
+    digest.update(code.co_code)
+    for const in code.co_consts:
+        digest.update((_code_hash(const) if isinstance(const, types.CodeType)
+                       else _text(const, frozenset(), 0)).encode() + b"\0")
+    return digest.hexdigest()[:32]
+
+
+def _qualname(x):
+    return f"{getattr(x, '__module__', None)}.{getattr(x, '__qualname__', None)}"
+
+
+def _text(x, names, depth):
+    """A text of `x` that another process gives only for the same value and code."""
+    kind = type(x)
+    if depth > _MAX_DEPTH:
+        raise Unpersistable("a value nested too deep to describe")
+    if kind in _SIMPLE:
+        return f"{kind.__name__}:{x.hex() if kind is float else repr(x)}"
+    if kind is np.ndarray:
+        if x.dtype.hasobject:
+            raise Unpersistable("an array of Python objects")
+        data = np.ascontiguousarray(x).tobytes()
+        return f"array:{x.dtype.str}:{x.shape}:{_sha(data)}"
+    if isinstance(x, np.generic):
+        return f"scalar:{x.dtype.str}:{x.tobytes().hex()}"
+    if isinstance(x, np.dtype):
+        return f"dtype:{x.str}:{x.descr!r}"
+    if kind in (tuple, list, set, frozenset):
+        items = [_text(v, names, depth + 1) for v in x]
+        return f"{kind.__name__}[{','.join(sorted(items) if kind in (set, frozenset) else items)}]"
+    if kind is dict:
+        return "dict{" + ",".join(f"{_text(k, names, depth + 1)}:{_text(v, names, depth + 1)}"
+                                  for k, v in x.items()) + "}"
+    if kind is types.FunctionType:
+        return f"function:{_qualname(x)}:{_code_hash(x.__code__)}:" + \
+            _text((x.__defaults__, x.__kwdefaults__), names, depth + 1)
+    if kind is types.MethodType:
+        return f"method:{_text(x.__func__, names, depth + 1)}"
+    if isinstance(x, (staticmethod, classmethod)):
+        return f"{kind.__name__}:{_text(x.__func__, names, depth + 1)}"
+    if kind is property:
+        return "property:" + ",".join(_text(f, names, depth + 1)
+                                      for f in (x.fget, x.fset, x.fdel))
+    if kind is functools.partial:
+        return f"partial:{_text((x.func, x.args, x.keywords), names, depth + 1)}"
+    if kind is types.ModuleType:
+        file = getattr(x, "__file__", None) if x.__name__ == "__main__" else None
+        return f"module:{x.__name__}:{file}"
+    if isinstance(x, type):
+        if "<locals>" in x.__qualname__ and not is_library(x.__module__):
+            raise Unpersistable(f"the class {x.__qualname__}, local to a function")
+        return f"class:{_qualname(x)}"
+    if kind is types.CellType:
+        raise Unpersistable("a closure cell")
+    if isinstance(x, (np.ufunc, types.BuiltinFunctionType)):
+        return f"builtin:{getattr(x, '__module__', None)}.{x.__name__}"
+    if isinstance(x, enum.Enum):
+        return f"enum:{_qualname(kind)}.{x.name}"
+    if is_library(kind.__module__):
+        return f"object:{_qualname(kind)}"
+    attrs = vars(x) if hasattr(x, "__dict__") else {}
+    return f"object:{_qualname(kind)}{{" + ",".join(
+        f"{a}:{_text(v, names, depth + 1)}" for a, v in sorted(attrs.items()) if a in names) + "}"
+
+
+# ---------------------------------------------------------------- paths
+
+def step(value, how, name=None):
+    """One step of a path, without running the user's code (no __getattr__, descriptors
+    or properties): _MISSING if it leads nowhere."""
+    try:
+        if how == "global":
+            return value.__globals__.get(name, _MISSING)
+        if how == "closure":
+            cells = dict(zip(value.__code__.co_freevars, value.__closure__ or ()))
+            return cells[name].cell_contents
+        if how == "func":
+            if type(value) is functools.partial:
+                return value.func
+            if isinstance(value, (types.MethodType, staticmethod, classmethod)):
+                return value.__func__
+            return _MISSING
+        if how == "self":
+            return value.__self__ if type(value) is types.MethodType else _MISSING
+        if how == "wrapped":
+            return vars(value)["__wrapped__"]
+        if how == "type":
+            return type(value)
+        if how == "attr":
+            if isinstance(value, types.ModuleType):
+                return vars(value).get(name, _MISSING)
+            if isinstance(value, type):
+                return next((vars(k)[name] for k in value.__mro__ if name in vars(k)), _MISSING)
+            return vars(value).get(name, _MISSING)
+    except (AttributeError, KeyError, ValueError, TypeError):
+        pass
+    return _MISSING
+
+
+def resolve(root, path):
+    """The value at `path` (a list of [how, name]) from `root`, or _MISSING."""
+    value = root
+    for how, name in path:
+        if how == "module":
+            value = _module(name)
+        else:
+            value = step(value, how, name)
+        if value is _MISSING:
+            return _MISSING
+    return value
+
+
+def _module(name):
+    module = sys.modules.get(name)
+    if module is None and name != "__main__":
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # noqa: BLE001  any failure to import is a miss
+            return _MISSING
+    return _MISSING if module is None else module
+
+
+def say(path):
+    """The path as the user would write it."""
+    parts = []
+    for how, name in path:
+        if how in ("module", "global"):
+            parts = [name]
+        elif how in ("attr", "closure"):
+            parts.append(f".{name}" if how == "attr" else f"<closure {name}>")
+        elif how == "type":
+            parts.append(".__class__")
+    return "".join(parts) or "the traced function"
+
+
+# ---------------------------------------------------------------- building the manifest
+
+def manifest(fun, codes, checked=()):
+    """{"names": [...], "paths": [[path, text]]}: what the trace read, from the Recorder's
+    `codes`, leaving out the (id(holder), name) pairs in `checked` that the generated code
+    re-reads itself. `names` (what the executed code names) decides which attributes of an
+    object its text shows."""
+    executed = {c for c, g in codes.items() if c.co_flags & _FUNCTION
+                and not is_library(g.get("__name__"))}
+    names = set()
+    for code in executed:
+        names |= _names(code)
+    walk = _Walk(names, executed, set(checked))
+    walk.visit([], fun)
+    for code in sorted(executed, key=lambda c: (c.co_filename, c.co_firstlineno, c.co_name)):
+        if code not in walk.covered:
+            walk.visit(*_by_name(code, codes[code]))
+    return {"names": sorted(names), "paths": walk.entries}
+
+
+def _names(code):
+    """The names `code` reads as globals or attributes, and the strings it holds (for
+    getattr(obj, "name") and mapping["name"])."""
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _names(const)
+        elif type(const) is str and const.isidentifier():
+            found.add(const)
+    return found
+
+
+def _nested(code):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _nested(const)
+
+
+def _by_name(code, scope):
+    """[("module", name), ("attr", ...)...] and the function found there whose code holds
+    `code`; Unpersistable if its module has none."""
+    module_name = scope.get("__name__")
+    module = sys.modules.get(module_name)
+    where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+    if module is None or vars(module) is not scope:
+        raise Unpersistable(f"the trace ran {where}, whose module {module_name!r} another "
+                            "process cannot import")
+    for name, value in list(vars(module).items()):
+        for path, fn in _functions_in(value, [("attr", name)], module_name):
+            if code in _nested(fn.__code__):
+                return [("module", module_name)] + path, resolve(module, path)
+    raise Unpersistable(f"the trace ran {where}, which another process cannot find by name "
+                        f"in {module_name}")
+
+
+def _functions_in(value, path, module_name, depth=0):
+    """(path, function) of a module attribute, or of the methods of a class defined there."""
+    if isinstance(value, types.FunctionType):
+        yield path, value
+    for how in ("func", "wrapped"):
+        inner = step(value, how)
+        if inner is not _MISSING and inner is not value and depth < 8:
+            yield from _functions_in(inner, path + [(how, None)], module_name, depth + 1)
+    if isinstance(value, property):
+        for accessor in ("fget", "fset", "fdel"):
+            if isinstance(getattr(value, accessor), types.FunctionType):
+                yield path, getattr(value, accessor)
+    elif isinstance(value, type) and value.__module__ == module_name and depth < 4:
+        for name, attr in list(vars(value).items()):
+            yield from _functions_in(attr, path + [("attr", name)], module_name, depth + 1)
+
+
+class _Walk:
+    def __init__(self, names, executed, checked):
+        self.names, self.executed, self.checked = frozenset(names), executed, checked
+        self.entries, self.covered, self.seen = [], set(), set()
+
+    def visit(self, path, value):
+        try:
+            text = _text(value, self.names, 0)
+        except Unpersistable as e:
+            raise Unpersistable(f"{say(path)} holds {e}") from None
+        self.entries.append([[list(s) for s in path], text])
+        if id(value) in self.seen:
+            return
+        self.seen.add(id(value))
+        for how, name, child in self.children(value):
+            if child is not _MISSING:
+                self.visit(path + [(how, name)], child)
+
+    def children(self, value):
+        """(how, name, value) of what the trace may have read through `value`."""
+        kind = type(value)
+        if kind is types.FunctionType:
+            self.covered.update(_nested(value.__code__))
+            if not self.executed.intersection(_nested(value.__code__)):
+                return []
+            found = [("wrapped", None, step(value, "wrapped"))] \
+                if "__wrapped__" in vars(value) else []
+            scope = value.__globals__
+            found += [("global", n, scope[n]) for n in sorted(_names(value.__code__))
+                      if n in scope and (id(scope), n) not in self.checked]
+            cells = zip(value.__code__.co_freevars, value.__closure__ or ())
+            found += [("closure", n, step(value, "closure", n)) for n, c in cells
+                      if (id(c), n) not in self.checked]
+            return found
+        if kind in (types.MethodType, functools.partial, staticmethod, classmethod):
+            return [("func", None, step(value, "func"))] + \
+                ([("self", None, value.__self__)] if kind is types.MethodType else [])
+        if kind is property:
+            return []  # its functions are in its text; run ones are found by name
+        if isinstance(value, (types.ModuleType, type)):
+            if isinstance(value, type) and is_library(value.__module__):
+                return []
+            return [("attr", n, step(value, "attr", n)) for n in sorted(self.names)
+                    if step(value, "attr", n) is not _MISSING]
+        if kind in _SIMPLE or kind in (tuple, list, dict, set, frozenset, np.ndarray):
+            return []
+        wrapped = [("wrapped", None, step(value, "wrapped"))]  # a GradFunction's function
+        if is_library(kind.__module__):
+            return wrapped
+        return [("type", None, kind)] + wrapped + [("attr", n, v) for n, v in sorted(getattr(value, "__dict__", {}).items())
+                        if n in self.names]
+
+
+def check(fun, manifest):
+    """None if every path of the manifest shows the same text here; else the first place
+    that differs, for the explain log."""
+    names = frozenset(manifest["names"])
+    for path, text in manifest["paths"]:
+        value = resolve(fun, path)
+        try:
+            now = _MISSING if value is _MISSING else _text(value, names, 0)
+        except Unpersistable as e:
+            now = str(e)
+        if now != text:
+            return (f"{say(path)} is not what it was when the entry was written" if
+                    value is not _MISSING else f"{say(path)} is gone")
+    return None
+
+
+# ---------------------------------------------------------------- the handed-over namespace
+
+class Miss(Exception):
+    """A stored entry that does not fit this process; the message says why."""
+
+
+def split(namespace):
+    """(arrays, handovers) of a generated module's injected namespace: plain arrays go to
+    disk as they are; a module's globals dict (which the code re-reads values from) as the
+    module's name, and an array that is a global's value (which the code compares by
+    identity) as that global, with a hash of its content. Anything else: Unpersistable."""
+    arrays, handovers, modules = {}, {}, []
+    for name, value in namespace.items():
+        module = _module_of(value)
+        if module is not None:
+            handovers[name] = ["module", module.__name__, getattr(module, "__file__", None)]
+            modules.append(module)
+    for name, value in namespace.items():
+        if name in handovers:
+            continue
+        if type(value) is np.ndarray and not value.dtype.hasobject:
+            held = next(([m.__name__, getattr(m, "__file__", None), n] for m in modules
+                         for n, x in vars(m).items() if x is value), None)
+            if held is None:
+                arrays[name] = value
+            else:
+                handovers[name] = ["global", *held, _text(value, frozenset(), 0)]
+        elif type(value) is types.CellType:
+            raise Unpersistable(f"the generated code re-reads a closure variable ({name}), "
+                                "which another process cannot find")
+        elif type(value) is dict and "__name__" in value:
+            raise Unpersistable(f"the generated code re-reads the globals of "
+                                f"{value['__name__']!r}, which is not an importable module")
+        else:
+            raise Unpersistable(f"the generated code holds {_qualname(value)} ({name}), "
+                                "which would have to be pickled")
+    return arrays, handovers
+
+
+def _module_of(value):
+    """The module whose globals dict `value` is, if it is one another process can import."""
+    if type(value) is not dict or not isinstance(value.get("__name__"), str):
+        return None
+    module = sys.modules.get(value["__name__"])
+    return module if getattr(module, "__dict__", None) is value else None
+
+
+def restore(handovers):
+    """The namespace entries `split` described, found in this process; Miss if one is
+    not what it was."""
+    found = {}
+    for name, (kind, module_name, file, *rest) in handovers.items():
+        module = _module(module_name)
+        if module is _MISSING:
+            raise Miss(f"the module {module_name!r} cannot be imported here")
+        if module_name == "__main__" and getattr(module, "__file__", None) != file:
+            raise Miss(f"the entry was written by another script ({file})")
+        if kind == "module":
+            found[name] = vars(module)
+            continue
+        var, text = rest
+        value = vars(module).get(var)
+        if type(value) is not np.ndarray or _text(value, frozenset(), 0) != text:
+            raise Miss(f"the global {var} of {module_name} is not what it was when the "
+                       "entry was written")
+        found[name] = value
+    return found
