@@ -572,3 +572,182 @@ def test_grad_uses_the_disk_cache_in_a_new_process(cache, tmp_path):
     assert first[2] == 1 and second[2] == 0  # the second process traced nothing
     np.testing.assert_allclose(second[0], first[0], rtol=1e-12)
     np.testing.assert_allclose(second[1], first[1], rtol=1e-12)
+
+
+# ---------------------------------------------------------------- edits between processes
+
+EDITS = {  # name: ({file: source}, {file: source after the edit}, {env after the edit})
+    "env_string": ({"m_env_string.py": """
+        import os
+        import numpy as np
+        MODE = os.environ.get("ADG_MODE", "square")
+        def f(x):
+            if MODE == "square":
+                return np.sum(x ** 2)
+            return np.sum(np.sin(x))
+    """}, {}, {"ADG_MODE": "sine"}),
+    "checkpoint_dict": ({"m_checkpoint.py": """
+        import os
+        import numpy as np
+        PARAMS = dict(np.load(os.environ["ADG_CHECKPOINT"]))
+        def f(x):
+            return np.sum(np.tanh(x * PARAMS["w"]) + PARAMS["b"])
+    """}, {}, {"ADG_CHECKPOINT": "b.npz"}),
+    "import_in_body": ({"m_import_in_body.py": """
+        import numpy as np
+        def f(x):
+            from h_import_in_body import helper
+            return np.sum(helper(x))
+    """, "h_import_in_body.py": """
+        def helper(x):
+            return x ** 2
+    """}, {"h_import_in_body.py": """
+        import numpy as np
+        def helper(x):
+            return np.sin(x) * 3
+    """}, {}),
+    "instance_method": ({"m_instance_method.py": """
+        import numpy as np
+        from c_instance_method import Layer
+        layer = Layer()
+        def f(x):
+            return np.sum(layer.apply(x))
+    """, "c_instance_method.py": """
+        import numpy as np
+        class Layer:
+            def apply(self, x):
+                return np.tanh(x) * 2
+    """}, {"c_instance_method.py": """
+        import numpy as np
+        class Layer:
+            def apply(self, x):
+                return np.tanh(x) ** 2
+    """}, {}),
+    "package_function": ({"m_package_function.py": """
+        import numpy as np
+        import p_adg.sub
+        def f(x):
+            return np.sum(p_adg.sub.fn(x) ** 2)
+    """, "p_adg/__init__.py": "", "p_adg/sub.py": """
+        def fn(x):
+            return x * 2
+    """}, {"p_adg/sub.py": """
+        def fn(x):
+            return x * 5 + 1
+    """}, {}),
+    "config_attribute": ({"m_config_attribute.py": """
+        import numpy as np
+        from c_config_attribute import config
+        def f(x):
+            return np.sum(x * config.scale) ** 2
+    """, "c_config_attribute.py": """
+        import os
+        class Config:
+            pass
+        config = Config()
+        config.scale = float(os.environ.get("ADG_SCALE", "2.0"))
+    """}, {}, {"ADG_SCALE": "3.0"}),
+    "closure_string": ({"m_closure_string.py": """
+        import os
+        import numpy as np
+        def make(kind):
+            def f(x):
+                if kind == "square":
+                    return np.sum(x ** 2)
+                return np.sum(np.cos(x))
+            return f
+        f = make(os.environ.get("ADG_KIND", "square"))
+    """}, {}, {"ADG_KIND": "cos"}),
+    "global_tuple": ({"m_global_tuple.py": """
+        import os
+        import numpy as np
+        COEFS = tuple(float(c) for c in os.environ.get("ADG_COEFS", "1,2").split(","))
+        def f(x):
+            return np.sum(sum(c * x ** (i + 1) for i, c in enumerate(COEFS)))
+    """}, {}, {"ADG_COEFS": "1,2,3"}),
+    "int_global": ({"m_int_global.py": """
+        import os
+        import numpy as np
+        N = int(os.environ.get("ADG_N", "2"))
+        def f(x):
+            return np.sum(x ** N)
+    """}, {}, {"ADG_N": "3"}),
+}
+
+RUNNER = """
+    import json, logging, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import autodiffgen
+    from autodiffgen import tape
+    log = []
+    handler = logging.Handler()
+    handler.emit = lambda record: log.append(record.getMessage())
+    logging.getLogger("autodiffgen").addHandler(handler)
+    autodiffgen.explain_retraces()
+    out = {}
+    for name in sys.argv[2:]:
+        module = __import__(name)
+        f, reference = autodiffgen.value_and_grad(module.f), tape.value_and_grad(module.f)
+        del log[:]
+        calls = []
+        for seed in range(2):
+            x = np.random.default_rng(seed).uniform(0.5, 1.5, (3, 4))
+            value, g = f(x)
+            tape_value, tape_g = reference(x)
+            calls.append([value, module.f(x), g.tolist(), tape_value, tape_g.tolist()])
+        out[name] = {"misses": f.cache_info().misses, "calls": calls, "log": list(log)}
+    print(json.dumps(out))
+"""
+
+
+def write_files(root, files):
+    for name, source in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+
+
+def run_modules(root, names, cache, env=()):
+    env = {diskcache.ENV_DIR: str(cache), "ADG_CHECKPOINT": str(root / "a.npz"), **dict(env)}
+    return json.loads(run_python(RUNNER, root, *names, env=env))
+
+
+def assert_right(result):
+    for value, eager, g, tape_value, tape_g in result["calls"]:
+        np.testing.assert_allclose(value, eager, rtol=1e-12)
+        np.testing.assert_allclose(value, tape_value, rtol=1e-12)
+        np.testing.assert_allclose(g, tape_g, rtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def edited(tmp_path_factory):
+    """Three processes over every case of EDITS: one that writes the entries, one that
+    reuses them unchanged, and one after each edit."""
+    root = tmp_path_factory.mktemp("edits")
+    cache = root / "cache"
+    rng = np.random.default_rng(7)
+    for checkpoint in ("a", "b"):
+        np.savez(root / f"{checkpoint}.npz", w=rng.normal(size=4), b=rng.normal(size=4))
+    names = [next(iter(files))[:-3] for files, _, _ in EDITS.values()]
+    for files, _, _ in EDITS.values():
+        write_files(root, files)
+    first = run_modules(root, names, cache)
+    again = run_modules(root, names, cache)
+    env = {}
+    for _, after, changes in EDITS.values():
+        write_files(root, after)
+        env.update(changes)
+    env["ADG_CHECKPOINT"] = str(root / env["ADG_CHECKPOINT"])
+    after = run_modules(root, names, cache, env)
+    return {case: (first[n], again[n], after[n]) for case, n in zip(EDITS, names)}
+
+
+@pytest.mark.parametrize("case", list(EDITS))
+def test_a_second_process_reuses_the_entry_and_sees_every_edit(edited, case):
+    first, again, after = edited[case]
+    assert first["misses"] == 1
+    assert again["misses"] == 0, again["log"]  # reused: no trace
+    for result in (first, again, after):
+        assert_right(result)
+    assert not np.allclose(after["calls"][0][0], first["calls"][0][0])  # the edit mattered
