@@ -751,3 +751,161 @@ def test_a_second_process_reuses_the_entry_and_sees_every_edit(edited, case):
     for result in (first, again, after):
         assert_right(result)
     assert not np.allclose(after["calls"][0][0], first["calls"][0][0])  # the edit mattered
+    assert first["log"] == ["autodiffgen: disk cache, f: no stored entry for this signature"]
+    assert again["log"] == []
+    assert len(after["log"]) == 1 and re.search(WHY[case], after["log"][0]), after["log"]
+
+
+WHY = {  # what the explain log says in the process after the edit
+    "env_string": "stored code not used: MODE is not what it was",
+    "checkpoint_dict": "stored code not used: PARAMS is not",
+    "import_in_body": "stored code not used: h_import_in_body.helper is not",
+    "instance_method": r"stored code not used: layer.__class__.apply is not",
+    "package_function": "stored code not used: p_adg.sub.fn is not",
+    "config_attribute": "stored code not used: config is not",
+    "closure_string": "stored code not used: the closure variable kind is not",
+    "global_tuple": "stored code not used: COEFS is not",
+    "int_global": "retracing f: guard failed: .*'N' is no longer 2",  # the code checks it
+}
+
+
+NUMEXPR = """
+    import json, logging, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    if "missing" in sys.argv[2]:
+        sys.modules["numexpr"] = None  # as if numexpr were not installed
+    import autodiffgen
+    from autodiffgen import diskcache, tape
+    fuse = sys.modules["autodiffgen.passes.fuse"]
+    fuse.MIN_ELEMENTS[np.dtype(np.float64)] = (1, 1)  # fuse small arrays too
+    if "same key" in sys.argv[2]:
+        diskcache._optional_imports = lambda: "the same everywhere"
+    log = []
+    handler = logging.Handler()
+    handler.emit = lambda record: log.append(record.getMessage())
+    logging.getLogger("autodiffgen").addHandler(handler)
+    autodiffgen.explain_retraces()
+    import m_numexpr
+    f = autodiffgen.value_and_grad(m_numexpr.f)
+    x = np.linspace(0.5, 1.5, 12)
+    value, g = f(x)
+    tape_value, tape_g = tape.value_and_grad(m_numexpr.f)(x)
+    assert np.allclose(value, m_numexpr.f(x)) and np.allclose(value, tape_value)
+    assert np.allclose(g, tape_g)
+    print(json.dumps({"misses": f.cache_info().misses, "log": log,
+                      "numexpr": "numexpr.evaluate" in f.source(x)}))
+"""
+
+
+@pytest.mark.skipif(not passes.ENABLED or diskcache._importable("numexpr") is False,
+                    reason="needs numexpr and the passes")
+@pytest.mark.parametrize("key", ["", "same key"])
+def test_an_entry_that_imports_numexpr_is_not_used_where_numexpr_is_missing(cache, tmp_path, key):
+    write_files(tmp_path, {"m_numexpr.py": """
+        import numpy as np
+        def f(x):
+            return np.sum(((x * 2 + 1) * x - x / 3 + x * x) * 0.5 - x)
+    """})
+    env = {diskcache.ENV_DIR: str(cache)}
+    first = json.loads(run_python(NUMEXPR, tmp_path, key, env=env))
+    assert first["numexpr"] and first["misses"] == 1
+    missing = json.loads(run_python(NUMEXPR, tmp_path, key + " missing", env=env))
+    assert not missing["numexpr"] and missing["misses"] == 1  # traced again: no crash
+    if key:  # the entry was found: its import failed, and the log says so
+        assert "stored code not used: it imports numexpr, which is missing here" in \
+            missing["log"][0]
+    else:  # whether numexpr is installed is in the key: no entry for this process
+        assert "no stored entry" in missing["log"][0]
+
+
+SCRIPT = """
+    import json, sys
+    import numpy as np
+    import autodiffgen
+    N = 3
+    SCALE = 0.5
+    def f(x):
+        return np.sum(x ** N) * SCALE
+    g = autodiffgen.value_and_grad(f)
+    x = np.linspace(0.5, 1.5, 5)
+    value, grad = g(x)
+    assert np.allclose(value, f(x)) and np.allclose(grad, 3 * x ** 2 * 0.5)
+    print(g.cache_info().misses)
+"""
+
+
+def test_a_script_reading_module_level_numbers_is_persisted(cache, tmp_path):
+    write_files(tmp_path, {"script.py": SCRIPT})
+    env = {**os.environ, diskcache.ENV_DIR: str(cache)}
+    runs = [subprocess.run([sys.executable, str(tmp_path / "script.py")], env=env, check=True,
+                           capture_output=True, text=True, timeout=120).stdout
+            for _ in range(2)]
+    assert runs == ["1\n", "0\n"]  # the second run traced nothing
+
+
+def explained(caplog, call):
+    autodiffgen.explain_retraces()
+    try:
+        with caplog.at_level("WARNING", logger="autodiffgen"):
+            call()
+    finally:
+        autodiffgen.explain_retraces(False)
+    return [r.getMessage() for r in caplog.records]
+
+
+def stored_entries(cache):
+    return [p for p in cache.iterdir() if p.suffix == ".adg"]
+
+
+def test_a_closure_over_an_array_is_not_stored_and_the_log_says_why(cache, caplog):
+    def make(w):
+        def f(x):
+            return np.sum(x * w)
+        return f
+    log = explained(caplog, lambda: autodiffgen.grad(make(np.ones(3)))(np.ones(3)))
+    assert "not stored: the generated code re-reads a closure variable (cell_w)" in log[-1]
+    assert stored_entries(cache) == []
+
+
+def test_a_helper_no_process_can_import_is_not_stored_and_the_log_says_why(cache, caplog):
+    scope = {}
+    exec("def helper(x):\n    return x * 2\n", scope)  # noqa: S102  a module-less function
+    tools = {"helper": scope["helper"]}
+
+    def f(x):
+        return np.sum(tools["helper"](x))
+    log = explained(caplog, lambda: autodiffgen.grad(f)(np.ones(3)))
+    assert re.search(r"not stored: the trace ran helper \(<string>:1\), which belongs to no "
+                     r"module \(made by exec\?\), so another process cannot find it", log[-1])
+    assert stored_entries(cache) == []
+
+
+def test_under_a_profiler_nothing_is_stored_and_the_log_says_why(cache, caplog):
+    def f(x):
+        return np.sum(x ** 2)
+    sys.setprofile(lambda *a: None)
+    try:
+        log = explained(caplog, lambda: autodiffgen.grad(f)(np.ones(3)))
+    finally:
+        sys.setprofile(None)
+    assert "not stored: a profiler (sys.setprofile) was active during the trace" in log[-1]
+    assert stored_entries(cache) == []
+
+
+def test_the_recorder_sees_only_its_own_thread_and_restores_the_profiler():
+    import threading
+    from autodiffgen import diskdeps
+
+    def other():
+        return sum(range(3))
+
+    def mine():
+        return 1
+    with diskdeps.Recorder() as recorder:
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        mine()
+    assert sys.getprofile() is None
+    assert mine.__code__ in recorder.codes and other.__code__ not in recorder.codes

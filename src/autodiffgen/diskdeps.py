@@ -230,8 +230,10 @@ def say(path):
     for how, name in path:
         if how in ("module", "global"):
             parts = [name]
-        elif how in ("attr", "closure"):
-            parts.append(f".{name}" if how == "attr" else f"<closure {name}>")
+        elif how == "attr":
+            parts.append(f".{name}")
+        elif how == "closure":
+            parts = [f"the closure variable {name}"]
         elif how == "type":
             parts.append(".__class__")
     return "".join(parts) or "the traced function"
@@ -282,6 +284,9 @@ def _by_name(code, scope):
     module_name = scope.get("__name__")
     module = sys.modules.get(module_name)
     where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+    if module_name is None:
+        raise Unpersistable(f"the trace ran {where}, which belongs to no module (made by "
+                            "exec?), so another process cannot find it")
     if module is None or vars(module) is not scope:
         raise Unpersistable(f"the trace ran {where}, whose module {module_name!r} another "
                             "process cannot import")
