@@ -709,7 +709,8 @@ def write_files(root, files):
 
 
 def run_modules(root, names, cache, env=()):
-    env = {diskcache.ENV_DIR: str(cache), "ADG_CHECKPOINT": str(root / "a.npz"), **dict(env)}
+    env = {diskcache.ENV_DIR: str(cache), "ADG_CHECKPOINT": str(root / "a.npz"),
+           "PYTHONDONTWRITEBYTECODE": "1", **dict(env)}  # an edit within a second: no .pyc
     return json.loads(run_python(RUNNER, root, *names, env=env))
 
 
@@ -895,6 +896,7 @@ def test_under_a_profiler_nothing_is_stored_and_the_log_says_why(cache, caplog):
 
 def test_the_recorder_sees_only_its_own_thread_and_restores_the_profiler():
     import threading
+
     from autodiffgen import diskdeps
 
     def other():

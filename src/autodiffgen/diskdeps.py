@@ -95,8 +95,14 @@ def _sha(data):
     return hashlib.sha256(data).hexdigest()[:32]
 
 
-@functools.lru_cache(maxsize=4096)
 def _code_hash(code):
+    return _code_hash_of(id(code), code)
+
+
+@functools.lru_cache(maxsize=4096)
+def _code_hash_of(_, code):
+    """Cached by identity: equal code objects of two files (code == ignores the file name)
+    have different hashes. The cache holds the code, so its id is not reused meanwhile."""
     digest = hashlib.sha256()
     for part in (code.co_name, code.co_filename, code.co_argcount, code.co_kwonlyargcount,
                  code.co_flags, code.co_names, code.co_varnames, code.co_freevars,
