@@ -3,8 +3,8 @@
 Each program is a module (with helper modules) in a temporary directory whose function
 depends on something outside its own code: a global string, tuple, dict of arrays, int or
 float, a helper imported inside the body, a method of a global instance or class, a
-package's function, a config object's attribute, a closure over a string, a partial's
-keyword. One process writes the entries of a batch of programs; a second reuses them
+package's function, a config object's attribute, a closure over a string or an array, a
+partial's keyword. One process writes the entries of a batch of programs; a second reuses them
 unchanged (no trace); then most programs are edited at random (the rest stay as they were)
 and a third process must answer like eager NumPy and the tape: an edited program traces
 once, an unedited one not at all.
@@ -24,7 +24,7 @@ from test_diskcache import run_python, write_files
 
 from autodiffgen import diskcache
 
-BATCH = 14
+BATCH = 15
 PROGRAMS = int(os.environ.get("AUTODIFFGEN_FUZZ", str(BATCH)))
 OPS = ["np.sin(x)", "np.tanh(x)", "x ** 2", "np.exp(x * 0.3)", "x * 3.0", "np.cos(x) * x",
        "np.log(x + 2.0)", "x ** 3 - x", "np.sqrt(x + 1.0)"]
@@ -149,6 +149,21 @@ def _closure_string(rng, m):
     return {m: src.format(a=a, b=b, kind="a")}, {m: src.format(a=a, b=b, kind="b")}
 
 
+def _closure_array(rng, m):
+    a = rng.choice(OPS)
+    src = """
+        def make(w):
+            def f(x):
+                x = x * w
+                return np.sum({a})
+            return f
+        f = make(np.array({w!r}))
+    """
+    def draw():
+        return [round(rng.uniform(0.5, 2), 2) for _ in range(4)]
+    return {m: src.format(a=a, w=draw())}, {m: src.format(a=a, w=draw())}
+
+
 def _number_global(rng, m):
     a = rng.choice(OPS)
     src = """
@@ -178,7 +193,7 @@ def _partial_keyword(rng, m):
 
 KINDS = [_string_global, _tuple_global, _dict_global, _import_in_body, _instance_method,
          _static_method, _package_function, _config_attribute, _closure_string,
-         _number_global, _partial_keyword]
+         _closure_array, _number_global, _partial_keyword]
 
 RUNNER = """
     import json, logging, sys

@@ -253,12 +253,20 @@ class GradFunction:
     def _disk_key(self, key, args):
         """This signature's entry in the opt-in disk cache, or None (the cache is off, or
         the arguments are an enclosing trace's values)."""
-        if not diskcache.enabled() or _traced(args):
+        if not diskcache.enabled():
             return None
+        if _traced(args):
+            return retrace.disk(function_name(self.fun), "not stored: called on an enclosing "
+                                "trace's values (its code lives in that trace's)")
         if self._fingerprint is None:
             self._fingerprint = diskcache.fingerprint(self.fun)
-        return diskcache.entry_key(self._fingerprint, key, (
+        disk_key = diskcache.entry_key(self._fingerprint, key, (
             type(self).__name__, tuple(self._argnums), _single(self._argnums)))
+        if disk_key is None:
+            retrace.disk(function_name(self.fun), "not stored: an argument outside argnums "
+                         "has no text that is the same in every process (its repr is an "
+                         "address)")
+        return disk_key
 
     def _to_disk(self, disk_key, recorder, built):
         """Store a trace's code with what the trace read (diskdeps), or say why not."""
@@ -267,10 +275,12 @@ class GradFunction:
         try:
             if recorder.refused:
                 raise diskdeps.Unpersistable(recorder.refused)
-            arrays, handovers = diskdeps.split(namespace)
+            arrays, handovers = diskdeps.split(namespace, self.fun)
             deps = diskdeps.manifest(self.fun, recorder.codes, checked)
         except diskdeps.Unpersistable as e:
             return retrace.disk(function_name(self.fun), f"not stored: {e}")
+        except Exception as e:  # noqa: BLE001  a cache costs a trace, never a failure
+            return retrace.disk(function_name(self.fun), f"not stored: {e!r}")
         done = self._persisted.setdefault(disk_key, [])
         done.append(diskcache.Variant(source, arrays, graph.name, locs, handovers, deps))
         diskcache.store(disk_key, done)
@@ -289,13 +299,15 @@ class GradFunction:
                 why = diskdeps.check(self.fun, v.deps)
                 if why:
                     raise diskdeps.Miss(why)
-                namespace = {**v.arrays, **diskdeps.restore(v.handovers or {})}
+                namespace = {**v.arrays, **diskdeps.restore(v.handovers or {}, self.fun)}
                 functions.append(self._load(v.source, namespace, v.name, v.locs))
             except ImportError as e:
                 retrace.disk(name, f"stored code not used: it imports {e.name or e}, "
                              "which is missing here")
             except diskdeps.Miss as e:
                 retrace.disk(name, f"stored code not used: {e}")
+            except Exception as e:  # noqa: BLE001  a cache costs a trace, never a failure
+                retrace.disk(name, f"stored code not used: {e!r}")
             else:
                 fitting.append(v)
         if not fitting:

@@ -156,9 +156,7 @@ def _text(x, names, depth):
     if kind is types.ModuleType:
         file = getattr(x, "__file__", None) if x.__name__ == "__main__" else None
         return f"module:{x.__name__}:{file}"
-    if isinstance(x, type):
-        if "<locals>" in x.__qualname__ and not is_library(x.__module__):
-            raise Unpersistable(f"the class {x.__qualname__}, local to a function")
+    if isinstance(x, type):  # its methods: by their paths, or found by name if they ran
         return f"class:{_qualname(x)}"
     if kind is types.CellType:
         raise Unpersistable("a closure cell")
@@ -168,7 +166,7 @@ def _text(x, names, depth):
         return f"enum:{_qualname(kind)}.{x.name}"
     if is_library(kind.__module__):
         return f"object:{_qualname(kind)}"
-    attrs = vars(x) if hasattr(x, "__dict__") else {}
+    attrs = _vars(x)
     return f"object:{_qualname(kind)}{{" + ",".join(
         f"{a}:{_text(v, names, depth + 1)}" for a, v in sorted(attrs.items()) if a in names) + "}"
 
@@ -193,18 +191,27 @@ def step(value, how, name=None):
         if how == "self":
             return value.__self__ if type(value) is types.MethodType else _MISSING
         if how == "wrapped":
-            return vars(value)["__wrapped__"]
+            return _vars(value)["__wrapped__"]
         if how == "type":
             return type(value)
         if how == "attr":
             if isinstance(value, types.ModuleType):
-                return vars(value).get(name, _MISSING)
+                return _vars(value).get(name, _MISSING)
             if isinstance(value, type):
                 return next((vars(k)[name] for k in value.__mro__ if name in vars(k)), _MISSING)
-            return vars(value).get(name, _MISSING)
+            return _vars(value).get(name, _MISSING)
     except (AttributeError, KeyError, ValueError, TypeError):
         pass
     return _MISSING
+
+
+def _vars(x):
+    """x.__dict__ without running a __getattr__ (a class may define one); {} if none."""
+    try:
+        found = object.__getattribute__(x, "__dict__")
+    except (AttributeError, TypeError):
+        return {}
+    return found if isinstance(found, (dict, types.MappingProxyType)) else {}
 
 
 def resolve(root, path):
@@ -370,8 +377,8 @@ class _Walk:
         wrapped = [("wrapped", None, step(value, "wrapped"))]  # a GradFunction's function
         if is_library(kind.__module__):
             return wrapped
-        return [("type", None, kind)] + wrapped + [("attr", n, v) for n, v in sorted(getattr(value, "__dict__", {}).items())
-                        if n in self.names]
+        attrs = [("attr", n, v) for n, v in sorted(_vars(value).items()) if n in self.names]
+        return [("type", None, kind)] + wrapped + attrs
 
 
 def check(fun, manifest):
@@ -396,30 +403,40 @@ class Miss(Exception):
     """A stored entry that does not fit this process; the message says why."""
 
 
-def split(namespace):
+def split(namespace, fun):
     """(arrays, handovers) of a generated module's injected namespace: plain arrays go to
     disk as they are; a module's globals dict (which the code re-reads values from) as the
-    module's name, and an array that is a global's value (which the code compares by
-    identity) as that global, with a hash of its content. Anything else: Unpersistable."""
+    module's name, a closure cell of the traced function `fun` as its variable's name, and
+    an array that is the value of such a global or cell (which the code compares by
+    identity) as that variable, with a hash of its content. Anything else: Unpersistable."""
     arrays, handovers, modules = {}, {}, []
+    cells = list(zip(getattr(fun, "__closure__", None) or (),
+                     getattr(getattr(fun, "__code__", None), "co_freevars", ())))
     for name, value in namespace.items():
         module = _module_of(value)
         if module is not None:
             handovers[name] = ["module", module.__name__, getattr(module, "__file__", None)]
             modules.append(module)
+        elif type(value) is types.CellType and any(c is value for c, _ in cells):
+            handovers[name] = ["cell", None, next(n for c, n in cells if c is value)]
     for name, value in namespace.items():
         if name in handovers:
             continue
         if type(value) is np.ndarray and not value.dtype.hasobject:
             held = next(([m.__name__, getattr(m, "__file__", None), n] for m in modules
                          for n, x in vars(m).items() if x is value), None)
+            held = held or next((["cell_value", None, n] for c, n in cells
+                                 if _contents(c) is value), None)
             if held is None:
                 arrays[name] = value
             else:
-                handovers[name] = ["global", *held, _text(value, frozenset(), 0)]
+                kind, *where = held
+                handovers[name] = [kind if kind == "cell_value" else "global", *where,
+                                   _text(value, frozenset(), 0)]
         elif type(value) is types.CellType:
-            raise Unpersistable(f"the generated code re-reads a closure variable ({name}), "
-                                "which another process cannot find")
+            raise Unpersistable(f"the generated code re-reads a closure variable ({name}) of "
+                                "a function other than the traced one, which another process "
+                                "cannot find")
         elif type(value) is dict and "__name__" in value:
             raise Unpersistable(f"the generated code re-reads the globals of "
                                 f"{value['__name__']!r}, which is not an importable module")
@@ -437,11 +454,24 @@ def _module_of(value):
     return module if getattr(module, "__dict__", None) is value else None
 
 
-def restore(handovers):
-    """The namespace entries `split` described, found in this process; Miss if one is
-    not what it was."""
+def _contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return None
+
+
+def restore(handovers, fun):
+    """The namespace entries `split` described, found in this process (`fun` is the traced
+    function); Miss if one is not what it was."""
     found = {}
-    for name, (kind, module_name, file, *rest) in handovers.items():
+    cells = dict(zip(getattr(getattr(fun, "__code__", None), "co_freevars", ()),
+                     getattr(fun, "__closure__", None) or ()))
+    for name, (kind, module_name, where, *rest) in handovers.items():
+        if kind in ("cell", "cell_value"):  # where: the closure variable
+            found[name] = _cell(cells, kind, where, rest)
+            continue
+        file = where  # of the module: a __main__ must be the same script
         module = _module(module_name)
         if module is _MISSING:
             raise Miss(f"the module {module_name!r} cannot be imported here")
@@ -457,3 +487,16 @@ def restore(handovers):
                        "entry was written")
         found[name] = value
     return found
+
+
+def _cell(cells, kind, variable, rest):
+    cell = cells.get(variable)
+    if cell is None:
+        raise Miss(f"the traced function has no closure variable {variable} any more")
+    if kind == "cell":
+        return cell
+    value = _contents(cell)
+    if type(value) is not np.ndarray or _text(value, frozenset(), 0) != rest[0]:
+        raise Miss(f"the closure variable {variable} is not what it was when the entry was "
+                   "written")
+    return value
