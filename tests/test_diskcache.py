@@ -926,3 +926,43 @@ def test_the_recorder_sees_only_its_own_thread_and_restores_the_profiler():
         mine()
     assert sys.getprofile() is None
     assert mine.__code__ in recorder.codes and other.__code__ not in recorder.codes
+
+
+TRANSFORMS = """
+    import json, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import autodiffgen
+    import m_transforms
+    x = np.linspace(0.5, 1.5, 3)
+    inner = autodiffgen.grad(m_transforms.f)
+    def outer(x):
+        return np.sum(inner(x) ** 2)
+    outer_grad = autodiffgen.grad(outer)
+    hessian = autodiffgen.hessian(m_transforms.f)
+    out = [outer_grad(x).tolist(), hessian(x).tolist(), outer_grad.cache_info().misses]
+    print(json.dumps(out))
+"""
+
+
+def test_grad_of_grad_and_hessian_through_the_disk_cache_see_an_edit(cache, tmp_path):
+    write_files(tmp_path, {"m_transforms.py": """
+        import os
+        import numpy as np
+        MODE = os.environ.get("ADG_MODE", "cube")
+        def f(x):
+            if MODE == "cube":
+                return np.sum(x ** 3)
+            return np.sum(np.sin(x))
+    """})
+    x = np.linspace(0.5, 1.5, 3)
+    runs = [json.loads(run_python(TRANSFORMS, tmp_path, env={
+        diskcache.ENV_DIR: str(cache), "ADG_MODE": mode, "PYTHONDONTWRITEBYTECODE": "1"}))
+        for mode in ("cube", "cube", "sine")]
+    assert [misses for *_, misses in runs] == [1, 0, 1]  # reused, then traced after the edit
+    for outer_grad, hessian, _ in runs[:2]:
+        np.testing.assert_allclose(outer_grad, 36 * x ** 3, rtol=1e-12)  # d/dx |3x^2|^2
+        np.testing.assert_allclose(hessian, np.diag(6 * x), rtol=1e-12)
+    outer_grad, hessian, _ = runs[2]
+    np.testing.assert_allclose(outer_grad, -np.sin(2 * x), rtol=1e-12)  # d/dx |cos x|^2
+    np.testing.assert_allclose(hessian, np.diag(-np.sin(x)), rtol=1e-12, atol=1e-15)
