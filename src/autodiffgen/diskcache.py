@@ -4,10 +4,13 @@ skips tracing.
     AUTODIFFGEN_CACHE_DIR=~/.cache/autodiffgen python train.py    # or diskcache.enable()
 
 An entry is one file, `<key>.adg`, named by `entry_key(fingerprint(fun), signature_key,
-extra)`: a hash of the function's code and of the helpers it calls, the call's signature,
-the library (version and source bytes), NumPy's version and the settings that change the
+extra)`: a hash of the function's code and of the helpers it names, the call's signature,
+the library (version and source bytes), NumPy's, Python's and astor's versions, which
+optional modules the code may import are installed and the settings that change the
 emitted code. It holds the key's variants of generated code (source, injected arrays,
-entry-point name, line map); `load` hands them back, the caller compiles them.
+entry-point name, line map, and as JSON data the objects of the loading process the code
+receives and what the trace read: diskdeps.split and diskdeps.manifest); `load` hands them
+back, the caller checks them (diskdeps.check, diskdeps.restore) and compiles them.
 
 Code read from disk runs with the user's rights, so whoever can write the file chooses it:
 - the directory is per user, created 0700, and refused when it is a symbolic link, is owned
@@ -19,7 +22,8 @@ Code read from disk runs with the user's rights, so whoever can write the file c
   renamed file is reported once (a warning naming it) and treated as a miss, and the
   caller's regenerated code overwrites it;
 - arrays are stored as .npy bytes and read with allow_pickle=False; a namespace holding
-  anything but plain arrays is not persisted (`persistable`).
+  anything but plain arrays and the handovers diskdeps.split describes by name (a module's
+  globals, the traced function's closure cells) is not persisted.
 Writes go to a temporary file in the directory, fsync'd, then os.replace'd over the entry:
 concurrent processes see the old entry or the new one, never a mix of the two.
 """
