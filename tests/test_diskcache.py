@@ -897,16 +897,36 @@ def test_a_helper_no_process_can_import_is_not_stored_and_the_log_says_why(cache
     assert stored_entries(cache) == []
 
 
-def test_under_a_profiler_nothing_is_stored_and_the_log_says_why(cache, caplog):
+def test_under_a_tracer_and_a_profiler_nothing_is_stored_and_the_log_says_why(cache, caplog):
     def f(x):
         return np.sum(x ** 2)
+    old_trace, old_profile = sys.gettrace(), sys.getprofile()
+    sys.settrace(old_trace or (lambda *a: None))
     sys.setprofile(lambda *a: None)
     try:
         log = explained(caplog, lambda: autodiffgen.grad(f)(np.ones(3)))
     finally:
-        sys.setprofile(None)
-    assert "not stored: a profiler (sys.setprofile) was active during the trace" in log[-1]
+        sys.settrace(old_trace)
+        sys.setprofile(old_profile)
+    assert "not stored: a tracer (sys.settrace) and a profiler (sys.setprofile) were both " \
+        "active during the trace" in log[-1]
     assert stored_entries(cache) == []
+
+
+def test_under_a_debugger_or_coverage_the_recorder_uses_the_profile_hook(cache):
+    def f(x):
+        return np.sum(x ** 2)
+
+    def tracer(*a):
+        return None
+    old_trace = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        autodiffgen.grad(f)(np.ones(3))
+        assert sys.gettrace() is tracer and sys.getprofile() is None
+    finally:
+        sys.settrace(old_trace)
+    assert len(stored_entries(cache)) == 1
 
 
 def test_the_recorder_sees_only_its_own_thread_and_restores_the_profiler():

@@ -48,7 +48,9 @@ class Unpersistable(Exception):
 _local = threading.local()
 
 
-def _profile(frame, event, arg):
+def _on_call(frame, event, arg):
+    """A trace or profile function: it sees each new Python frame once ('call'), and asks
+    for no line events (returns None)."""
     if event == "call":
         code = frame.f_code
         for recorder in _local.stack:
@@ -58,19 +60,26 @@ def _profile(frame, event, arg):
 class Recorder:
     """`with Recorder() as r:` notes in `r.codes` the code of every Python function this
     thread runs meanwhile (with its globals). Nested recorders all see the inner calls.
-    `r.refused` says why nothing could be recorded (another profiler was active)."""
+
+    sys.settrace where no tracer runs (its function is called for new frames only);
+    sys.setprofile under a debugger or coverage (called for C calls too, 3x as often);
+    neither when both are taken: `r.refused` then says why nothing was recorded."""
 
     def __init__(self):
-        self.codes, self.refused, self._installed = {}, None, False
+        self.codes, self.refused, self._installed = {}, None, None
 
     def __enter__(self):
         stack = _local.__dict__.setdefault("stack", [])
         if not stack:
-            if sys.getprofile() is not None:
-                self.refused = "a profiler (sys.setprofile) was active during the trace"
+            for get, put in ((sys.gettrace, sys.settrace), (sys.getprofile, sys.setprofile)):
+                if get() is None:
+                    put(_on_call)
+                    self._installed = put
+                    break
+            else:
+                self.refused = ("a tracer (sys.settrace) and a profiler (sys.setprofile) were "
+                                "both active during the trace")
                 return self
-            sys.setprofile(_profile)
-            self._installed = True
         stack.append(self)
         return self
 
@@ -78,8 +87,8 @@ class Recorder:
         stack = _local.__dict__.get("stack", [])
         if self in stack:
             stack.remove(self)
-        if self._installed:
-            sys.setprofile(None)
+        if self._installed is not None:
+            self._installed(None)
 
 
 def is_library(module_name):
