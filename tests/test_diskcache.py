@@ -647,6 +647,30 @@ EDITS = {  # name: ({file: source}, {file: source after the edit}, {env after th
         config = Config()
         config.scale = float(os.environ.get("ADG_SCALE", "2.0"))
     """}, {}, {"ADG_SCALE": "3.0"}),
+    "property_reading_a_global": ({"m_property.py": """
+        import numpy as np
+        from c_property import settings
+        def f(x):
+            return np.sum(x ** settings.power)
+    """, "c_property.py": """
+        import os
+        POWER = int(os.environ.get("ADG_POWER", "2"))
+        class Settings:
+            @property
+            def power(self):
+                return POWER
+        settings = Settings()
+    """}, {}, {"ADG_POWER": "3"}),
+    "slots_attribute": ({"m_slots.py": """
+        import os
+        import numpy as np
+        class Config:
+            __slots__ = ("kind",)
+        config = Config()
+        config.kind = os.environ.get("ADG_SLOT", "tanh")
+        def f(x):
+            return np.sum(np.tanh(x) if config.kind == "tanh" else np.exp(x))
+    """}, {}, {"ADG_SLOT": "exp"}),
     "closure_string": ({"m_closure_string.py": """
         import os
         import numpy as np
@@ -774,6 +798,8 @@ WHY = {  # what the explain log says in the process after the edit
     "package_function": "stored code not used: p_adg.sub.fn is not",
     "config_attribute": "stored code not used: config is not",
     "closure_string": "stored code not used: the closure variable kind is not",
+    "property_reading_a_global": "stored code not used: POWER is not",
+    "slots_attribute": "stored code not used: config is not",
     "global_tuple": "stored code not used: COEFS is not",
     "closure_array": "stored code not used: the closure variable w is not what it was",
     "int_global": "retracing f: guard failed: .*'N' is no longer 2",  # the code checks it

@@ -203,6 +203,8 @@ def step(value, how, name=None):
             return _vars(value)["__wrapped__"]
         if how == "type":
             return type(value)
+        if how in ("fget", "fset", "fdel"):
+            return getattr(value, how) if type(value) is property else _MISSING
         if how == "attr":
             if isinstance(value, types.ModuleType):
                 return _vars(value).get(name, _MISSING)
@@ -215,12 +217,24 @@ def step(value, how, name=None):
 
 
 def _vars(x):
-    """x.__dict__ without running a __getattr__ (a class may define one); {} if none."""
+    """x.__dict__ and the values of its __slots__, without running a __getattr__ or a
+    property (a class may define them); {} if none."""
     try:
         found = object.__getattribute__(x, "__dict__")
     except (AttributeError, TypeError):
-        return {}
-    return found if isinstance(found, (dict, types.MappingProxyType)) else {}
+        found = {}
+    found = found if isinstance(found, (dict, types.MappingProxyType)) else {}
+    if isinstance(x, type):
+        return found
+    slots = {}
+    for klass in type(x).__mro__:
+        for name, attr in vars(klass).items():
+            if type(attr) is types.MemberDescriptorType and name not in slots:
+                try:
+                    slots[name] = attr.__get__(x, type(x))
+                except AttributeError:  # a slot not set
+                    pass
+    return {**slots, **found} if slots else found
 
 
 def resolve(root, path):
@@ -331,7 +345,7 @@ def _functions_in(value, path, module_name, depth=0):
     if isinstance(value, property):
         for accessor in ("fget", "fset", "fdel"):
             if isinstance(getattr(value, accessor), types.FunctionType):
-                yield path, getattr(value, accessor)
+                yield path + [(accessor, None)], getattr(value, accessor)
     elif isinstance(value, type) and value.__module__ == module_name and depth < 4:
         for name, attr in list(vars(value).items()):
             yield from _functions_in(attr, path + [("attr", name)], module_name, depth + 1)
@@ -375,7 +389,8 @@ class _Walk:
             return [("func", None, step(value, "func"))] + \
                 ([("self", None, value.__self__)] if kind is types.MethodType else [])
         if kind is property:
-            return []  # its functions are in its text; run ones are found by name
+            return [(a, None, getattr(value, a)) for a in ("fget", "fset", "fdel")
+                    if getattr(value, a) is not None]
         if isinstance(value, (types.ModuleType, type)):
             if isinstance(value, type) and is_library(value.__module__):
                 return []
