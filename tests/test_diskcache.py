@@ -671,6 +671,15 @@ EDITS = {  # name: ({file: source}, {file: source after the edit}, {env after th
         def f(x):
             return np.sum(np.tanh(x) if config.kind == "tanh" else np.exp(x))
     """}, {}, {"ADG_SLOT": "exp"}),
+    "namedtuple_config": ({"m_namedtuple.py": """
+        import os
+        from collections import namedtuple
+        import numpy as np
+        Config = namedtuple("Config", "scale shift")
+        CONFIG = Config(float(os.environ.get("ADG_NT", "2")), 1.0)
+        def f(x):
+            return np.sum(np.tanh(x * CONFIG.scale + CONFIG.shift))
+    """}, {}, {"ADG_NT": "3"}),
     "closure_string": ({"m_closure_string.py": """
         import os
         import numpy as np
@@ -800,6 +809,7 @@ WHY = {  # what the explain log says in the process after the edit
     "closure_string": "stored code not used: the closure variable kind is not",
     "property_reading_a_global": "stored code not used: POWER is not",
     "slots_attribute": "stored code not used: config is not",
+    "namedtuple_config": "stored code not used: CONFIG is not",
     "global_tuple": "stored code not used: COEFS is not",
     "closure_array": "stored code not used: the closure variable w is not what it was",
     "int_global": "retracing f: guard failed: .*'N' is no longer 2",  # the code checks it
@@ -1012,3 +1022,22 @@ def test_grad_of_grad_and_hessian_through_the_disk_cache_see_an_edit(cache, tmp_
     outer_grad, hessian, _ = runs[2]
     np.testing.assert_allclose(outer_grad, -np.sin(2 * x), rtol=1e-12)  # d/dx |cos x|^2
     np.testing.assert_allclose(hessian, np.diag(-np.sin(x)), rtol=1e-12, atol=1e-15)
+
+
+def test_an_installed_package_s_object_is_not_stored_and_the_log_says_why(cache, caplog,
+                                                                          tmp_path, monkeypatch):
+    write_files(tmp_path / "site-packages", {"thirdparty_adg.py": """
+        class Frame:
+            def __init__(self, scale):
+                self.scale = scale
+    """})
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    import thirdparty_adg
+    frame = thirdparty_adg.Frame(2.0)
+
+    def f(x):
+        return np.sum(x * frame.scale)
+    log = explained(caplog, lambda: autodiffgen.grad(f)(np.ones(3)))
+    assert "not stored: the closure variable frame holds an instance of thirdparty_adg.Frame, "\
+        "from an installed package, whose state the disk cache cannot describe" in log[-1]
+    assert stored_entries(cache) == []

@@ -24,9 +24,11 @@ import enum
 import functools
 import hashlib
 import importlib
+import re
 import sys
 import threading
 import types
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -135,21 +137,24 @@ def _text(x, names, depth):
         raise Unpersistable("a value nested too deep to describe")
     if kind in _SIMPLE:
         return f"{kind.__name__}:{x.hex() if kind is float else repr(x)}"
-    if kind is np.ndarray:
+    if isinstance(x, np.ndarray):  # a subclass too (a masked array: its mask as well)
         if x.dtype.hasobject:
             raise Unpersistable("an array of Python objects")
-        data = np.ascontiguousarray(x).tobytes()
-        return f"array:{x.dtype.str}:{x.shape}:{_sha(data)}"
+        data = np.ascontiguousarray(x).tobytes() + np.ma.getmaskarray(x).tobytes() \
+            if isinstance(x, np.ma.MaskedArray) else np.ascontiguousarray(x).tobytes()
+        return f"array:{_qualname(kind)}:{x.dtype.str}:{x.shape}:{_sha(data)}"
     if isinstance(x, np.generic):
         return f"scalar:{x.dtype.str}:{x.tobytes().hex()}"
     if isinstance(x, np.dtype):
         return f"dtype:{x.str}:{x.descr!r}"
-    if kind in (tuple, list, set, frozenset):
+    if isinstance(x, (tuple, list, set, frozenset)):  # a namedtuple, a subclass too
         items = [_text(v, names, depth + 1) for v in x]
-        return f"{kind.__name__}[{','.join(sorted(items) if kind in (set, frozenset) else items)}]"
-    if kind is dict:
-        return "dict{" + ",".join(f"{_text(k, names, depth + 1)}:{_text(v, names, depth + 1)}"
-                                  for k, v in x.items()) + "}"
+        unordered = isinstance(x, (set, frozenset))
+        return f"{_qualname(kind)}[{','.join(sorted(items) if unordered else items)}]"
+    if isinstance(x, dict):  # an OrderedDict, a defaultdict too
+        return f"{_qualname(kind)}{{" + ",".join(
+            f"{_text(k, names, depth + 1)}:{_text(v, names, depth + 1)}"
+            for k, v in x.items()) + "}"
     if kind is types.FunctionType:
         return f"function:{_qualname(x)}:{_code_hash(x.__code__)}:" + \
             _text((x.__defaults__, x.__kwdefaults__), names, depth + 1)
@@ -173,11 +178,30 @@ def _text(x, names, depth):
         return f"builtin:{getattr(x, '__module__', None)}.{x.__name__}"
     if isinstance(x, enum.Enum):
         return f"enum:{_qualname(kind)}.{x.name}"
-    if is_library(kind.__module__):
-        return f"object:{_qualname(kind)}"
-    attrs = _vars(x)
+    return _object_text(x, names, depth)
+
+
+def _object_text(x, names, depth):
+    """An object by its class and the attributes the executed code names (every one, for
+    a NumPy object such as a poly1d, whose attributes NumPy's own code reads; the named
+    keys of a mapping such as os.environ). An instance of an installed package's class has
+    state this cannot see: Unpersistable."""
+    kind, module = type(x), type(x).__module__
+    if not is_library(module) and _installed(module):
+        raise Unpersistable(f"an instance of {_qualname(kind)}, from an installed package, "
+                            "whose state the disk cache cannot describe")
+    numpy = module.split(".")[0] == "numpy"
+    attrs = {a: v for a, v in _vars(x).items() if numpy or a in names}
+    if is_library(module) and isinstance(x, Mapping):
+        attrs = {f"[{k}]": x[k] for k in sorted(names) if k in x}
     return f"object:{_qualname(kind)}{{" + ",".join(
-        f"{a}:{_text(v, names, depth + 1)}" for a, v in sorted(attrs.items()) if a in names) + "}"
+        f"{a}:{_text(v, names, depth + 1)}" for a, v in sorted(attrs.items())) + "}"
+
+
+def _installed(module_name):
+    """Whether the module comes from site-packages (a third party's, installed)."""
+    file = getattr(sys.modules.get(module_name), "__file__", None) or ""
+    return any(part in ("site-packages", "dist-packages") for part in re.split(r"[/\\]", file))
 
 
 # ---------------------------------------------------------------- paths
