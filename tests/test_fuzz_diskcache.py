@@ -3,8 +3,8 @@
 Each program is a module (with helper modules) in a temporary directory whose function
 depends on something outside its own code: a global string, tuple, dict of arrays, int or
 float, a helper imported inside the body, a method of a global instance or class, a
-package's function, a config object's attribute, a closure over a string or an array, a
-partial's keyword. One process writes the entries of a batch of programs; a second reuses them
+package's function, a config object's attribute, a property reading a global, a
+namedtuple, a closure over a string or an array, a partial's keyword. One process writes the entries of a batch of programs; a second reuses them
 unchanged (no trace); then most programs are edited at random (the rest stay as they were)
 and a third process must answer like eager NumPy and the tape: an edited program traces
 once, an unedited one not at all.
@@ -24,7 +24,7 @@ from test_diskcache import run_python, write_files
 
 from autodiffgen import diskcache
 
-BATCH = 15
+BATCH = 16
 PROGRAMS = int(os.environ.get("AUTODIFFGEN_FUZZ", str(BATCH)))
 OPS = ["np.sin(x)", "np.tanh(x)", "x ** 2", "np.exp(x * 0.3)", "x * 3.0", "np.cos(x) * x",
        "np.log(x + 2.0)", "x ** 3 - x", "np.sqrt(x + 1.0)"]
@@ -135,6 +135,36 @@ def _config_attribute(rng, m):
             {module: src.format(round(rng.uniform(2.5, 4), 2))})
 
 
+def _property_global(rng, m):
+    a, b = _two(rng)
+    module = f"{m}_c"
+    body = f"""
+        from {module} import settings
+        def f(x):
+            return np.sum(settings.act(x))
+    """
+    src = ("import numpy as np\nKIND = {!r}\nclass Settings:\n    @property\n"
+           "    def act(self):\n        return (lambda x: {a}) if KIND == 'a' else "
+           "(lambda x: {b})\nsettings = Settings()\n")
+    return ({m: body, module: src.format("a", a=a, b=b)},
+            {module: src.format("b", a=a, b=b)})
+
+
+def _namedtuple_global(rng, m):
+    a = rng.choice(OPS)
+    src = """
+        from collections import namedtuple
+        Config = namedtuple("Config", "scale shift")
+        CONFIG = Config({scale!r}, {shift!r})
+        def f(x):
+            x = x * CONFIG.scale + CONFIG.shift
+            return np.sum({a})
+    """
+    scale, shift = round(rng.uniform(0.5, 2), 2), round(rng.uniform(0, 1), 2)
+    return ({m: src.format(a=a, scale=scale, shift=shift)},
+            {m: src.format(a=a, scale=scale + 0.5, shift=shift)})
+
+
 def _closure_string(rng, m):
     a, b = _two(rng)
     src = """
@@ -193,7 +223,8 @@ def _partial_keyword(rng, m):
 
 KINDS = [_string_global, _tuple_global, _dict_global, _import_in_body, _instance_method,
          _static_method, _package_function, _config_attribute, _closure_string,
-         _closure_array, _number_global, _partial_keyword]
+         _closure_array, _number_global, _partial_keyword, _property_global,
+         _namedtuple_global]
 
 RUNNER = """
     import json, logging, sys
