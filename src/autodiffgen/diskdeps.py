@@ -178,6 +178,10 @@ def _text(x, names, depth):
         return f"builtin:{getattr(x, '__module__', None)}.{x.__name__}"
     if isinstance(x, enum.Enum):
         return f"enum:{_qualname(kind)}.{x.name}"
+    for base in (int, float, complex, str, bytes):  # a subclass: its value too
+        if isinstance(x, base):
+            return f"{_qualname(kind)}:{_text(base(x), names, depth + 1)}:" + \
+                _object_text(x, names, depth)
     return _object_text(x, names, depth)
 
 
