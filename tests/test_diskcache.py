@@ -1041,3 +1041,58 @@ def test_an_installed_package_s_object_is_not_stored_and_the_log_says_why(cache,
     assert "not stored: the closure variable frame holds an instance of thirdparty_adg.Frame, "\
         "from an installed package, whose state the disk cache cannot describe" in log[-1]
     assert stored_entries(cache) == []
+
+
+@pytest.mark.parametrize("source, edit, why", [
+    ("""
+        from collections import OrderedDict
+        TABLE = OrderedDict(scale=2.0)
+        def f(x):
+            return x * TABLE["scale"]
+    """, "TABLE['scale'] = 3.0", "TABLE is not"),
+    ("""
+        class Mode(str):
+            pass
+        MODE = Mode("a")
+        def f(x):
+            return x * 2 if MODE == "a" else x
+    """, "MODE = Mode('b')", "MODE is not"),
+    ("""
+        W = np.ma.masked_array([1.0, 2.0], mask=[False, True])
+        def f(x):
+            return x * W.sum()
+    """, "W.mask = [False, False]", "W is not"),
+    ("""
+        import os
+        def f(x):
+            return x * 2 if os.environ.get("ADG_FLAG_TEST") == "1" else x
+    """, "os.environ['ADG_FLAG_TEST'] = '1'", "os.environ is not"),
+    ("""
+        P = np.poly1d([1.0, 2.0])
+        def f(x):
+            return P(x)
+    """, "P.coeffs[0] = 5.0", "P is not"),
+    ("""
+        class Layer:
+            def __init__(self):
+                self.inner = Inner()
+        class Inner:
+            scale = 2.0
+            def apply(self, x):
+                return x * self.scale
+        layer = Layer()
+        def f(x):
+            return layer.inner.apply(x)
+    """, "layer.inner.scale = 3.0", "layer is not"),
+], ids=["OrderedDict", "str subclass", "masked array", "os.environ", "poly1d",
+        "nested object"])
+def test_check_finds_each_kind_of_change(tmp_path, monkeypatch, source, edit, why):
+    from autodiffgen import diskdeps
+    monkeypatch.delenv("ADG_FLAG_TEST", raising=False)
+    f = module(tmp_path, source, name="m_check").f
+    with diskdeps.Recorder() as recorder:
+        f(np.ones(2))
+    manifest = json.loads(json.dumps(diskdeps.manifest(f, recorder.codes)))  # as stored
+    assert diskdeps.check(f, manifest) is None
+    exec(edit, f.__globals__)  # noqa: S102  our test
+    assert re.search(why, diskdeps.check(f, manifest))
