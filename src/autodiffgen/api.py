@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from . import backward, diskcache, diskdeps, naming, poly, retrace, tracer
+from . import backward, diskcache, diskdeps, diskentry, naming, poly, retrace, tracer
 from .cache import CacheInfo, describe, leaf_key, load, signature_key
 from .emit import emit_module
 from .errors import (
@@ -269,56 +269,27 @@ class GradFunction:
         return disk_key
 
     def _to_disk(self, disk_key, recorder, built):
-        """Store a trace's code with what the trace read (diskdeps), or say why not."""
-        source, namespace, graph, locs = built
-        checked = {(id(c.holder), c.name) for c in getattr(graph, "captured", ())}
-        try:
-            if recorder.refused:
-                raise diskdeps.Unpersistable(recorder.refused)
-            arrays, handovers = diskdeps.split(namespace, self.fun)
-            deps = diskdeps.manifest(self.fun, recorder.codes, checked)
-        except diskdeps.Unpersistable as e:
-            return retrace.disk(function_name(self.fun), f"not stored: {e}")
-        except Exception as e:  # noqa: BLE001  a cache costs a trace, never a failure
-            return retrace.disk(function_name(self.fun), f"not stored: {e!r}")
-        done = self._persisted.setdefault(disk_key, [])
-        done.append(diskcache.Variant(source, arrays, graph.name, locs, handovers, deps))
-        diskcache.store(disk_key, done)
+        """Store a trace's code with what the trace read (diskentry), or say why not."""
+        variant = diskentry.to_variant(self.fun, recorder, built)
+        if variant is not None:
+            done = self._persisted.setdefault(disk_key, [])
+            done.append(variant)
+            diskcache.store(disk_key, done)
 
     def _from_disk(self, disk_key, key):
         """(entry, source) of the variants an earlier process stored that fit this one,
-        loaded without tracing; None (and the reason in the explain log) if none does."""
-        stored, name = diskcache.load(disk_key), function_name(self.fun)
-        if not stored:
-            return retrace.disk(name, "no stored entry for this signature")
-        fitting, functions = [], []
-        for v in stored:
-            try:
-                if v.deps is None:
-                    raise diskdeps.Miss("the entry does not say what its trace read")
-                why = diskdeps.check(self.fun, v.deps)
-                if why:
-                    raise diskdeps.Miss(why)
-                namespace = {**v.arrays, **diskdeps.restore(v.handovers or {}, self.fun)}
-                functions.append(self._load(v.source, namespace, v.name, v.locs))
-            except ImportError as e:
-                retrace.disk(name, f"stored code not used: it imports {e.name or e}, "
-                             "which is missing here")
-            except diskdeps.Miss as e:
-                retrace.disk(name, f"stored code not used: {e}")
-            except Exception as e:  # noqa: BLE001  a cache costs a trace, never a failure
-                retrace.disk(name, f"stored code not used: {e!r}")
-            else:
-                fitting.append(v)
-        if not fitting:
+        loaded without tracing; None if none does (the explain log says why)."""
+        found = diskentry.usable(self.fun, diskcache.load(disk_key), self._load)
+        if not found:
             return None
-        self._persisted[disk_key] = fitting
-        if len(fitting) == 1 and "raise GuardFailure(" not in fitting[0].source:
-            return functions[0], fitting[0].source
-        entry = Variants(functions[0], fitting[0].source, key, self._grow)
-        entry.functions += functions[1:]
-        entry.sources += [v.source for v in fitting[1:]]
-        return entry, fitting[0].source
+        self._persisted[disk_key] = [v for v, _ in found]
+        (first, function), rest = found[0], found[1:]
+        if not rest and "raise GuardFailure(" not in first.source:
+            return function, first.source
+        entry = Variants(function, first.source, key, self._grow)
+        entry.functions += [f for _, f in rest]
+        entry.sources += [v.source for v, _ in rest]
+        return entry, first.source
 
     def _grow(self, variants, args, failure):
         """No variant's guards hold for `args`: trace the path they take, add it, run it."""

@@ -9,8 +9,8 @@ the library (version and source bytes), NumPy's, Python's and astor's versions, 
 optional modules the code may import are installed and the settings that change the
 emitted code. It holds the key's variants of generated code (source, injected arrays,
 entry-point name, line map, and as JSON data the objects of the loading process the code
-receives and what the trace read: diskdeps.split and diskdeps.manifest); `load` hands them
-back, the caller checks them (diskdeps.check, diskdeps.restore) and compiles them.
+receives and what the trace read: diskentry.split and diskdeps.manifest); `load` hands them
+back, the caller checks them (diskdeps.check, diskentry.restore) and compiles them.
 
 Code read from disk runs with the user's rights, so whoever can write the file chooses it:
 - the directory is per user, created 0700, and refused when it is a symbolic link, is owned
@@ -22,7 +22,7 @@ Code read from disk runs with the user's rights, so whoever can write the file c
   renamed file is reported once (a warning naming it) and treated as a miss, and the
   caller's regenerated code overwrites it;
 - arrays are stored as .npy bytes and read with allow_pickle=False; a namespace holding
-  anything but plain arrays and the handovers diskdeps.split describes by name (a module's
+  anything but plain arrays and the handovers diskentry.split describes by name (a module's
   globals, the traced function's closure cells) is not persisted.
 Writes go to a temporary file in the directory, fsync'd, then os.replace'd over the entry:
 concurrent processes see the old entry or the new one, never a mix of the two.
@@ -60,7 +60,7 @@ Variant = namedtuple("Variant", "source arrays name locs handovers deps",
                      defaults=(None, None, None, None))
 Variant.__doc__ = """One generated module: its source, the arrays its namespace receives,
 the name of the function to call, {generated line: (user file, line)}, the objects of the
-loading process it receives ({name: description}, see diskdeps.split) and what the trace
+loading process it receives ({name: description}, see diskentry.split) and what the trace
 read ({"names": [...], "paths": [[path, text]]}, see diskdeps.manifest): JSON data."""
 
 _FORMAT = b"autodiffgen disk cache 2\n"

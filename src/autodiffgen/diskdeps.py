@@ -36,7 +36,7 @@ _LIBRARIES = ("numpy", "autodiffgen", "builtins", "astor", "numexpr")  # version
 _STDLIB = getattr(sys, "stdlib_module_names", frozenset())  # 3.10+
 _SIMPLE = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis))
 _MAX_DEPTH = 12
-_MISSING = "<missing>"
+MISSING = _MISSING = "<missing>"
 _FUNCTION = 0x1  # inspect.CO_OPTIMIZED: a function's code, not a module's or class body's
 
 
@@ -449,106 +449,9 @@ def check(fun, manifest):
     return None
 
 
-# ---------------------------------------------------------------- the handed-over namespace
-
-class Miss(Exception):
-    """A stored entry that does not fit this process; the message says why."""
-
-
-def split(namespace, fun):
-    """(arrays, handovers) of a generated module's injected namespace: plain arrays go to
-    disk as they are; a module's globals dict (which the code re-reads values from) as the
-    module's name, a closure cell of the traced function `fun` as its variable's name, and
-    an array that is the value of such a global or cell (which the code compares by
-    identity) as that variable, with a hash of its content. Anything else: Unpersistable."""
-    arrays, handovers, modules = {}, {}, []
-    cells = list(zip(getattr(fun, "__closure__", None) or (),
-                     getattr(getattr(fun, "__code__", None), "co_freevars", ())))
-    for name, value in namespace.items():
-        module = _module_of(value)
-        if module is not None:
-            handovers[name] = ["module", module.__name__, getattr(module, "__file__", None)]
-            modules.append(module)
-        elif type(value) is types.CellType and any(c is value for c, _ in cells):
-            handovers[name] = ["cell", None, next(n for c, n in cells if c is value)]
-    for name, value in namespace.items():
-        if name in handovers:
-            continue
-        if type(value) is np.ndarray and not value.dtype.hasobject:
-            held = next(([m.__name__, getattr(m, "__file__", None), n] for m in modules
-                         for n, x in vars(m).items() if x is value), None)
-            held = held or next((["cell_value", None, n] for c, n in cells
-                                 if _contents(c) is value), None)
-            if held is None:
-                arrays[name] = value
-            else:
-                kind, *where = held
-                handovers[name] = [kind if kind == "cell_value" else "global", *where,
-                                   _text(value, frozenset(), 0)]
-        elif type(value) is types.CellType:
-            raise Unpersistable(f"the generated code re-reads a closure variable ({name}) of "
-                                "a function other than the traced one, which another process "
-                                "cannot find")
-        elif type(value) is dict and "__name__" in value:
-            raise Unpersistable(f"the generated code re-reads the globals of "
-                                f"{value['__name__']!r}, which is not an importable module")
-        else:
-            raise Unpersistable(f"the generated code holds {_qualname(value)} ({name}), "
-                                "which would have to be pickled")
-    return arrays, handovers
+def text_of(value):
+    """_text of a value alone (an array handed over), for diskentry."""
+    return _text(value, frozenset(), 0)
 
 
-def _module_of(value):
-    """The module whose globals dict `value` is, if it is one another process can import."""
-    if type(value) is not dict or not isinstance(value.get("__name__"), str):
-        return None
-    module = sys.modules.get(value["__name__"])
-    return module if getattr(module, "__dict__", None) is value else None
-
-
-def _contents(cell):
-    try:
-        return cell.cell_contents
-    except ValueError:
-        return None
-
-
-def restore(handovers, fun):
-    """The namespace entries `split` described, found in this process (`fun` is the traced
-    function); Miss if one is not what it was."""
-    found = {}
-    cells = dict(zip(getattr(getattr(fun, "__code__", None), "co_freevars", ()),
-                     getattr(fun, "__closure__", None) or ()))
-    for name, (kind, module_name, where, *rest) in handovers.items():
-        if kind in ("cell", "cell_value"):  # where: the closure variable
-            found[name] = _cell(cells, kind, where, rest)
-            continue
-        file = where  # of the module: a __main__ must be the same script
-        module = _module(module_name)
-        if module is _MISSING:
-            raise Miss(f"the module {module_name!r} cannot be imported here")
-        if module_name == "__main__" and getattr(module, "__file__", None) != file:
-            raise Miss(f"the entry was written by another script ({file})")
-        if kind == "module":
-            found[name] = vars(module)
-            continue
-        var, text = rest
-        value = vars(module).get(var)
-        if type(value) is not np.ndarray or _text(value, frozenset(), 0) != text:
-            raise Miss(f"the global {var} of {module_name} is not what it was when the "
-                       "entry was written")
-        found[name] = value
-    return found
-
-
-def _cell(cells, kind, variable, rest):
-    cell = cells.get(variable)
-    if cell is None:
-        raise Miss(f"the traced function has no closure variable {variable} any more")
-    if kind == "cell":
-        return cell
-    value = _contents(cell)
-    if type(value) is not np.ndarray or _text(value, frozenset(), 0) != rest[0]:
-        raise Miss(f"the closure variable {variable} is not what it was when the entry was "
-                   "written")
-    return value
+qualname, module_named = _qualname, _module
