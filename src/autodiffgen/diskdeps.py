@@ -3,13 +3,15 @@ it only where a trace would produce the same code.
 
 A trace bakes in everything it read that the generated code does not read again itself.
 While the trace runs, `Recorder` notes the code of every Python function it executes
-(sys.setprofile, in the tracing thread only). `manifest` then walks from the traced
-function through what that code names: the globals and closure cells of every executed
-function, the attributes of the modules, classes and objects it reaches (`pkg.sub.fn`,
-`config.scale`, `self.w`). Each place is stored as a path from the traced function (or
-from a module, by name) with a text of what is there: a function by the hash of its code,
-a string, tuple or dict by its content (arrays by a hash of their bytes), an object by its
-class and the attributes the code names. An executed function that no such path reaches
+(sys.settrace, or sys.setprofile under a debugger; in the tracing thread only). `manifest`
+then walks from the traced function through what that code names: the globals and closure
+cells of every executed function, the attributes of the modules, classes and objects it
+reaches (`pkg.sub.fn`, `config.scale`, `self.w`). Each place is stored as a path from the
+traced function (or from a module, by name) with a text of what is there: a function by
+the hash of its code, a string, tuple or dict by its content (arrays by a hash of their
+bytes), an object by its class and the attributes the code names (an installed package's
+object, whose state this cannot see, is Unpersistable). An executed function that no path
+reaches
 (a helper imported inside the body, a method of a callable object) is found by its module
 and qualified name. Values the generated code checks itself (the globals and closure
 variables it re-reads) are left out.
