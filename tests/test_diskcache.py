@@ -965,7 +965,7 @@ def test_under_a_debugger_or_coverage_the_recorder_uses_the_profile_hook(cache):
     assert len(stored_entries(cache)) == 1
 
 
-def test_the_recorder_sees_only_its_own_thread_and_restores_the_profiler():
+def test_the_recorder_sees_only_user_code_in_its_own_thread_and_restores_the_hooks():
     import threading
 
     from autodiffgen import diskdeps
@@ -975,13 +975,24 @@ def test_the_recorder_sees_only_its_own_thread_and_restores_the_profiler():
 
     def mine():
         return 1
+    def before():
+        return 2
+    old_trace = sys.gettrace()  # coverage's, under pytest-cov
     with diskdeps.Recorder() as recorder:
-        thread = threading.Thread(target=other)
-        thread.start()
-        thread.join()
-        mine()
-    assert sys.getprofile() is None
+        before()  # the library's own work, outside the user's function
+        with diskdeps.user_code():
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join()
+            mine()
+            with diskdeps.user_code():  # nested: the same hook
+                pass
+            assert sys.gettrace() is not old_trace or sys.getprofile() is not None
+    assert sys.gettrace() is old_trace and sys.getprofile() is None
     assert mine.__code__ in recorder.codes and other.__code__ not in recorder.codes
+    assert before.__code__ not in recorder.codes
+    with diskdeps.user_code():  # no recorder waits: no hook
+        assert sys.gettrace() is old_trace and sys.getprofile() is None
 
 
 TRANSFORMS = """
@@ -1090,7 +1101,7 @@ def test_check_finds_each_kind_of_change(tmp_path, monkeypatch, source, edit, wh
     from autodiffgen import diskdeps
     monkeypatch.delenv("ADG_FLAG_TEST", raising=False)
     f = module(tmp_path, source, name="m_check").f
-    with diskdeps.Recorder() as recorder:
+    with diskdeps.Recorder() as recorder, diskdeps.user_code():
         f(np.ones(2))
     manifest = json.loads(json.dumps(diskdeps.manifest(f, recorder.codes)))  # as stored
     assert diskdeps.check(f, manifest) is None

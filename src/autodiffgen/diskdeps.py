@@ -22,6 +22,7 @@ A function that cannot be found again by a path (defined by exec with no module,
 module that cannot be imported) makes the entry `Unpersistable`, with the reason.
 """
 
+import contextlib
 import enum
 import functools
 import hashlib
@@ -63,36 +64,58 @@ def _on_call(frame, event, arg):
 
 class Recorder:
     """`with Recorder() as r:` notes in `r.codes` the code of every Python function this
-    thread runs meanwhile (with its globals). Nested recorders all see the inner calls.
-
-    sys.settrace where no tracer runs (its function is called for new frames only);
-    sys.setprofile under a debugger or coverage (called for C calls too, 3x as often);
-    neither when both are taken: `r.refused` then says why nothing was recorded."""
+    thread runs meanwhile inside `user_code()` blocks (the tracer runs the user's function
+    in one), with its globals. Nested recorders all see the inner calls. `r.refused` says
+    why nothing could be recorded."""
 
     def __init__(self):
-        self.codes, self.refused, self._installed = {}, None, None
+        self.codes, self.refused = {}, None
 
     def __enter__(self):
-        stack = _local.__dict__.setdefault("stack", [])
-        if not stack:
-            for get, put in ((sys.gettrace, sys.settrace), (sys.getprofile, sys.setprofile)):
-                if get() is None:
-                    put(_on_call)
-                    self._installed = put
-                    break
-            else:
-                self.refused = ("a tracer (sys.settrace) and a profiler (sys.setprofile) were "
-                                "both active during the trace")
-                return self
-        stack.append(self)
+        _local.__dict__.setdefault("stack", []).append(self)
         return self
 
     def __exit__(self, *exc):
         stack = _local.__dict__.get("stack", [])
         if self in stack:
             stack.remove(self)
-        if self._installed is not None:
-            self._installed(None)
+
+
+_NOTHING = contextlib.nullcontext()
+
+
+def user_code():
+    """The context in which the tracer runs the user's function: while a Recorder waits
+    in this thread, a hook notes every frame. Only there: a hook makes every Python call
+    slower (2 to 3 times), and the rest of a compilation (rules, passes, emitting) is ours.
+
+    sys.settrace where no tracer runs (its function is called for new frames only);
+    sys.setprofile under a debugger or coverage (called for C calls too, 3x as often);
+    neither when both are taken: the recorders are then `refused`, with the reason."""
+    stack = _local.__dict__.get("stack")
+    if not stack or _local.__dict__.get("hooked"):
+        return _NOTHING
+    return _hooked(stack)
+
+
+@contextlib.contextmanager
+def _hooked(stack):
+    for get, put in ((sys.gettrace, sys.settrace), (sys.getprofile, sys.setprofile)):
+        if get() is None:
+            break
+    else:
+        for recorder in stack:
+            recorder.refused = ("a tracer (sys.settrace) and a profiler (sys.setprofile) "
+                                "were both active during the trace")
+        yield
+        return
+    _local.hooked = True
+    put(_on_call)
+    try:
+        yield
+    finally:
+        put(None)
+        _local.hooked = False
 
 
 def is_library(module_name):

@@ -18,6 +18,7 @@ import threading
 import numpy as np
 
 from .capture import captured
+from .diskdeps import user_code
 from .errors import (
     ArgumentError,
     TracingError,
@@ -365,7 +366,8 @@ def trace(fun, args, argnums, names, diff=True):
     with recording:
         boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else False)
                  for i, a in enumerate(args)]
-        out = fun(*map_tree(boxed, _own_box))
+        with user_code():  # the disk cache notes which functions run (diskdeps.Recorder)
+            out = fun(*map_tree(boxed, _own_box))
     if type(out) is Box and out.node.trace_id != recording.id:
         raise TracingError(at(user_loc(), "the function returned a value traced by an "
                               "enclosing transformation (through a closure); pass that value "
