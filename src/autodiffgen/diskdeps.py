@@ -140,11 +140,13 @@ def _code_hash_of(_, code):
     """Cached by identity: equal code objects of two files (code == ignores the file name)
     have different hashes. The cache holds the code, so its id is not reused meanwhile."""
     digest = hashlib.sha256()
-    for part in (code.co_name, code.co_filename, code.co_argcount, code.co_kwonlyargcount,
-                 code.co_flags, code.co_names, code.co_varnames, code.co_freevars,
-                 code.co_cellvars):
+    for part in (code.co_name, code.co_filename, code.co_firstlineno, code.co_argcount,
+                 code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags,
+                 code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars):
         digest.update(repr(part).encode() + b"\0")
-    digest.update(code.co_code)
+    # the lines too: the generated code's comments and messages name the user's lines
+    table = code.co_linetable  # 3.10+
+    digest.update(code.co_code + b"\0" + table + b"\0")
     for const in code.co_consts:
         digest.update((_code_hash(const) if isinstance(const, types.CodeType)
                        else _text(const, frozenset(), 0)).encode() + b"\0")
