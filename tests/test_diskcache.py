@@ -529,7 +529,7 @@ SECOND = """
     fp = diskcache.fingerprint(model.f)
     x = np.linspace(-1, 1, 60).reshape(2, 30)
     key = diskcache.entry_key(fp, cache.signature_key((x,), (True,)))
-    (source, arrays, name, locs), = diskcache.load(key)
+    (source, arrays, name, locs, *_), = diskcache.load(key)
     value, (g,) = cache.load(source, arrays, name, locs)(x)
     print(json.dumps([value, g.tolist()]))
 """
@@ -573,3 +573,542 @@ def test_grad_uses_the_disk_cache_in_a_new_process(cache, tmp_path):
     assert first[2] == 1 and second[2] == 0  # the second process traced nothing
     np.testing.assert_allclose(second[0], first[0], rtol=1e-12)
     np.testing.assert_allclose(second[1], first[1], rtol=1e-12)
+
+
+# ---------------------------------------------------------------- edits between processes
+
+EDITS = {  # name: ({file: source}, {file: source after the edit}, {env after the edit})
+    "env_string": ({"m_env_string.py": """
+        import os
+        import numpy as np
+        MODE = os.environ.get("ADG_MODE", "square")
+        def f(x):
+            if MODE == "square":
+                return np.sum(x ** 2)
+            return np.sum(np.sin(x))
+    """}, {}, {"ADG_MODE": "sine"}),
+    "checkpoint_dict": ({"m_checkpoint.py": """
+        import os
+        import numpy as np
+        PARAMS = dict(np.load(os.environ["ADG_CHECKPOINT"]))
+        def f(x):
+            return np.sum(np.tanh(x * PARAMS["w"]) + PARAMS["b"])
+    """}, {}, {"ADG_CHECKPOINT": "b.npz"}),
+    "import_in_body": ({"m_import_in_body.py": """
+        import numpy as np
+        def f(x):
+            from h_import_in_body import helper
+            return np.sum(helper(x))
+    """, "h_import_in_body.py": """
+        def helper(x):
+            return x ** 2
+    """}, {"h_import_in_body.py": """
+        import numpy as np
+        def helper(x):
+            return np.sin(x) * 3
+    """}, {}),
+    "instance_method": ({"m_instance_method.py": """
+        import numpy as np
+        from c_instance_method import Layer
+        layer = Layer()
+        def f(x):
+            return np.sum(layer.apply(x))
+    """, "c_instance_method.py": """
+        import numpy as np
+        class Layer:
+            def apply(self, x):
+                return np.tanh(x) * 2
+    """}, {"c_instance_method.py": """
+        import numpy as np
+        class Layer:
+            def apply(self, x):
+                return np.tanh(x) ** 2
+    """}, {}),
+    "package_function": ({"m_package_function.py": """
+        import numpy as np
+        import p_adg.sub
+        def f(x):
+            return np.sum(p_adg.sub.fn(x) ** 2)
+    """, "p_adg/__init__.py": "", "p_adg/sub.py": """
+        def fn(x):
+            return x * 2
+    """}, {"p_adg/sub.py": """
+        def fn(x):
+            return x * 5 + 1
+    """}, {}),
+    "config_attribute": ({"m_config_attribute.py": """
+        import numpy as np
+        from c_config_attribute import config
+        def f(x):
+            return np.sum(x * config.scale) ** 2
+    """, "c_config_attribute.py": """
+        import os
+        class Config:
+            pass
+        config = Config()
+        config.scale = float(os.environ.get("ADG_SCALE", "2.0"))
+    """}, {}, {"ADG_SCALE": "3.0"}),
+    "property_reading_a_global": ({"m_property.py": """
+        import numpy as np
+        from c_property import settings
+        def f(x):
+            return np.sum(x ** settings.power)
+    """, "c_property.py": """
+        import os
+        POWER = int(os.environ.get("ADG_POWER", "2"))
+        class Settings:
+            @property
+            def power(self):
+                return POWER
+        settings = Settings()
+    """}, {}, {"ADG_POWER": "3"}),
+    "slots_attribute": ({"m_slots.py": """
+        import os
+        import numpy as np
+        class Config:
+            __slots__ = ("kind",)
+        config = Config()
+        config.kind = os.environ.get("ADG_SLOT", "tanh")
+        def f(x):
+            return np.sum(np.tanh(x) if config.kind == "tanh" else np.exp(x))
+    """}, {}, {"ADG_SLOT": "exp"}),
+    "namedtuple_config": ({"m_namedtuple.py": """
+        import os
+        from collections import namedtuple
+        import numpy as np
+        Config = namedtuple("Config", "scale shift")
+        CONFIG = Config(float(os.environ.get("ADG_NT", "2")), 1.0)
+        def f(x):
+            return np.sum(np.tanh(x * CONFIG.scale + CONFIG.shift))
+    """}, {}, {"ADG_NT": "3"}),
+    "closure_string": ({"m_closure_string.py": """
+        import os
+        import numpy as np
+        def make(kind):
+            def f(x):
+                if kind == "square":
+                    return np.sum(x ** 2)
+                return np.sum(np.cos(x))
+            return f
+        f = make(os.environ.get("ADG_KIND", "square"))
+    """}, {}, {"ADG_KIND": "cos"}),
+    "global_tuple": ({"m_global_tuple.py": """
+        import os
+        import numpy as np
+        COEFS = tuple(float(c) for c in os.environ.get("ADG_COEFS", "1,2").split(","))
+        def f(x):
+            return np.sum(sum(c * x ** (i + 1) for i, c in enumerate(COEFS)))
+    """}, {}, {"ADG_COEFS": "1,2,3"}),
+    "closure_array": ({"m_closure_array.py": """
+        import os
+        import numpy as np
+        def make(w):
+            def f(x):
+                return np.sum(np.tanh(x * w))
+            return f
+        f = make(np.arange(1.0, 5.0) * float(os.environ.get("ADG_W", "1")))
+    """}, {}, {"ADG_W": "2"}),
+    "int_global": ({"m_int_global.py": """
+        import os
+        import numpy as np
+        N = int(os.environ.get("ADG_N", "2"))
+        def f(x):
+            return np.sum(x ** N)
+    """}, {}, {"ADG_N": "3"}),
+}
+
+RUNNER = """
+    import json, logging, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import autodiffgen
+    from autodiffgen import tape
+    log = []
+    handler = logging.Handler()
+    handler.emit = lambda record: log.append(record.getMessage())
+    logging.getLogger("autodiffgen").addHandler(handler)
+    autodiffgen.explain_retraces()
+    out = {}
+    for name in sys.argv[2:]:
+        module = __import__(name)
+        f, reference = autodiffgen.value_and_grad(module.f), tape.value_and_grad(module.f)
+        del log[:]
+        calls = []
+        for seed in range(2):
+            x = np.random.default_rng(seed).uniform(0.5, 1.5, (3, 4))
+            value, g = f(x)
+            tape_value, tape_g = reference(x)
+            calls.append([value, module.f(x), g.tolist(), tape_value, tape_g.tolist()])
+        out[name] = {"misses": f.cache_info().misses, "calls": calls, "log": list(log)}
+    print(json.dumps(out))
+"""
+
+
+def write_files(root, files):
+    for name, source in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+
+
+def run_modules(root, names, cache, env=()):
+    env = {diskcache.ENV_DIR: str(cache), "ADG_CHECKPOINT": str(root / "a.npz"),
+           "PYTHONDONTWRITEBYTECODE": "1", **dict(env)}  # an edit within a second: no .pyc
+    return json.loads(run_python(RUNNER, root, *names, env=env))
+
+
+def assert_right(result):
+    for value, eager, g, tape_value, tape_g in result["calls"]:
+        np.testing.assert_allclose(value, eager, rtol=1e-12)
+        np.testing.assert_allclose(value, tape_value, rtol=1e-12)
+        np.testing.assert_allclose(g, tape_g, rtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def edited(tmp_path_factory):
+    """Three processes over every case of EDITS: one that writes the entries, one that
+    reuses them unchanged, and one after each edit."""
+    root = tmp_path_factory.mktemp("edits")
+    cache = root / "cache"
+    rng = np.random.default_rng(7)
+    for checkpoint in ("a", "b"):
+        np.savez(root / f"{checkpoint}.npz", w=rng.normal(size=4), b=rng.normal(size=4))
+    names = [next(iter(files))[:-3] for files, _, _ in EDITS.values()]
+    for files, _, _ in EDITS.values():
+        write_files(root, files)
+    first = run_modules(root, names, cache)
+    again = run_modules(root, names, cache)
+    env = {}
+    for _, after, changes in EDITS.values():
+        write_files(root, after)
+        env.update(changes)
+    env["ADG_CHECKPOINT"] = str(root / env["ADG_CHECKPOINT"])
+    after = run_modules(root, names, cache, env)
+    return {case: (first[n], again[n], after[n]) for case, n in zip(EDITS, names)}
+
+
+@pytest.mark.parametrize("case", list(EDITS))
+def test_a_second_process_reuses_the_entry_and_sees_every_edit(edited, case):
+    first, again, after = edited[case]
+    assert first["misses"] == 1
+    assert again["misses"] == 0, again["log"]  # reused: no trace
+    for result in (first, again, after):
+        assert_right(result)
+    assert not np.allclose(after["calls"][0][0], first["calls"][0][0])  # the edit mattered
+    assert first["log"] == ["autodiffgen: disk cache, f: no stored entry for this signature"]
+    assert again["log"] == []
+    if WHY[case] is None:
+        assert after["log"] == [] and after["misses"] == 0, after["log"]
+    else:
+        assert len(after["log"]) == 1 and re.search(WHY[case], after["log"][0]), after["log"]
+
+
+WHY = {  # what the explain log says in the process after the edit
+    # a string, an int or a closure the generated code checks itself: its guard fails
+    "env_string": "retracing f: guard failed: .*MODE is no longer 'square'",
+    "checkpoint_dict": "stored code not used: PARAMS is not",
+    "import_in_body": "stored code not used: h_import_in_body.helper is not",
+    "instance_method": r"stored code not used: layer.__class__.apply is not",
+    "package_function": "stored code not used: p_adg.sub.fn is not",
+    "config_attribute": "stored code not used: config is not",
+    "closure_string": "retracing f: guard failed: .*kind is no longer 'square'",
+    "property_reading_a_global": r"retracing f: guard failed: .*settings\.power\)` read index",
+    "slots_attribute": "stored code not used: config is not",
+    "namedtuple_config": "stored code not used: CONFIG is not",
+    "global_tuple": "stored code not used: COEFS is not",
+    "closure_array": None,  # read again by the code at each call: no retrace at all
+    "int_global": r"retracing f: guard failed: .*x \*\* N\)` read index\(\) = 1",
+}
+
+
+NUMEXPR = """
+    import json, logging, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    if "missing" in sys.argv[2]:
+        sys.modules["numexpr"] = None  # as if numexpr were not installed
+    import autodiffgen
+    from autodiffgen import diskcache, tape
+    fuse = sys.modules["autodiffgen.passes.fuse"]
+    fuse.MIN_ELEMENTS[np.dtype(np.float64)] = (1, 1)  # fuse small arrays too
+    if "same key" in sys.argv[2]:
+        diskcache._optional_imports = lambda: "the same everywhere"
+    log = []
+    handler = logging.Handler()
+    handler.emit = lambda record: log.append(record.getMessage())
+    logging.getLogger("autodiffgen").addHandler(handler)
+    autodiffgen.explain_retraces()
+    import m_numexpr
+    f = autodiffgen.value_and_grad(m_numexpr.f)
+    x = np.linspace(0.5, 1.5, 12)
+    value, g = f(x)
+    tape_value, tape_g = tape.value_and_grad(m_numexpr.f)(x)
+    assert np.allclose(value, m_numexpr.f(x)) and np.allclose(value, tape_value)
+    assert np.allclose(g, tape_g)
+    print(json.dumps({"misses": f.cache_info().misses, "log": log,
+                      "numexpr": "numexpr.evaluate" in f.source(x)}))
+"""
+
+
+@pytest.mark.skipif(not passes.ENABLED or diskcache._importable("numexpr") is False,
+                    reason="needs numexpr and the passes")
+@pytest.mark.parametrize("key", ["", "same key"])
+def test_an_entry_that_imports_numexpr_is_not_used_where_numexpr_is_missing(cache, tmp_path, key):
+    write_files(tmp_path, {"m_numexpr.py": """
+        import numpy as np
+        def f(x):
+            return np.sum(((x * 2 + 1) * x - x / 3 + x * x) * 0.5 - x)
+    """})
+    env = {diskcache.ENV_DIR: str(cache)}
+    first = json.loads(run_python(NUMEXPR, tmp_path, key, env=env))
+    assert first["numexpr"] and first["misses"] == 1
+    missing = json.loads(run_python(NUMEXPR, tmp_path, key + " missing", env=env))
+    assert not missing["numexpr"] and missing["misses"] == 1  # traced again: no crash
+    if key:  # the entry was found: its import failed, and the log says so
+        assert "stored code not used: it imports numexpr, which is missing here" in \
+            missing["log"][0]
+    else:  # whether numexpr is installed is in the key: no entry for this process
+        assert "no stored entry" in missing["log"][0]
+
+
+SCRIPT = """
+    import json, sys
+    import numpy as np
+    import autodiffgen
+    N = 3
+    SCALE = 0.5
+    def f(x):
+        return np.sum(x ** N) * SCALE
+    g = autodiffgen.value_and_grad(f)
+    x = np.linspace(0.5, 1.5, 5)
+    value, grad = g(x)
+    assert np.allclose(value, f(x)) and np.allclose(grad, 3 * x ** 2 * 0.5)
+    print(g.cache_info().misses)
+"""
+
+
+def test_a_script_reading_module_level_numbers_is_persisted(cache, tmp_path):
+    write_files(tmp_path, {"script.py": SCRIPT})
+    env = {**os.environ, diskcache.ENV_DIR: str(cache)}
+    runs = [subprocess.run([sys.executable, str(tmp_path / "script.py")], env=env, check=True,
+                           capture_output=True, text=True, timeout=120).stdout
+            for _ in range(2)]
+    assert runs == ["1\n", "0\n"]  # the second run traced nothing
+
+
+def explained(caplog, call):
+    autodiffgen.explain_retraces()
+    try:
+        with caplog.at_level("WARNING", logger="autodiffgen"):
+            call()
+    finally:
+        autodiffgen.explain_retraces(False)
+    return [r.getMessage() for r in caplog.records]
+
+
+def stored_entries(cache):
+    return [p for p in cache.iterdir() if p.suffix == ".adg"]
+
+
+def test_a_helper_s_closure_over_an_array_is_not_stored_and_the_log_says_why(cache, caplog):
+    def make(w):
+        def helper(x):
+            return x * w
+        return helper
+    helper = make(np.ones(3))
+
+    def f(x):
+        return np.sum(helper(x))
+    log = explained(caplog, lambda: autodiffgen.grad(f)(np.ones(3)))
+    assert "not stored: the generated code re-reads a closure variable (cell_w) of a function " \
+        "other than the traced one, which another process cannot find" in log[-1]
+    assert stored_entries(cache) == []
+
+
+def test_a_helper_no_process_can_import_is_not_stored_and_the_log_says_why(cache, caplog):
+    scope = {}
+    exec("def helper(x):\n    return x * 2\n", scope)  # noqa: S102  a module-less function
+    tools = {"helper": scope["helper"]}
+
+    def f(x):
+        return np.sum(tools["helper"](x))
+    log = explained(caplog, lambda: autodiffgen.grad(f)(np.ones(3)))
+    assert re.search(r"not stored: the trace ran helper \(<string>:1\), which belongs to no "
+                     r"module \(made by exec\?\), so another process cannot find it", log[-1])
+    assert stored_entries(cache) == []
+
+
+def test_under_a_tracer_and_a_profiler_nothing_is_stored_and_the_log_says_why(cache, caplog):
+    def f(x):
+        return np.sum(x ** 2)
+    old_trace, old_profile = sys.gettrace(), sys.getprofile()
+    sys.settrace(old_trace or (lambda *a: None))
+    sys.setprofile(lambda *a: None)
+    try:
+        log = explained(caplog, lambda: autodiffgen.grad(f)(np.ones(3)))
+    finally:
+        sys.settrace(old_trace)
+        sys.setprofile(old_profile)
+    assert "not stored: a tracer (sys.settrace) and a profiler (sys.setprofile) were both " \
+        "active during the trace" in log[-1]
+    assert stored_entries(cache) == []
+
+
+def test_under_a_debugger_or_coverage_the_recorder_uses_the_profile_hook(cache):
+    def f(x):
+        return np.sum(x ** 2)
+
+    def tracer(*a):
+        return None
+    old_trace = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        autodiffgen.grad(f)(np.ones(3))
+        assert sys.gettrace() is tracer and sys.getprofile() is None
+    finally:
+        sys.settrace(old_trace)
+    assert len(stored_entries(cache)) == 1
+
+
+def test_the_recorder_sees_only_user_code_in_its_own_thread_and_restores_the_hooks():
+    import threading
+
+    from autodiffgen import diskdeps
+
+    def other():
+        return sum(range(3))
+
+    def mine():
+        return 1
+    def before():
+        return 2
+    old_trace = sys.gettrace()  # coverage's, under pytest-cov
+    with diskdeps.Recorder() as recorder:
+        before()  # the library's own work, outside the user's function
+        with diskdeps.user_code():
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join()
+            mine()
+            with diskdeps.user_code():  # nested: the same hook
+                pass
+            assert sys.gettrace() is not old_trace or sys.getprofile() is not None
+    assert sys.gettrace() is old_trace and sys.getprofile() is None
+    assert mine.__code__ in recorder.codes and other.__code__ not in recorder.codes
+    assert before.__code__ not in recorder.codes
+    with diskdeps.user_code():  # no recorder waits: no hook
+        assert sys.gettrace() is old_trace and sys.getprofile() is None
+
+
+TRANSFORMS = """
+    import json, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import autodiffgen
+    import m_transforms
+    x = np.linspace(0.5, 1.5, 3)
+    inner = autodiffgen.grad(m_transforms.f)
+    def outer(x):
+        return np.sum(inner(x) ** 2)
+    outer_grad = autodiffgen.grad(outer)
+    hessian = autodiffgen.hessian(m_transforms.f)
+    out = [outer_grad(x).tolist(), hessian(x).tolist(), outer_grad.cache_info().misses]
+    print(json.dumps(out))
+"""
+
+
+def test_grad_of_grad_and_hessian_through_the_disk_cache_see_an_edit(cache, tmp_path):
+    write_files(tmp_path, {"m_transforms.py": """
+        import os
+        import numpy as np
+        MODE = os.environ.get("ADG_MODE", "cube")
+        def f(x):
+            if MODE == "cube":
+                return np.sum(x ** 3)
+            return np.sum(np.sin(x))
+    """})
+    x = np.linspace(0.5, 1.5, 3)
+    runs = [json.loads(run_python(TRANSFORMS, tmp_path, env={
+        diskcache.ENV_DIR: str(cache), "ADG_MODE": mode, "PYTHONDONTWRITEBYTECODE": "1"}))
+        for mode in ("cube", "cube", "sine")]
+    assert [misses for *_, misses in runs] == [1, 0, 1]  # reused, then traced after the edit
+    for outer_grad, hessian, _ in runs[:2]:
+        np.testing.assert_allclose(outer_grad, 36 * x ** 3, rtol=1e-12)  # d/dx |3x^2|^2
+        np.testing.assert_allclose(hessian, np.diag(6 * x), rtol=1e-12)
+    outer_grad, hessian, _ = runs[2]
+    np.testing.assert_allclose(outer_grad, -np.sin(2 * x), rtol=1e-12)  # d/dx |cos x|^2
+    np.testing.assert_allclose(hessian, np.diag(-np.sin(x)), rtol=1e-12, atol=1e-15)
+
+
+def test_an_installed_package_s_object_is_not_stored_and_the_log_says_why(cache, caplog,
+                                                                          tmp_path, monkeypatch):
+    write_files(tmp_path / "site-packages", {"thirdparty_adg.py": """
+        class Frame:
+            def __init__(self, scale):
+                self.scale = scale
+    """})
+    monkeypatch.syspath_prepend(str(tmp_path / "site-packages"))
+    import thirdparty_adg
+    frame = thirdparty_adg.Frame(2.0)
+
+    def f(x):
+        return np.sum(x * frame.scale)
+    log = explained(caplog, lambda: autodiffgen.grad(f)(np.ones(3)))
+    assert "not stored: the closure variable frame holds an instance of thirdparty_adg.Frame, "\
+        "from an installed package, whose state the disk cache cannot describe" in log[-1]
+    assert stored_entries(cache) == []
+
+
+@pytest.mark.parametrize("source, edit, why", [
+    ("""
+        from collections import OrderedDict
+        TABLE = OrderedDict(scale=2.0)
+        def f(x):
+            return x * TABLE["scale"]
+    """, "TABLE['scale'] = 3.0", "TABLE is not"),
+    ("""
+        class Mode(str):
+            pass
+        MODE = Mode("a")
+        def f(x):
+            return x * 2 if MODE == "a" else x
+    """, "MODE = Mode('b')", "MODE is not"),
+    ("""
+        W = np.ma.masked_array([1.0, 2.0], mask=[False, True])
+        def f(x):
+            return x * W.sum()
+    """, "W.mask = [False, False]", "W is not"),
+    ("""
+        import os
+        def f(x):
+            return x * 2 if os.environ.get("ADG_FLAG_TEST") == "1" else x
+    """, "os.environ['ADG_FLAG_TEST'] = '1'", "os.environ is not"),
+    ("""
+        P = np.poly1d([1.0, 2.0])
+        def f(x):
+            return P(x)
+    """, "P.coeffs[0] = 5.0", "P is not"),
+    ("""
+        class Layer:
+            def __init__(self):
+                self.inner = Inner()
+        class Inner:
+            scale = 2.0
+            def apply(self, x):
+                return x * self.scale
+        layer = Layer()
+        def f(x):
+            return layer.inner.apply(x)
+    """, "layer.inner.scale = 3.0", "layer is not"),
+], ids=["OrderedDict", "str subclass", "masked array", "os.environ", "poly1d",
+        "nested object"])
+def test_check_finds_each_kind_of_change(tmp_path, monkeypatch, source, edit, why):
+    from autodiffgen import diskdeps
+    monkeypatch.delenv("ADG_FLAG_TEST", raising=False)
+    f = module(tmp_path, source, name="m_check").f
+    with diskdeps.Recorder() as recorder, diskdeps.user_code():
+        f(np.ones(2))
+    manifest = json.loads(json.dumps(diskdeps.manifest(f, recorder.codes)))  # as stored
+    assert diskdeps.check(f, manifest) is None
+    exec(edit, f.__globals__)  # noqa: S102  our test
+    assert re.search(why, diskdeps.check(f, manifest))

@@ -4,6 +4,7 @@
     -> collect the fused graph -> emit source -> compile -> cache by signature
 """
 
+import contextlib
 import functools
 import inspect
 import operator
@@ -13,7 +14,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import backward, diskcache, naming, poly, retrace, sizes, tracer
+from . import backward, diskcache, diskdeps, diskentry, naming, poly, retrace, sizes, tracer
 from .cache import CacheInfo, describe, leaf_key, load, signature_key
 from .emit import emit_module
 from .errors import (
@@ -270,10 +271,9 @@ class GradFunction:
             if entry is not None:
                 return entry
             disk_key = self._disk_key(key, args)
-            stored = diskcache.load(disk_key) if disk_key else None
-            if stored:  # written by an earlier process: no trace
-                entry = self._from_disk(disk_key, stored, key)
-                source = stored[0].source
+            loaded = self._from_disk(disk_key, key) if disk_key else None
+            if loaded:  # written by an earlier process: no trace
+                entry, source = loaded
             else:
                 shared, found = (None, None) if _traced(args) else \
                     self._shared.find(args, self._diff)
@@ -307,12 +307,11 @@ class GradFunction:
         # that trace keeps references to the plain arrays the code computes
         pure = _traced(args)
         names = self._arg_names(len(args))
-        source, namespace, graph, locs = self._build(tracer.unbox(args), names, pure)
+        with diskdeps.Recorder() if disk_key else contextlib.nullcontext() as recorder:
+            source, namespace, graph, locs = self._build(tracer.unbox(args), names, pure)
         self.misses += 1
-        if disk_key and diskcache.persistable(namespace):
-            done = self._persisted.setdefault(disk_key, [])
-            done.append((source, namespace, graph.name, locs))
-            diskcache.store(disk_key, done)
+        if disk_key:
+            self._to_disk(disk_key, recorder, (source, namespace, graph, locs))
         self._guarded_numbers |= _numbers_guarded(graph, args)
         guarded = graph.batch is not None or bool(graph.captured) or \
             any(is_guard(n) or n.prim is not None and n.prim.name in tracer.RAISES
@@ -325,23 +324,43 @@ class GradFunction:
     def _disk_key(self, key, args):
         """This signature's entry in the opt-in disk cache, or None (the cache is off, or
         the arguments are an enclosing trace's values)."""
-        if not diskcache.enabled() or _traced(args):
+        if not diskcache.enabled():
             return None
+        if _traced(args):
+            return retrace.disk(function_name(self.fun), "not stored: called on an enclosing "
+                                "trace's values (its code lives in that trace's)")
         if self._fingerprint is None:
             self._fingerprint = diskcache.fingerprint(self.fun)
-        return diskcache.entry_key(self._fingerprint, key, (
+        disk_key = diskcache.entry_key(self._fingerprint, key, (
             type(self).__name__, tuple(self._argnums), _single(self._argnums)))
+        if disk_key is None:
+            retrace.disk(function_name(self.fun), "not stored: an argument outside argnums "
+                         "has no text that is the same in every process (its repr is an "
+                         "address)")
+        return disk_key
 
-    def _from_disk(self, disk_key, stored, key):
-        """The variants an earlier process stored, loaded without tracing."""
-        self._persisted[disk_key] = list(stored)
-        functions = [self._load(v.source, v.arrays, v.name, v.locs) for v in stored]
-        if len(stored) == 1 and "raise GuardFailure(" not in stored[0].source:
-            return functions[0]
-        entry = Variants(functions[0], stored[0].source, key, self._grow)
-        entry.functions += functions[1:]
-        entry.sources += [v.source for v in stored[1:]]
-        return entry
+    def _to_disk(self, disk_key, recorder, built):
+        """Store a trace's code with what the trace read (diskentry), or say why not."""
+        variant = diskentry.to_variant(self.fun, recorder, built)
+        if variant is not None:
+            done = self._persisted.setdefault(disk_key, [])
+            done.append(variant)
+            diskcache.store(disk_key, done)
+
+    def _from_disk(self, disk_key, key):
+        """(entry, source) of the variants an earlier process stored that fit this one,
+        loaded without tracing; None if none does (the explain log says why)."""
+        found = diskentry.usable(self.fun, diskcache.load(disk_key), self._load)
+        if not found:
+            return None
+        self._persisted[disk_key] = [v for v, _ in found]
+        (first, function), rest = found[0], found[1:]
+        if not rest and "raise GuardFailure(" not in first.source:
+            return function, first.source
+        entry = Variants(function, first.source, key, self._grow)
+        entry.functions += [f for _, f in rest]
+        entry.sources += [v.source for v, _ in rest]
+        return entry, first.source
 
     def _grow(self, variants, args, failure):
         """No variant's guards hold for `args`: trace the path they take, add it, run it."""

@@ -4,10 +4,13 @@ skips tracing.
     AUTODIFFGEN_CACHE_DIR=~/.cache/autodiffgen python train.py    # or diskcache.enable()
 
 An entry is one file, `<key>.adg`, named by `entry_key(fingerprint(fun), signature_key,
-extra)`: a hash of the function's code and of the helpers it calls, the call's signature,
-the library (version and source bytes), NumPy's version and the settings that change the
+extra)`: a hash of the function's code and of the helpers it names, the call's signature,
+the library (version and source bytes), NumPy's, Python's and astor's versions, which
+optional modules the code may import are installed and the settings that change the
 emitted code. It holds the key's variants of generated code (source, injected arrays,
-entry-point name, line map); `load` hands them back, the caller compiles them.
+entry-point name, line map, and as JSON data the objects of the loading process the code
+receives and what the trace read: diskentry.split and diskdeps.manifest); `load` hands them
+back, the caller checks them (diskdeps.check, diskentry.restore) and compiles them.
 
 Code read from disk runs with the user's rights, so whoever can write the file chooses it:
 - the directory is per user, created 0700, and refused when it is a symbolic link, is owned
@@ -19,7 +22,8 @@ Code read from disk runs with the user's rights, so whoever can write the file c
   renamed file is reported once (a warning naming it) and treated as a miss, and the
   caller's regenerated code overwrites it;
 - arrays are stored as .npy bytes and read with allow_pickle=False; a namespace holding
-  anything but plain arrays is not persisted (`persistable`).
+  anything but plain arrays and the handovers diskentry.split describes by name (a module's
+  globals, the traced function's closure cells) is not persisted.
 Writes go to a temporary file in the directory, fsync'd, then os.replace'd over the entry:
 concurrent processes see the old entry or the new one, never a mix of the two.
 """
@@ -30,6 +34,7 @@ import errno
 import functools
 import hashlib
 import hmac
+import importlib.util
 import io
 import json
 import linecache
@@ -51,15 +56,19 @@ from .errors import AutodiffgenError
 
 ENV_DIR = "AUTODIFFGEN_CACHE_DIR"
 MAX_BYTES = 512 * 2**20  # the default size bound: least recently used entries go first
-Variant = namedtuple("Variant", "source arrays name locs", defaults=(None, None))
+Variant = namedtuple("Variant", "source arrays name locs handovers deps",
+                     defaults=(None, None, None, None))
 Variant.__doc__ = """One generated module: its source, the arrays its namespace receives,
-the name of the function to call and {generated line: (user file, line)}."""
+the name of the function to call, {generated line: (user file, line)}, the objects of the
+loading process it receives ({name: description}, see diskentry.split) and what the trace
+read ({"names": [...], "paths": [[path, text]]}, see diskdeps.manifest): JSON data."""
 
-_FORMAT = b"autodiffgen disk cache 1\n"
+_FORMAT = b"autodiffgen disk cache 2\n"
 _SUFFIX = ".adg"
 _SECRET = "hmac.key"
 _TMP = ".tmp-"
 _KEY = re.compile(r"[0-9a-f]{64}\Z")
+_OPTIONAL = ("numexpr",)  # modules the emitted code imports when they are installed
 _NOT_IN_CODE = {"AUTODIFFGEN_EXPLAIN", "AUTODIFFGEN_MAX_VARIANTS"}  # logging, a bound
 _LIBRARIES = ("numpy", "autodiffgen", "builtins")  # covered by the versions in the key
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -111,7 +120,7 @@ def entry_key(fingerprint, signature_key, extra=()):
     except _Unstable:
         return None
     return _hash([_FORMAT, fingerprint, call, _version.__version__, _library_digest(),
-                  np.__version__, sys.implementation.cache_tag, _pass_settings()])
+                  np.__version__, sys.version, _pass_settings(), _optional_imports()])
 
 
 def persistable(injected):
@@ -137,6 +146,27 @@ def _pass_settings():
                  and not k.startswith("AUTODIFFGEN_CACHE") and k not in _NOT_IN_CODE)
     pipeline = tuple(p.__name__ for p in passes.PIPELINE)
     return repr((passes.ENABLED, pipeline, passes.MAX_ROUNDS, env))
+
+
+def _optional_imports():
+    """Which optional modules the emitted code may import are installed: code written where
+    numexpr is would fail to import where it is not (a sys.modules entry of None, as a test
+    or a sandbox sets, counts as missing)."""
+    return repr([(name, _importable(name)) for name in _OPTIONAL] + [_astor_version()])
+
+
+@functools.cache
+def _astor_version():
+    """astor writes the emitted code's text (and the trace runs it)."""
+    import astor
+    return getattr(astor, "__version__", None)
+
+
+def _importable(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 @functools.cache
@@ -610,6 +640,7 @@ def _variant(v):
             or not persistable(v.arrays):
         raise ValueError("a disk cache variant is (source, {name: plain ndarray}, ...); "
                          "check persistable(injected) before storing")
+    json.dumps([v.handovers, v.deps])  # TypeError if they are not JSON data
     return v
 
 
@@ -630,7 +661,8 @@ def _seal(key, variants, secret):
             blobs.append(buffer.getvalue())
             offset += buffer.tell()
         locs = [[line, file, n] for line, (file, n) in sorted((v.locs or {}).items())]
-        head.append({"source": v.source, "name": v.name, "locs": locs, "arrays": arrays})
+        head.append({"source": v.source, "name": v.name, "locs": locs, "arrays": arrays,
+                     "handovers": v.handovers or {}, "deps": v.deps})
     text = json.dumps(head, sort_keys=True).encode()
     payload = len(text).to_bytes(8, "big") + text + b"".join(blobs)
     return _FORMAT + _mac(secret, key, payload).encode() + b"\n" + payload
@@ -659,7 +691,8 @@ def _parse(payload):
         arrays = {name: np.load(io.BytesIO(body[at:at + n]), allow_pickle=False)
                   for name, at, n in v["arrays"]}
         locs = {line: (file, n) for line, file, n in v["locs"]}
-        variants.append(Variant(v["source"], arrays, v["name"], locs))
+        variants.append(Variant(v["source"], arrays, v["name"], locs, v["handovers"],
+                                v["deps"]))
     return variants
 
 

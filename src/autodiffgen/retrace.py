@@ -124,3 +124,10 @@ def _say(k):
     if k is float or k is int:
         return f"a {k.__name__} (an input)"
     return repr(k)
+
+
+def disk(name, message):
+    """Why the disk cache did not store or load `name`'s code (logged only when explaining:
+    the cost is a trace, never a wrong answer)."""
+    if enabled():
+        LOG.warning("autodiffgen: disk cache, %s: %s", name, message)

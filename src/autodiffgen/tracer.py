@@ -20,6 +20,7 @@ import threading
 import numpy as np
 
 from .capture import Capture
+from .diskdeps import user_code
 from .errors import (
     ArgumentError,
     OutputError,
@@ -567,7 +568,8 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
         run = recording.capture.enter(fun) if capture else fun
         own = map_tree(boxed, _own_box)
         recording.own = [b for b in leaves(own) if type(b) is Box]  # for sizes.observe
-        out = run(*own)
+        with user_code():  # the disk cache notes which functions run (diskdeps.Recorder)
+            out = run(*own)
     if out is None:  # np.result_type(None) is float64: the gradient would be zeros
         raise OutputError(at(def_site(fun), f"{function_name(fun)} returned None: it has no "
                              "`return`, or a path through it ends without one; return the "

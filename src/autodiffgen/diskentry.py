@@ -1,0 +1,223 @@
+"""A disk cache entry from a trace, and a trace's code from an entry: the glue between
+GradFunction (api.py), the file format (diskcache.py) and what a trace read (diskdeps.py).
+
+`to_variant` describes what a generated module receives from the process that loads it
+(`split`: a module's globals dict by the module's name, a closure cell of the traced
+function by its variable, an array that is such a variable's value by the variable and a
+hash of its content) and what its trace read (diskdeps.manifest). `usable` keeps the
+stored variants whose manifest still holds (diskdeps.check) and whose handovers and
+imports resolve here (`restore`), and compiles them. Whatever is not stored or not used
+says why in the explain log (retrace.disk); a cache costs a trace, never a failure.
+"""
+
+import sys
+import types
+
+import numpy as np
+
+from . import diskcache, diskdeps, retrace
+from .diskdeps import MISSING, Unpersistable, module_named, qualname, text_of
+from .errors import function_name
+
+
+class Miss(Exception):
+    """A stored entry that does not fit this process; the message says why."""
+
+
+class _Opaque(Unpersistable):
+    """An object the generated code holds that no other process can find."""
+
+
+def to_variant(fun, recorder, built):
+    """The diskcache.Variant of a trace's (source, namespace, graph, locs), or None with
+    the reason in the explain log."""
+    source, namespace, graph, locs = built
+    try:
+        checked = _checked(graph)
+        if recorder.refused:
+            raise Unpersistable(recorder.refused)
+        try:
+            arrays, handovers = split(namespace, fun)
+        except _Opaque:  # what the trace ran may say better why (a helper made by exec)
+            diskdeps.manifest(fun, recorder.codes, checked)
+            raise
+        deps = diskdeps.manifest(fun, recorder.codes, checked)
+    except Unpersistable as e:
+        return retrace.disk(function_name(fun), f"not stored: {e}")
+    except Exception as e:  # noqa: BLE001  a cache costs a trace, never a failure
+        return retrace.disk(function_name(fun), f"not stored: {e!r}")
+    return diskcache.Variant(source, arrays, graph.name, locs, handovers, deps)
+
+
+def _checked(graph):
+    """(id(holder), name) of the globals and closure variables the generated code reads
+    again or checks whole (capture.py), which the manifest need not describe."""
+    reads = [n.params["read"] for n in graph.inputs if n.params.get("read") is not None]
+    reads += [c.read for c in graph.captured]
+    found = set()
+    for read in reads:
+        if len(read.chain) != 1:
+            continue  # config.scale: only that attribute is read again, not all of config
+        kind, key = read.chain[0]
+        if kind == "item" or key == "cell_contents":
+            found.add((id(read.holder), key if kind == "item" else read.var))
+    return found
+
+
+def usable(fun, stored, load):
+    """[(variant, compiled function)] of the `stored` variants that fit this process
+    (`load` compiles one: GradFunction._load)."""
+    name, found = function_name(fun), []
+    if not stored:
+        retrace.disk(name, "no stored entry for this signature")
+        return found
+    for v in stored:
+        try:
+            if v.deps is None:
+                raise Miss("the entry does not say what its trace read")
+            why = diskdeps.check(fun, v.deps)
+            if why:
+                raise Miss(why)
+            namespace = {**v.arrays, **restore(v.handovers or {}, fun)}
+            found.append((v, load(v.source, namespace, v.name, v.locs)))
+        except ImportError as e:
+            retrace.disk(name, f"stored code not used: it imports {e.name or e}, which is "
+                         "missing here")
+        except Miss as e:
+            retrace.disk(name, f"stored code not used: {e}")
+        except Exception as e:  # noqa: BLE001  a cache costs a trace, never a failure
+            retrace.disk(name, f"stored code not used: {e!r}")
+    return found
+
+
+
+def split(namespace, fun):
+    """(arrays, handovers) of a generated module's injected namespace: plain arrays go to
+    disk as they are; a module's globals dict (which the code re-reads values from) as the
+    module's name, a closure cell of the traced function `fun` as its variable's name, and
+    an array that is the value of such a global or cell (which the code compares by
+    identity) as that variable, with a hash of its content. Anything else: Unpersistable."""
+    arrays, handovers, modules = {}, {}, []
+    cells = list(zip(getattr(fun, "__closure__", None) or (),
+                     getattr(getattr(fun, "__code__", None), "co_freevars", ())))
+    for name, value in namespace.items():
+        module = _module_of(value)
+        if module is not None:
+            handovers[name] = ["module", module.__name__, getattr(module, "__file__", None)]
+            modules.append(module)
+        elif type(value) is types.ModuleType and sys.modules.get(value.__name__) is value:
+            # a module the code reads attributes of (`import helpers` in the body)
+            handovers[name] = ["module_object", value.__name__,
+                               getattr(value, "__file__", None)]
+        elif type(value) is types.CellType and any(c is value for c, _ in cells):
+            handovers[name] = ["cell", None, next(n for c, n in cells if c is value)]
+    for name, value in namespace.items():
+        if name in handovers:
+            continue
+        if type(value) is np.ndarray and not value.dtype.hasobject:
+            held = next(([m.__name__, getattr(m, "__file__", None), n] for m in modules
+                         for n, x in vars(m).items() if x is value), None)
+            held = held or next((["cell_value", None, n] for c, n in cells
+                                 if _contents(c) is value), None)
+            if held is None:
+                arrays[name] = value
+            else:
+                kind, *where = held
+                handovers[name] = [kind if kind == "cell_value" else "global", *where,
+                                   text_of(value)]
+        elif _importable(value):  # a helper function or class a guard compares against
+            module = sys.modules[value.__module__]
+            handovers[name] = ["object", module.__name__, getattr(module, "__file__", None),
+                               value.__qualname__]
+        elif type(value) is types.CellType:
+            raise Unpersistable(f"the generated code re-reads a closure variable ({name}) of "
+                                "a function other than the traced one, which another process "
+                                "cannot find")
+        elif type(value) is dict and "__name__" in value:
+            raise Unpersistable(f"the generated code re-reads the globals of "
+                                f"{value['__name__']!r}, which is not an importable module")
+        else:
+            raise _Opaque(f"the generated code holds {qualname(value)} ({name}), "
+                          "which would have to be pickled")
+    return arrays, handovers
+
+
+def _importable(value):
+    """Whether `value` (a function or class) is what its module's name and qualified name
+    lead to, so another process finds it by them."""
+    module = sys.modules.get(getattr(value, "__module__", None) or "")
+    qual = getattr(value, "__qualname__", None)
+    if module is None or type(qual) is not str or "<" in qual:
+        return False
+    return _walk(module, qual) is value
+
+
+def _walk(module, qual):
+    value = module
+    for part in qual.split("."):
+        value = getattr(value, part, MISSING)
+    return value
+
+
+def _module_of(value):
+    """The module whose globals dict `value` is, if it is one another process can import."""
+    if type(value) is not dict or not isinstance(value.get("__name__"), str):
+        return None
+    module = sys.modules.get(value["__name__"])
+    return module if getattr(module, "__dict__", None) is value else None
+
+
+def _contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return None
+
+
+def restore(handovers, fun):
+    """The namespace entries `split` described, found in this process (`fun` is the traced
+    function); Miss if one is not what it was."""
+    found = {}
+    cells = dict(zip(getattr(getattr(fun, "__code__", None), "co_freevars", ()),
+                     getattr(fun, "__closure__", None) or ()))
+    for name, (kind, module_name, where, *rest) in handovers.items():
+        if kind in ("cell", "cell_value"):  # where: the closure variable
+            found[name] = _cell(cells, kind, where, rest)
+            continue
+        file = where  # of the module: a __main__ must be the same script
+        module = module_named(module_name)
+        if module is MISSING:
+            raise Miss(f"the module {module_name!r} cannot be imported here")
+        if module_name == "__main__" and getattr(module, "__file__", None) != file:
+            raise Miss(f"the entry was written by another script ({file})")
+        if kind == "module":
+            found[name] = vars(module)
+            continue
+        if kind == "module_object":
+            found[name] = module
+            continue
+        if kind == "object":
+            found[name] = _walk(module, rest[0])
+            if found[name] is MISSING:
+                raise Miss(f"{module_name}.{rest[0]} is not there any more")
+            continue
+        var, text = rest
+        value = vars(module).get(var)
+        if type(value) is not np.ndarray or text_of(value) != text:
+            raise Miss(f"the global {var} of {module_name} is not what it was when the "
+                       "entry was written")
+        found[name] = value
+    return found
+
+
+def _cell(cells, kind, variable, rest):
+    cell = cells.get(variable)
+    if cell is None:
+        raise Miss(f"the traced function has no closure variable {variable} any more")
+    if kind == "cell":
+        return cell
+    value = _contents(cell)
+    if type(value) is not np.ndarray or text_of(value) != rest[0]:
+        raise Miss(f"the closure variable {variable} is not what it was when the entry was "
+                   "written")
+    return value
