@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from autodiffgen import tape, value_and_grad
 from autodiffgen.testing import check_grads
 
-EXAMPLES = int(os.environ.get("AUTODIFFGEN_FUZZ_FIXES", "40"))
+EXAMPLES = int(os.environ.get("AUTODIFFGEN_FUZZ_FIXES", os.environ.get("AUTODIFFGEN_FUZZ", "40")))
 NAMES = ["math", "operator", "np", "numexpr", "scipy", "_setitem", "GuardFailure", "slice",
          "const", "n", "g", "sum", "bytes"]
 EXPONENTS = [0, 1, 2, 3, 0.0, 1.0, 2.0]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from autodiffgen import tape, value_and_grad
 
-EXAMPLES = int(os.environ.get("AUTODIFFGEN_FUZZ_SIZES", "40"))
+EXAMPLES = int(os.environ.get("AUTODIFFGEN_FUZZ_SIZES", os.environ.get("AUTODIFFGEN_FUZZ", "40")))
 ROWS, COLS = 7, 3
 MARGIN = 1e-3  # a data mask's decision closer than this would fool finite differences
 
