@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+import autodiffgen as ad
 from autodiffgen import GuardError, emit, grad, tape, value_and_grad
 from autodiffgen.testing import check_grads
 
@@ -245,3 +246,23 @@ def test_a_failing_array_guard_beside_a_number_guard_still_ends_in_guard_error()
     with pytest.raises(GuardError, match="max_variants"):
         for i in range(20):
             vg(w, RNG.normal(size=4), 2)
+
+
+def test_a_python_float_beside_float32_under_second_derivatives():
+    """The outer trace casts the Python float in `const * t` to float32: written
+    np.float32(t), since a Python float has no .astype (it crashed in hessian, hvp,
+    grad of grad and jacobian of grad)."""
+    def f(x, t):
+        return t * np.sum(x ** 2) + np.sum(np.sin(x)) * t * t
+
+    x = np.array([1.0, 2.0], np.float32)
+    for t in (0.7, 1.3, -0.2):
+        want = np.diag(2 * t - np.sin(x.astype(np.float64)) * t * t)
+        H = ad.hessian(f)(x, t)
+        assert H.dtype == np.float32
+        np.testing.assert_allclose(H, want, rtol=1e-5)
+        np.testing.assert_allclose(ad.jacobian(ad.grad(f))(x, t), want, rtol=1e-5)
+        np.testing.assert_allclose(ad.hvp(f, (x, t), (np.ones(2, np.float32), 0.0)),
+                                   np.diag(want), rtol=1e-5)
+        g2 = ad.grad(ad.grad(lambda s, t: t * s ** 3))(np.float32(0.3), t)
+        np.testing.assert_allclose(g2, 6 * 0.3 * t, rtol=1e-5)

@@ -200,6 +200,9 @@ class Emitter:
             if i in reuse:  # written into a dying operand's buffer (see memory.py)
                 value = call_ast(f"np.{ufunc_of(node.prim)}", args,
                                  [ast.keyword("out", self.arg_ast(reuse[i]))])
+            elif node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:
+                # a Python number has no .astype: np.float32(t)
+                value = call_ast(render(literal_ast(node.params["dtype"])), args)
             elif self.numpy_on_numbers(node):  # as the trace computed it: a NumPy scalar
                 value = call_ast(f"np.{ufunc_of(node.prim)}", args)
             else:
