@@ -10,6 +10,7 @@ import pytest
 
 import autodiffgen
 from autodiffgen import grad, tape
+from autodiffgen.errors import TracingError
 from autodiffgen.testing import check_grads
 
 with open(__file__) as _source:
@@ -389,3 +390,30 @@ def test_complex_arguments_are_refused_clearly():
     with pytest.raises(autodiffgen.ArgumentError) as info:  # the gradient was zeros
         grad(lambda w, o: np.sum(w * o))(np.ones(2), objects)  # object_data
     assert "dtype object" in str(info.value) and line_of("object_data") in str(info.value)
+
+
+def _swallows_a_missing_rule(w, x):
+    try:
+        z = np.fft.fft(w).real  # no rule: refused while tracing
+    except Exception:  # noqa: BLE001  the user's broad except
+        z = w * 0.0
+    return np.sum(z * x) + np.sum(w ** 2)
+
+
+def _swallows_a_conversion(w, x):
+    try:
+        z = np.asarray(w) * x
+    except Exception:  # noqa: BLE001
+        z = -w * x
+    return np.sum(np.tanh(z))
+
+
+@pytest.mark.parametrize("f", [_swallows_a_missing_rule, _swallows_a_conversion])
+def test_a_refusal_the_function_catches_is_raised_not_traced_around(f):
+    """Eager NumPy takes the `try` path; a trace whose refusal the user's `except` caught
+    would take the fallback and return a silently wrong gradient."""
+    w, x = np.array([0.3, 0.2, 0.4]), np.array([1.0, 2.0, -1.0])
+    for transform in (autodiffgen.grad, tape.grad):
+        with pytest.raises(TracingError, match="caught by its own code") as info:
+            transform(f)(w, x)
+        assert "test_user_mistakes.py:" in str(info.value)

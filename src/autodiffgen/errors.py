@@ -59,11 +59,24 @@ class AutodiffgenError(Exception):
     """Base class of every error autodiffgen raises on purpose."""
 
 
-class TracingError(AutodiffgenError, TypeError):
+RAISED = []  # [hook(error)]: tracer.py notes a refusal made while a trace runs
+
+
+class Refusal(AutodiffgenError):
+    """What the tracer cannot record: if the user's code catches it (`except Exception:`),
+    the trace would take a path eager NumPy does not, so the trace notes each one."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        for hook in RAISED:
+            hook(self)
+
+
+class TracingError(Refusal, TypeError):
     """The traced function did something the tracer cannot record faithfully."""
 
 
-class UnsupportedOperationError(AutodiffgenError, NotImplementedError):
+class UnsupportedOperationError(Refusal, NotImplementedError):
     """A NumPy function or ufunc has no primitive or derivative rule."""
 
 

@@ -19,6 +19,7 @@ import threading
 
 import numpy as np
 
+from . import errors
 from .capture import Capture
 from .diskdeps import user_code
 from .errors import (
@@ -55,6 +56,15 @@ def current_trace():
     return getattr(_state, "trace", None)
 
 
+def _note_refusal(error):
+    trace = current_trace()
+    if trace is not None:
+        trace.refused.append(error)
+
+
+errors.RAISED.append(_note_refusal)
+
+
 class Trace:
     """One recording: the node counter, the boxes made so far, and the backward context."""
 
@@ -71,6 +81,7 @@ class Trace:
         self.effects = []  # nodes kept although no output reads them (random draws)
         self.eager = False  # the tape: values are the user's (draws advance their generator)
         self.fun = None  # the user's function being traced
+        self.refused = []  # errors.Refusal raised while it ran (the function may catch them)
         self._outer = None
 
     def __enter__(self):
@@ -570,6 +581,13 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
         recording.own = [b for b in leaves(own) if type(b) is Box]  # for sizes.observe
         with user_code():  # the disk cache notes which functions run (diskdeps.Recorder)
             out = run(*own)
+    if recording.refused:  # raised, and caught by the user's code: not eager's path
+        first = recording.refused[0]
+        raise TracingError(f"{first} [this error was raised while tracing "
+                           f"{function_name(fun)} and caught by its own code (an `except` "
+                           "around it): the trace would take a path eager NumPy does not. "
+                           "Narrow the `except`, or keep the operation out of the `try`]"
+                           ) from first
     if out is None:  # np.result_type(None) is float64: the gradient would be zeros
         raise OutputError(at(def_site(fun), f"{function_name(fun)} returned None: it has no "
                              "`return`, or a path through it ends without one; return the "
