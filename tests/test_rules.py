@@ -541,3 +541,23 @@ def test_var_with_ddof_over_too_few_values_is_nan_as_in_numpy():
         value, g = autodiffgen.value_and_grad(lambda x: np.sum(np.var(x, axis=0, ddof=1)))(x)
         assert np.isnan(value) and np.isnan(np.sum(np.var(x, axis=0, ddof=1)))
         assert np.isnan(g).all()
+
+
+def test_std_second_derivatives_are_finite_over_a_length_1_axis():
+    """The generated gradient calls _std_root, so an enclosing trace (hessian, grad of
+    grad) records std_root and its finite rule, not np.sqrt's inf * 0."""
+    import autodiffgen as ad
+
+    def f(x):
+        return np.sum(np.std(x[None, :], axis=0)) + np.sum(x ** 2)
+
+    def g(x):
+        return np.std(x) * 3
+
+    x = np.array([0.3, -0.2, 0.5])
+    np.testing.assert_allclose(ad.hessian(f)(x), 2 * np.eye(3))
+    np.testing.assert_allclose(ad.jacobian(ad.grad(f))(x), 2 * np.eye(3))
+    eps = 1e-6  # central differences of the tape's gradient
+    fd = np.stack([(tape.grad(g)(x + eps * e) - tape.grad(g)(x - eps * e)) / (2 * eps)
+                   for e in np.eye(3)])
+    np.testing.assert_allclose(ad.hessian(g)(x), fd, rtol=1e-5, atol=1e-7)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import UnsupportedOperationError, at
 from ..graph import Index
-from ..tracer import user_loc
+from ..tracer import Box, user_loc
 from . import (
     axes_tuple,
     boxmethod,
@@ -18,6 +18,7 @@ from . import (
     defprimitive,
     normalize_axis,
     register_function,
+    register_helper,
     register_ufunc_method,
 )
 from .indexing import getitem
@@ -238,9 +239,20 @@ def _std_root_vjp(g, ans, v):
     return g / (2 * np.where(ans == 0, 1, ans))
 
 
-# np.sqrt, as std's last step: its rule is finite where the variance is 0
-std_root = defprimitive("std_root", np.sqrt, "np.sqrt({0})", vjps=[_std_root_vjp],
-                        jvp_from="vjp")
+def _std_root(v):
+    """np.sqrt as np.std's last step. A helper of its own, so that an enclosing trace of
+    the generated code (hessian, grad of grad) records std_root, whose derivative is
+    finite where the variance is 0, rather than np.sqrt, whose derivative is not."""
+    return np.sqrt(v)
+
+
+def _traceable_std_root(v):
+    return std_root(v) if type(v) is Box else _std_root(v)
+
+
+std_root = defprimitive("std_root", np.sqrt, "_std_root({0})", vjps=[_std_root_vjp],
+                        jvp_from="vjp", helper="_std_root")
+register_helper("_std_root", _std_root, _traceable_std_root)
 
 
 @register_function(np.average)
