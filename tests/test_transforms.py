@@ -141,7 +141,7 @@ def test_second_order_source_is_code_and_lints():
     import sys
     x = RNG.normal(size=3)
     ad.hessian(scalar_fn)(x)
-    made = scalar_fn.__autodiffgen_grad_0__.__autodiffgen_vjp__
+    made = scalar_fn.__autodiffgen_grad_0__.__autodiffgen_vjp_0__  # with respect to x
     source = made.source(x)
     assert "def scalar_fn_fwd(x):" in source
     assert "def scalar_fn_bwd(residuals, g):" in source
@@ -169,7 +169,27 @@ def test_float32_is_kept_by_jvp_and_hessian():
 def test_second_order_code_points_back_to_the_users_lines():
     x = RNG.normal(size=3)
     ad.hessian(scalar_fn)(x)
-    source = scalar_fn.__autodiffgen_grad_0__.__autodiffgen_vjp__.source(x)
+    source = scalar_fn.__autodiffgen_grad_0__.__autodiffgen_vjp_0__.source(x)
     line = scalar_fn.__code__.co_firstlineno + 1
     assert f"test_transforms.py:{line}" in source
     assert "<autodiffgen-" not in source
+
+
+def _reads_its_data(W, X):
+    z = np.tanh(X @ W)
+    if float(np.sum(X)) > 0:  # a branch on the data, never differentiated
+        z = z * 2
+    return np.sum(z ** 2)
+
+
+def test_second_order_transforms_may_read_the_data_they_do_not_differentiate():
+    """hessian/jacobian take a VJP with respect to argnums alone, and hvp a JVP of the
+    arguments with tangents: float() of the other arguments is a guard, not refused."""
+    W = RNG.normal(size=(4, 3))
+    for X in (RNG.normal(size=(5, 4)) + 1, RNG.normal(size=(5, 4)) - 1):
+        H = ad.hessian(_reads_its_data)(W, X)
+        want = numeric_jacobian(lambda W_, X=X: tape.grad(_reads_its_data)(W_, X), W)
+        np.testing.assert_allclose(H, want, rtol=1e-5, atol=1e-6)
+        V = RNG.normal(size=W.shape)
+        np.testing.assert_allclose(ad.hvp(_reads_its_data, (W, X), (V, None)),
+                                   np.tensordot(want, V, axes=2), rtol=1e-5, atol=1e-6)

@@ -81,7 +81,8 @@ class JVPFunction(_Transformed):
     def _graph(self, args, names):
         n = len(args) // 2
         primals, tangents = args[:n], args[n:]
-        trace, boxed, out = tracer.trace(self.fun, primals, range(n), names[:n], diff="auto")
+        moved = [i for i in range(n) if tangents[i] is not None]  # None: data, not moved
+        trace, boxed, out = tracer.trace(self.fun, primals, moved, names[:n], diff="auto")
         naming.name_forward(list(trace.boxes))
         seeds = {}
         for i in range(n):
@@ -110,6 +111,14 @@ class VJPFunction(_Transformed):
     computes the forward pass once and saves what the backward reads, and
     `f_bwd(residuals, g) -> cotangents` runs the backward for any output cotangent g."""
 
+    def __init__(self, fun, wrt=None):
+        """`wrt`: the indices of the primals cotangents are returned for (default all);
+        the others are plain inputs (a jacobian's data, whose float() may be read)."""
+        super().__init__(fun)
+        self._wrt = wrt
+        if wrt is not None:
+            self._diff = [i in wrt for i in range(len(self._diff))]
+
     def _n_primals(self, n):
         return n
 
@@ -137,7 +146,7 @@ class VJPFunction(_Transformed):
         return run
 
     def _build(self, primals, names, pure=False):
-        argnums = tuple(range(len(primals)))
+        argnums = self._wrt if self._wrt is not None else tuple(range(len(primals)))
         trace, boxed, out = tracer.trace(self.fun, primals, argnums, names, diff="auto")
         naming.name_forward(list(trace.boxes))
         backward.check_output(out, self.fun, scalar=False)
@@ -219,8 +228,10 @@ def jacobian(fun, argnums=0):
     """The Jacobian by reverse mode (jacrev): one generated-VJP call per output element."""
     def jacobian_fn(*args):
         x = _jacobian_argument(args, argnums)
-        out, vjp_fn = vjp(fun, *args)
-        rows = [vjp_fn(_basis(out, k))[argnums] for k in range(np.size(out))]
+        # a VJP with respect to that argument alone: the others are data, not differentiated
+        vjp_of = _cached(f"vjp_{argnums}", fun, lambda f: VJPFunction(f, (argnums,)))
+        out, vjp_fn = vjp_of(*args)
+        rows = [vjp_fn(_basis(out, k))[0] for k in range(np.size(out))]
         if not rows:
             return np.zeros(np.shape(out) + np.shape(x), np.result_type(x))
         return np.stack(rows).reshape(np.shape(out) + np.shape(x))
