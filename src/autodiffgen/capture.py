@@ -35,6 +35,7 @@ _LIBRARIES = {"numpy", "autodiffgen", "scipy", "astor", "numexpr", "pytest", "_p
               "hypothesis", "builtins"}
 _ARRAY_LIKE = ("__array__", "__array_ufunc__", "__array_function__", "__array_interface__")
 _MAX_CLONES = 512
+_PLAIN_ARGUMENTS = (int, float, complex, bool, str, bytes, type(None))
 _MAX_LEAVES = 256  # a global container with more leaves is left alone
 
 
@@ -157,6 +158,18 @@ class Capture:
         if isinstance(fun, types.FunctionType):
             return self.clone(fun) if user_function(fun) else fun
         return self.substitute(fun, Read(fun, (), _file_of(fun)), root=True)
+
+    def argument(self, value, fun):
+        """What the traced code sees for an argument that is neither an array, a number
+        nor a container (`self`, a config object, a partial, a callable object): the cache
+        key holds such an argument by identity, so the object a later call hands over is
+        this one, and what the trace reads through it is read again from it at call time,
+        like a global."""
+        if type(value) in _PLAIN_ARGUMENTS or isinstance(value, (np.ndarray, np.generic)):
+            return value
+        if type(value) is Proxy:  # handed over by code an enclosing trace runs (hessian)
+            value = object.__getattribute__(value, "_adg_obj")
+        return self.substitute(value, Read(value, (), _file_of(fun)), root=True)
 
     def builtins(self):
         """Python's builtins, but `import` in the function's body gives what the trace
