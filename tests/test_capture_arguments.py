@@ -7,6 +7,8 @@ times, changing what it reads between calls, against eager NumPy and the tape.""
 import functools
 
 import numpy as np
+from numpy.random import normal as _normal
+from numpy.random import rand as _rand
 
 import autodiffgen
 from autodiffgen import tape, value_and_grad
@@ -133,3 +135,84 @@ def test_partial_callable_object_and_bound_method_arguments():
         p.keywords["a"][...] = value
         lin.W[...] = value
     assert g.cache_info().misses == 3
+
+
+# ---- (2) generators in global containers, and generator methods read as values --------------
+GEN_DICT = {"rng": np.random.default_rng(3)}
+GEN_LIST = [np.random.default_rng(4)]
+GEN_TUPLE = (np.random.RandomState(5),)
+sample = np.random.default_rng(6).standard_normal  # a bound method of a Generator
+
+
+def _from_dict(w):
+    return np.sum(GEN_DICT["rng"].standard_normal(w.shape) * w ** 2)
+
+
+def _from_list(w):
+    return np.sum(GEN_LIST[0].random(w.shape) * np.sin(w))
+
+
+def _from_tuple(w):
+    return np.sum(GEN_TUPLE[0].randn(*w.shape) * w ** 3)
+
+
+def _from_method(w):
+    return np.sum(w * sample(w.shape)) + np.sum(w ** 2 * _rand(*w.shape))
+
+
+def _from_imports(w):
+    return np.sum(w * (_rand(*w.shape) < 0.5)) + np.sum(w ** 2 * _normal(size=w.shape))
+
+
+def _reseed():
+    GEN_DICT["rng"] = np.random.default_rng(3)
+    GEN_LIST[0] = np.random.default_rng(4)
+    GEN_TUPLE[0].seed(5)
+    sample.__self__.bit_generator.state = np.random.default_rng(6).bit_generator.state
+    np.random.seed(0)
+
+
+def _runs(f, fun, w):
+    """Three calls of the cached code, of eager NumPy and of the tape, each from the same
+    seeds: each call draws anew, the same numbers as eager NumPy."""
+    _reseed()
+    got = [f(w) for _ in range(3)]
+    _reseed()
+    eager = [fun(w) for _ in range(3)]
+    _reseed()
+    taped = [tape.grad(fun)(w) for _ in range(3)]
+    for (value, g), e, t in zip(got, eager, taped):
+        np.testing.assert_allclose(value, e, rtol=1e-12)
+        np.testing.assert_allclose(g, t, rtol=1e-12)
+    assert not np.allclose(got[0][1], got[1][1])  # not frozen
+
+
+def test_generators_in_global_containers_and_generator_methods():
+    w = np.array([0.5, -1.0, 2.0])
+    for fun in (_from_dict, _from_list, _from_tuple, _from_method, _from_imports):
+        f = value_and_grad(fun)
+        _runs(f, fun, w)
+        assert f.cache_info().misses == 1, fun.__name__
+
+
+def test_a_generator_method_rebound_to_another_generator():
+    global sample
+    w = np.array([0.5, -1.0, 2.0])
+    f = value_and_grad(_from_method)
+    try:
+        for seed in (1, 2):
+            np.random.seed(0)
+            sample = np.random.default_rng(seed).standard_normal
+            value, _ = f(w)
+            np.random.seed(0)
+            sample = np.random.default_rng(seed).standard_normal
+            np.testing.assert_allclose(value, _from_method(w), rtol=1e-12)
+        sample = np.random.default_rng(1).random  # another method: the name is a guard
+        np.random.seed(0)
+        value, _ = f(w)
+        np.random.seed(0)
+        sample = np.random.default_rng(1).random
+        np.testing.assert_allclose(value, _from_method(w), rtol=1e-12)
+        assert f.cache_info().misses == 2
+    finally:
+        sample = np.random.default_rng(6).standard_normal

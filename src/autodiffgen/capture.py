@@ -35,6 +35,7 @@ _LIBRARIES = {"numpy", "autodiffgen", "scipy", "astor", "numexpr", "pytest", "_p
               "hypothesis", "builtins"}
 _ARRAY_LIKE = ("__array__", "__array_ufunc__", "__array_function__", "__array_interface__")
 _MAX_CLONES = 512
+_RANDOM = (np.random.Generator, np.random.RandomState)
 _PLAIN_ARGUMENTS = (int, float, complex, bool, str, bytes, type(None))
 _MAX_LEAVES = 256  # a global container with more leaves is left alone
 
@@ -196,7 +197,7 @@ class Capture:
             return self.input(value, read) if read is not None else value
         if isinstance(value, _GUARDED) or value is None:
             return self.guard(read, "==" if value is not None else "is", value)
-        if isinstance(value, (np.random.Generator, np.random.RandomState)):
+        if isinstance(value, _RANDOM):
             return self.generator(value, read) if read is not None else value
         if isinstance(value, enum.Enum) or isinstance(value, type) and issubclass(
                 value, (BaseException, enum.Enum)):
@@ -207,6 +208,9 @@ class Capture:
             if not root:
                 self.guard(read, "is", value)
             return self.clone(value)
+        if kind in (types.MethodType, types.BuiltinMethodType) and isinstance(
+                value.__self__, _RANDOM) and read is not None:  # `RNG.normal`, numpy's `rand`
+            return self.generator_method(value, read)
         if kind is types.MethodType:
             func = value.__func__
             if not (type(func) is types.FunctionType and user_function(func)):
@@ -258,6 +262,14 @@ class Capture:
         handle.node.params["type"] = type(value)
         self.inputs[read.key] = (handle, read)
         return handle
+
+    def generator_method(self, value, read):
+        """A generator's method read as a value (`sample = RNG.standard_normal`; numpy's
+        `rand` is np.random's own RandomState's): the generator is an input, read again
+        from the method's `__self__`, so draws are made at run time; the name is a guard."""
+        self.guard(read.then("attr", "__name__"), "==", value.__name__)
+        handle = self.generator(value.__self__, read.then("attr", "__self__"))
+        return getattr(handle, value.__name__)
 
     def baked(self, box):
         """The value of an input read from outside, converted to a plain array or list by
@@ -374,7 +386,7 @@ def _worth_rebuilding(value, budget):
         children = value.values() if type(value) is dict else value
         return any(_worth_rebuilding(v, budget) for v in children)
     return type(value) is np.ndarray or _user_object(value) or isinstance(
-        value, (*_INPUT_NUMBERS, types.FunctionType, functools.partial))
+        value, (*_INPUT_NUMBERS, *_RANDOM, types.FunctionType, functools.partial))
 
 
 def _literal(value, budget):
