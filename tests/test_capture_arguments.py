@@ -216,3 +216,101 @@ def test_a_generator_method_rebound_to_another_generator():
         assert f.cache_info().misses == 2
     finally:
         sample = np.random.default_rng(6).standard_normal
+
+
+# ---- (3) NumPy ints read from outside; ints under hessian and grad(grad) ---------------------
+STEP = np.int64(0)
+EPOCH = 0
+
+
+def _stepped(w):
+    return np.sum(np.sin(w)) * STEP + np.sum(w ** 2) * 0.9 ** EPOCH
+
+
+def _annealed(w):
+    loss = np.sum(w ** 3) * 0.9 ** EPOCH
+    if EPOCH >= 3:
+        loss = loss + 0.01 * EPOCH * np.sum(w ** 2)
+    return loss
+
+
+def test_numpy_and_python_ints_are_inputs_under_every_transformation():
+    global STEP, EPOCH
+    w = np.array([0.3, -0.2])
+    g = value_and_grad(_stepped)
+    gg = value_and_grad(lambda t: autodiffgen.grad(_annealed)(t).sum())
+    hess = autodiffgen.hessian(_annealed)
+    try:
+        for epoch in range(12):
+            STEP, EPOCH = np.int64(epoch), epoch
+            _same(g(w), _stepped, w)
+            value, second = gg(w)
+            np.testing.assert_allclose(value, tape.grad(_annealed)(w).sum(), rtol=1e-12)
+            scale, l2 = 0.9 ** epoch, (0.02 * epoch if epoch >= 3 else 0.0)
+            np.testing.assert_allclose(second, 6 * w * scale + l2, rtol=1e-10)
+            np.testing.assert_allclose(hess(w), np.diag(6 * w * scale + l2), rtol=1e-10)
+        assert g.cache_info().misses == 1
+        assert gg.cache_info().misses == 2  # `if EPOCH >= 3` is a guard: one retrace
+        assert "np.int64" in g.source(w)  # the type check spells NumPy's type
+    finally:
+        STEP, EPOCH = np.int64(0), 0
+
+
+# ---- (4) a container past capture._MAX_LEAVES; (5) conversions of a value read from outside --
+TABLE = {i: np.full(3, float(i)) for i in range(300)}
+COEF = [0.5] * 300
+V = np.array([1.0, 2.0, 3.0])
+
+
+def _tabled(w):
+    return np.sum(w * TABLE[7]) + COEF[3] * np.sum(w ** 2)
+
+
+def _converted(w):
+    return np.sum(w * np.array(V.tolist())) + np.sum(w ** 2 * np.asarray(V))
+
+
+def _listed(w):
+    return np.sum(w * V.tolist())
+
+
+def test_a_big_global_container_and_converted_globals_are_never_stale():
+    w = np.array([0.5, -1.0, 2.0])
+    fs = [(value_and_grad(fun), fun) for fun in (_tabled, _converted, _listed)]
+    try:
+        for step in range(4):
+            for f, fun in fs:
+                _same(f(w), fun, w)
+            TABLE[7][...] = 10.0 * step + 1
+            COEF[3] = 2.0 + step
+            V[...] = [step, -step, 0.5]
+        TABLE[7] = np.zeros(3)
+        _same(fs[0][0](w), _tabled, w)
+    finally:
+        TABLE[7], COEF[3], V[...] = np.full(3, 7.0), 0.5, [1.0, 2.0, 3.0]
+
+
+# ---- (6) what the function stores into a user's list or dict stays in the trace --------------
+LOG = []
+STATS = {"calls": 0}
+
+
+def _logging(w):
+    y = np.sum(w ** 2)
+    LOG.append(y)
+    STATS["calls"] += 1
+    return y * len(LOG)
+
+
+def test_a_global_log_never_receives_traced_values():
+    w = np.array([0.5, -1.0])
+    f = value_and_grad(_logging)
+    try:
+        for _ in range(3):
+            value, g = f(w)
+            assert LOG == [] and STATS == {"calls": 0}  # not replayed; no Box leaked
+            np.testing.assert_allclose(value, np.sum(w ** 2))
+            np.testing.assert_allclose(g, 2 * w)
+    finally:
+        LOG.clear()
+        STATS["calls"] = 0

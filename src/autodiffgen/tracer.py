@@ -131,6 +131,8 @@ class Trace:
 
 def result_dtype(value):
     dtype = getattr(value, "dtype", None)
+    if dtype is None and type(value) in (list, tuple):  # a constant (w * W.tolist())
+        return np.asarray(value).dtype  # (np.result_type would read it as a dtype spec)
     return dtype if dtype is not None else np.result_type(value)
 
 
