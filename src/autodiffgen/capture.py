@@ -35,6 +35,8 @@ _LIBRARIES = {"numpy", "autodiffgen", "scipy", "astor", "numexpr", "pytest", "_p
               "hypothesis", "builtins"}
 _ARRAY_LIKE = ("__array__", "__array_ufunc__", "__array_function__", "__array_interface__")
 _MAX_CLONES = 512
+_RANDOM = (np.random.Generator, np.random.RandomState)
+_PLAIN_ARGUMENTS = (int, float, complex, bool, str, bytes, type(None))
 _MAX_LEAVES = 256  # a global container with more leaves is left alone
 
 
@@ -93,6 +95,47 @@ class Check:
     value: object
 
 
+def is_input(value):
+    """Whether a value read from outside is an input of the generated code: an array, a
+    float, an int (Python's within int64, or NumPy's; not a bool)."""
+    kind = type(value)
+    return kind is np.ndarray or isinstance(value, _INPUT_NUMBERS) or kind is int and \
+        -_INT64 <= value < _INT64 or isinstance(value, np.integer)
+
+
+def snapshot(value):
+    """A private copy of a value's contents, for `same_contents`: arrays and containers
+    are copied; other objects are kept (compared by identity)."""
+    kind = type(value)
+    if kind is np.ndarray:
+        return value.copy()
+    if kind is dict:
+        return {k: snapshot(v) for k, v in value.items()}
+    if kind in (list, tuple):
+        return kind(map(snapshot, value))
+    return value
+
+
+def same_contents(value, kept):
+    """Whether `value` holds what `kept` (a `snapshot`) held: what generated code checks
+    for a value it keeps as a constant (np.asarray(W) of a global, a big global table)."""
+    kind = type(kept)
+    if type(value) is not kind:
+        return False
+    if kind is np.ndarray or kind in (float, complex) or isinstance(kept, np.generic):
+        value, kept = np.asarray(value), np.asarray(kept)  # NaN equals NaN here
+        return value.shape == kept.shape and value.dtype == kept.dtype and bool(
+            np.array_equal(value, kept, equal_nan=kept.dtype.kind in "fc"))
+    if kind is dict:
+        return value.keys() == kept.keys() and all(
+            same_contents(value[k], v) for k, v in kept.items())
+    if kind in (list, tuple):
+        return len(value) == len(kept) and all(map(same_contents, value, kept))
+    if kind in (int, str, bytes, bool):
+        return value == kept
+    return value is kept
+
+
 def follow(holder, chain):
     value = holder
     for kind, key in chain:
@@ -149,6 +192,7 @@ class Capture:
         self.inputs = {}  # Read.key -> the Box (or the guarded value) that read gave
         self.clones = {}  # id(original function) -> (its clone, the original)
         self.cells = {}  # id(a clone's cell) -> (that cell, the user's cell it stands for)
+        self.copies = {}  # id(a user's list or dict) -> (the copy the trace sees, it)
         self.baked_reads = set()  # Read.key of inputs converted to plain values (baked)
         self._builtins = None
 
@@ -157,6 +201,18 @@ class Capture:
         if isinstance(fun, types.FunctionType):
             return self.clone(fun) if user_function(fun) else fun
         return self.substitute(fun, Read(fun, (), _file_of(fun)), root=True)
+
+    def argument(self, value, fun):
+        """What the traced code sees for an argument that is neither an array, a number
+        nor a container (`self`, a config object, a partial, a callable object): the cache
+        key holds such an argument by identity, so the object a later call hands over is
+        this one, and what the trace reads through it is read again from it at call time,
+        like a global."""
+        if type(value) in _PLAIN_ARGUMENTS or isinstance(value, (np.ndarray, np.generic)):
+            return value
+        if type(value) is Proxy:  # handed over by code an enclosing trace runs (hessian)
+            value = object.__getattribute__(value, "_adg_obj")
+        return self.substitute(value, Read(value, (), _file_of(fun)), root=True)
 
     def builtins(self):
         """Python's builtins, but `import` in the function's body gives what the trace
@@ -178,12 +234,11 @@ class Capture:
             return value
         if read is not None and not all(writable(k) for _, k in read.chain):
             return value
-        if kind is np.ndarray or isinstance(value, _INPUT_NUMBERS) or kind is int and \
-                -_INT64 <= value < _INT64:  # an int in a shape or a branch: read by a guard
+        if is_input(value):  # an int in a shape or a branch: read by a guard
             return self.input(value, read) if read is not None else value
         if isinstance(value, _GUARDED) or value is None:
             return self.guard(read, "==" if value is not None else "is", value)
-        if isinstance(value, (np.random.Generator, np.random.RandomState)):
+        if isinstance(value, _RANDOM):
             return self.generator(value, read) if read is not None else value
         if isinstance(value, enum.Enum) or isinstance(value, type) and issubclass(
                 value, (BaseException, enum.Enum)):
@@ -194,6 +249,9 @@ class Capture:
             if not root:
                 self.guard(read, "is", value)
             return self.clone(value)
+        if kind in (types.MethodType, types.BuiltinMethodType) and isinstance(
+                value.__self__, _RANDOM) and read is not None:  # `RNG.normal`, numpy's `rand`
+            return self.generator_method(value, read)
         if kind is types.MethodType:
             func = value.__func__
             if not (type(func) is types.FunctionType and user_function(func)):
@@ -246,23 +304,33 @@ class Capture:
         self.inputs[read.key] = (handle, read)
         return handle
 
+    def generator_method(self, value, read):
+        """A generator's method read as a value (`sample = RNG.standard_normal`; numpy's
+        `rand` is np.random's own RandomState's): the generator is an input, read again
+        from the method's `__self__`, so draws are made at run time; the name is a guard."""
+        self.guard(read.then("attr", "__name__"), "==", value.__name__)
+        handle = self.generator(value.__self__, read.then("attr", "__self__"))
+        return getattr(handle, value.__name__)
+
     def baked(self, box):
         """The value of an input read from outside, converted to a plain array or list by
-        the user's code (np.asarray(W)): the trace keeps it as a constant, so the code
-        checks it is the same object (a float: the same value). A change in place of
-        such an array is not seen."""
+        the user's code (np.asarray(W), W.tolist()): the trace keeps it as a constant, so
+        the code checks it still holds the same numbers (against a private copy: a change
+        in place is seen too) and retraces if not."""
         read = box.node.params["read"]
         value = box.value
         if read.key not in self.baked_reads:
             self.baked_reads.add(read.key)
-            self.trace.captured.append(Check(read, "is" if type(value) is np.ndarray
-                                             else "==", value))
+            self.trace.captured.append(Check(read, "same" if type(value) is np.ndarray
+                                             else "==", snapshot(value)))
         return value
 
     def guard(self, read, test, value):
+        """`test`: "is", "==", or "same" (the same contents: `same_contents`)."""
         if read is not None and read.chain and read.key not in self.inputs:
             self.inputs[read.key] = (value, read)
-            self.trace.captured.append(Check(read, test, value))
+            self.trace.captured.append(Check(read, test, snapshot(value) if test == "same"
+                                             else value))
         return value
 
     def partial(self, value, read):
@@ -275,18 +343,39 @@ class Capture:
 
     def container(self, value, read):
         """A dict, list or tuple: rebuilt with what its leaves are seen as, if it holds an
-        array, a number or a function; else guarded by value (a tuple of ints, say)."""
-        if not _worth_rebuilding(value, [_MAX_LEAVES]):
+        array, a number or a function; else guarded by value (a tuple of ints, say). One
+        with more than _MAX_LEAVES leaves is not rebuilt (each leaf would be an input):
+        the code checks it still holds what it held (`same_contents`), or retraces."""
+        budget = [_MAX_LEAVES]
+        worth = _worth_rebuilding(value, budget)
+        if budget[0] < 0 and _worth_rebuilding(value, [float("inf")]):
+            self.guard(read, "same", value)
+            return self.copy(value, read)
+        if not worth:
             # a tuple of ints or strings is checked by value; a list or a dict of them is
             # not: it is more likely a log that the function appends to
             if type(value) is tuple and _literal(value, [_MAX_LEAVES]):
                 self.guard(read, "==", value)
-            return value
+            return self.copy(value, read)
         if type(value) is dict:
             return {k: self.substitute(v, read and read.then("item", k))
                     for k, v in value.items()}
         return type(value)(self.substitute(v, read and read.then("item", i))
                            for i, v in enumerate(value))
+
+    def copy(self, value, read):
+        """What the trace sees of a module global's list or dict it does not rebuild: a
+        shallow copy (one per trace), so what the function appends or stores there (a log
+        of Boxes) never reaches the user's; the generated code does not replay such side
+        effects. (One reached through a closure or an object is the user's own, as a
+        spy or a counter there is meant to see the trace.)"""
+        if type(value) not in (list, dict) or read is None or len(read.chain) != 1 or \
+                not is_globals(read.holder):
+            return value
+        found = self.copies.get(id(value))
+        if found is None:
+            found = self.copies[id(value)] = (value.copy(), value)  # keeps the id its own
+        return found[0]
 
     # functions
     def clone(self, fn):
@@ -361,7 +450,7 @@ def _worth_rebuilding(value, budget):
         children = value.values() if type(value) is dict else value
         return any(_worth_rebuilding(v, budget) for v in children)
     return type(value) is np.ndarray or _user_object(value) or isinstance(
-        value, (*_INPUT_NUMBERS, types.FunctionType, functools.partial))
+        value, (*_INPUT_NUMBERS, *_RANDOM, types.FunctionType, functools.partial))
 
 
 def _literal(value, budget):
@@ -515,6 +604,8 @@ def read_traced(holder, chain, test=None):
     if trace is None or trace.capture is None:
         return value
     read = Read(holder, chain, "")
-    if test is None and (type(value) is np.ndarray or isinstance(value, _INPUT_NUMBERS)):
+    if test is None and is_input(value):
         return trace.capture.input(value, read)
+    if test is None and isinstance(value, _RANDOM):
+        return trace.capture.generator(value, read)
     return trace.capture.guard(read, test or "is", value)

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import passes
 from ._version import __version__
-from .capture import is_globals, read_traced
+from .capture import is_globals, read_traced, same_contents
 from .emit_ast import (
     PARSE_LOCK,
     call_ast,
@@ -340,6 +340,16 @@ class Emitter:
             if check.test == "is":
                 was = self.object_code(check.value, read)
                 test = f"{self.read_code(read, 'is')} is not {was}"
+            elif check.test == "same":  # its contents, against a private copy
+                was = self.object_code(check.value, read)
+                same = self.handover(same_contents, "same_contents",
+                                     "autodiffgen.capture's comparison")
+                test = f"not {same}({self.read_code(read, 'same')}, {was})"
+                message = (f"{os.path.basename(read.where)}: {read.label} holds other values "
+                           "than when traced (the traced code keeps them as constants)")
+                lines += [(f"    if {test}:", "guard: " + read.label),
+                          (f"        raise GuardFailure({message!r})", "")]
+                continue
             else:
                 was = render(literal_ast(check.value)) if isinstance(
                     check.value, (np.generic, float)) else repr(check.value)

@@ -142,6 +142,8 @@ class Trace:
 
 def result_dtype(value):
     dtype = getattr(value, "dtype", None)
+    if dtype is None and type(value) in (list, tuple):  # a constant (w * W.tolist())
+        return np.asarray(value).dtype  # (np.result_type would read it as a dtype spec)
     return dtype if dtype is not None else np.result_type(value)
 
 
@@ -578,6 +580,9 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
                            None if i in static else False) for i, a in enumerate(args)]
         run = recording.capture.enter(fun) if capture else fun
         own = map_tree(boxed, _own_box)
+        if capture:  # `self`, a config object, a partial: read through like a global
+            own = map_tree(own, lambda x: x if type(x) in (Box, Handle) else
+                           recording.capture.argument(x, fun))
         recording.own = [b for b in leaves(own) if type(b) is Box]  # for sizes.observe
         with user_code():  # the disk cache notes which functions run (diskdeps.Recorder)
             out = run(*own)
