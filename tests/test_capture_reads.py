@@ -445,3 +445,34 @@ def test_a_helper_imported_inside_the_function(user_modules):
     sys.modules["adg_pkg_demo.sub.core"].K = -1.5
     verify(g, f, x_of(1))
     assert g.cache_info().misses == 1
+
+
+LAYER_NAMES = ["a", "b"]
+LAYER_SCALES = [1.0, 2.0]
+
+
+def _loops_over_globals(w):
+    z = w
+    for _ in LAYER_NAMES:
+        z = np.tanh(z)
+    for s in LAYER_SCALES:
+        z = z * s
+    return np.sum(z ** 2) / len(LAYER_SCALES)
+
+
+def test_a_global_list_that_grows_or_is_rebound_traces_again():
+    """A list of strings is checked by value, a list of floats by its length (its entries
+    are inputs): a loop over either sees every entry."""
+    global LAYER_NAMES, LAYER_SCALES
+    g = grad(_loops_over_globals)
+    w = np.array([0.3, -0.2, 0.5])
+    try:
+        for change in (lambda: None, lambda: LAYER_NAMES.append("c"),
+                       lambda: LAYER_SCALES.append(3.0), lambda: LAYER_SCALES.__setitem__(0, 5.0)):
+            change()
+            np.testing.assert_allclose(g(w), tape.grad(_loops_over_globals)(w), rtol=1e-12)
+        LAYER_NAMES = ["a"]
+        np.testing.assert_allclose(g(w), tape.grad(_loops_over_globals)(w), rtol=1e-12)
+        assert g.cache_info().misses == 4  # the change of a float entry needs no trace
+    finally:
+        LAYER_NAMES, LAYER_SCALES = ["a", "b"], [1.0, 2.0]

@@ -227,7 +227,7 @@ KINDS = [_string_global, _tuple_global, _dict_global, _import_in_body, _instance
          _namedtuple_global]
 
 # edits the generated code may see itself: it reads these values again at each call
-READ_AGAIN = {"closure_array", "number_global"}
+READ_AGAIN = {"closure_array", "number_global", "dict_global", "tuple_global"}
 
 RUNNER = """
     import json, logging, sys

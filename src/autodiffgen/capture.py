@@ -136,6 +136,11 @@ def same_contents(value, kept):
     return value is kept
 
 
+def _global(read):
+    """Whether `read` is a module global itself (not an attribute or entry of one)."""
+    return read is not None and len(read.chain) == 1 and is_globals(read.holder)
+
+
 def follow(holder, chain):
     value = holder
     for kind, key in chain:
@@ -326,11 +331,13 @@ class Capture:
         return value
 
     def guard(self, read, test, value):
-        """`test`: "is", "==", or "same" (the same contents: `same_contents`)."""
+        """`test`: "is", "==", "same" (the same contents: `same_contents`), "len" (a
+        list's or tuple's length) or "keys" (a dict's keys, in order)."""
         if read is not None and read.chain and read.key not in self.inputs:
             self.inputs[read.key] = (value, read)
-            self.trace.captured.append(Check(read, test, snapshot(value) if test == "same"
-                                             else value))
+            kept = snapshot(value) if test == "same" else len(value) if test == "len" \
+                else list(value) if test == "keys" else value
+            self.trace.captured.append(Check(read, test, kept))
         return value
 
     def partial(self, value, read):
@@ -352,11 +359,15 @@ class Capture:
             self.guard(read, "same", value)
             return self.copy(value, read)
         if not worth:
-            # a tuple of ints or strings is checked by value; a list or a dict of them is
-            # not: it is more likely a log that the function appends to
-            if type(value) is tuple and _literal(value, [_MAX_LEAVES]):
+            # a tuple of ints or strings is checked by value, and so is a module global's
+            # list or dict of them (the trace sees a copy: what it appends never reaches
+            # the user's); one reached through a closure or an object is not: it is more
+            # likely a log or a counter the function is meant to write to
+            if _literal(value, [_MAX_LEAVES]) and (type(value) is tuple or _global(read)):
                 self.guard(read, "==", value)
             return self.copy(value, read)
+        if read is not None and read.chain:  # an entry appended or removed: traced again
+            self.guard(read, "keys" if type(value) is dict else "len", value)
         if type(value) is dict:
             return {k: self.substitute(v, read and read.then("item", k))
                     for k, v in value.items()}
@@ -369,8 +380,7 @@ class Capture:
         of Boxes) never reaches the user's; the generated code does not replay such side
         effects. (One reached through a closure or an object is the user's own, as a
         spy or a counter there is meant to see the trace.)"""
-        if type(value) not in (list, dict) or read is None or len(read.chain) != 1 or \
-                not is_globals(read.holder):
+        if type(value) not in (list, dict) or not _global(read):
             return value
         found = self.copies.get(id(value))
         if found is None:
@@ -454,10 +464,14 @@ def _worth_rebuilding(value, budget):
 
 
 def _literal(value, budget):
-    if type(value) is tuple:
+    if type(value) in (tuple, list):
         budget[0] -= len(value)
         return budget[0] >= 0 and all(_literal(v, budget) for v in value)
-    return type(value) in (int, bool, str) or value is None
+    if type(value) is dict:
+        budget[0] -= len(value)
+        return budget[0] >= 0 and all(_literal(k, budget) and _literal(v, budget)
+                                      for k, v in value.items())
+    return type(value) in (int, bool, str, float) or value is None
 
 
 def _file_of(fun):

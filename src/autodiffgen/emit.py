@@ -350,6 +350,14 @@ class Emitter:
                 lines += [(f"    if {test}:", "guard: " + read.label),
                           (f"        raise GuardFailure({message!r})", "")]
                 continue
+            elif check.test in ("len", "keys"):  # a container rebuilt from its entries
+                shape = "len" if check.test == "len" else "list"
+                was = repr(check.value)
+                test = f"{shape}({self.read_code(read, check.test)}) != {was}"
+                what = f"no longer has {was} entries" if shape == "len" \
+                    else f"no longer has the keys {was}"
+                lines += self._failing(test, read, what, "guard: " + read.label)
+                continue
             else:
                 was = render(literal_ast(check.value)) if isinstance(
                     check.value, (np.generic, float)) else repr(check.value)
