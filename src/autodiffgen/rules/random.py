@@ -353,8 +353,8 @@ def _default_rng(*seed):
     trace = current_trace()
     if len(seed) > 1 or not all(s is None or _int_seed(s) for s in seed):
         raise TracingError(at(user_loc(), "np.random.default_rng(seed) in a traced function "
-                              "takes one seed: an int (a Python int, possibly an argument "
-                              "or a global), or None"))
+                              "takes one seed, an int (or None): a Python int, which may be "
+                              "an argument or a global"))
     plain = [s.value if type(s) is Box else s for s in seed]
     if trace.eager:
         return DEFAULT_RNG(*plain)
