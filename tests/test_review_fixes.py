@@ -64,3 +64,67 @@ def test_default_rng_seed_under_second_order():
 def test_default_rng_float_seed_is_refused_clearly():
     with pytest.raises(ad.TracingError, match="takes one seed"):
         ad.grad(_noisy)(np.ones(2), 1.5)
+
+
+# ---- item 9: writes into np.zeros_like of a traced value --------------------------------------
+def _huber(w, y):
+    r = w - y
+    a = np.abs(r)
+    small = a < 1.0
+    out = np.zeros_like(r)
+    out[small] = 0.5 * r[small] ** 2
+    out[~small] = a[~small] - 0.5
+    return out.mean()
+
+
+def _one_slot(w):
+    out = np.zeros_like(w)
+    out[1] = w[1] ** 2
+    return out.sum() + np.sum(w)
+
+
+def test_masked_huber_into_zeros_like():
+    f = ad.value_and_grad(_huber)
+    rng = np.random.default_rng(0)
+    for call in range(6):  # new data each call: other masks, all-small and all-large too
+        w = rng.standard_normal(5) * (0.1 if call == 4 else 3.0 if call == 5 else 1.5)
+        y = rng.standard_normal(5) * 0.1
+        value, g = f(w, y)
+        r = w - y
+        assert np.isclose(value, np.mean(np.where(np.abs(r) < 1, 0.5 * r ** 2, np.abs(r) - 0.5)))
+        np.testing.assert_allclose(g, np.where(np.abs(r) < 1, r, np.sign(r)) / 5)
+        np.testing.assert_allclose(g, tape.grad(_huber)(w, y))
+        check_grads(_huber, w, y)
+    w32 = np.array([0.2, 3.0, -0.5], np.float32)
+    assert f(w32, np.zeros(3, np.float32))[1].dtype == np.float32
+
+
+def test_scalar_write_into_zeros_like():
+    f = ad.grad(_one_slot)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        w = rng.standard_normal(4)
+        np.testing.assert_allclose(f(w), 1 + np.array([0, 2 * w[1], 0, 0]))
+        np.testing.assert_allclose(f(w), tape.grad(_one_slot)(w))
+        check_grads(_one_slot, w)
+    x = rng.standard_normal(4)
+    np.testing.assert_allclose(ad.hessian(_one_slot)(x), np.diag([0, 2.0, 0, 0]), atol=1e-12)
+
+
+def _plain_slice(w):
+    out = np.zeros(4)
+    out[1:3] = w[1:3] ** 2
+    return out.sum()
+
+
+def _plain_scalar(w):
+    out = np.zeros(4)
+    out[1] = w[1] ** 2
+    return out.sum()
+
+
+@pytest.mark.parametrize("fun", [_plain_slice, _plain_scalar])
+def test_write_into_a_plain_array_names_the_line(fun):
+    with pytest.raises(ad.TracingError, match=r"test_review_fixes.py:\d+: a traced value "
+                       r"written into a plain NumPy array.*np.zeros_like\(x\)"):
+        ad.grad(fun)(np.ones(4))

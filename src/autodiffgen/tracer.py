@@ -10,6 +10,7 @@ needs them), but Nodes keep no values, so dropping the Trace frees every array.
 """
 
 import contextlib
+import dis
 import itertools
 import linecache
 import operator
@@ -31,6 +32,7 @@ from .errors import (
     def_site,
     function_name,
     is_internal,
+    user_frame,
 )
 from .graph import PYTHON_NUMBERS, Node
 from .tree import is_container, items, leaves, map_tree, rebuild
@@ -392,6 +394,7 @@ class Box:
         and guarded. Any other traced value cannot be followed into a plain array."""
         if type(self.value) in _NUMBERS:
             return np.asarray(concrete(self), dtype=dtype)
+        _refuse_store()
         return self._refuse_array(dtype)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -428,6 +431,37 @@ class Box:
             rest, kwargs = shape_args(args[1:], kwargs, bare=True)
             args = (shape_like(args[0]), *rest)
         return handler(*args, **kwargs)
+
+
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+
+
+_STORE_MESSAGE = ("a traced value written into a plain NumPy array (out = np.zeros(n); "
+                  "out[i] = traced): the write cannot be followed. Start from a traced array, "
+                  "out = np.zeros_like(x) of a traced x, or build the result with np.where, "
+                  "np.stack or np.concatenate")
+
+
+def _refuse_store():
+    """Raise if the user's line is at `a[i] = v` (NumPy converting v for a plain array)."""
+    frame = user_frame(2)
+    if frame is not None and frame.f_code.co_code[frame.f_lasti] == _STORE_SUBSCR:
+        raise TracingError(at(user_loc(), _STORE_MESSAGE))
+
+
+def _stored_scalar(error):
+    """NumPy's own ValueError for `out[i] = traced` with a 0-d traced value (it takes the
+    value for a sequence, asking it nothing): as the TracingError above, or None."""
+    if not str(error).startswith("setting an array element with a sequence"):
+        return None
+    tb, last = error.__traceback__, None
+    while tb is not None:
+        if not is_internal(tb.tb_frame.f_code.co_filename):
+            last = tb
+        tb = tb.tb_next
+    if last is None or last.tb_frame.f_code.co_code[last.tb_lasti] != _STORE_SUBSCR:
+        return None
+    return TracingError(at((last.tb_frame.f_code.co_filename, last.tb_lineno), _STORE_MESSAGE))
 
 
 class Handle:
@@ -569,7 +603,13 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
         own = map_tree(boxed, _own_box)
         recording.own = [b for b in leaves(own) if type(b) is Box]  # for sizes.observe
         with user_code():  # the disk cache notes which functions run (diskdeps.Recorder)
-            out = run(*own)
+            try:
+                out = run(*own)
+            except ValueError as error:
+                stored = _stored_scalar(error)
+                if stored is None:
+                    raise
+                raise stored from error
     if out is None:  # np.result_type(None) is float64: the gradient would be zeros
         raise OutputError(at(def_site(fun), f"{function_name(fun)} returned None: it has no "
                              "`return`, or a path through it ends without one; return the "
