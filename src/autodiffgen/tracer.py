@@ -648,18 +648,19 @@ def _unbox_leaf(x):
 
 def is_number_input(x, diff):
     """Whether a Python number is an input of the generated code: a float always, an int
-    outside argnums (not a bool, and not past int64, which NumPy could not hold)."""
+    outside grad's argnums (not a bool, and not past int64, which NumPy could not hold);
+    under jvp and vjp ("auto") an int is an input with no tangent."""
     kind = type(x)
     if diff is None:  # a static argument (api.GradFunction._grow)
         return False
-    return kind is float or kind is int and not diff and -2**63 <= x < 2**63
+    return kind is float or kind is int and diff in (False, "auto") and -2**63 <= x < 2**63
 
 
 def _box_tree(recording, x, path, name, diff):
     kind = type(x)
     if (kind is int or kind is float) and is_number_input(x, diff):
         box = recording.new_input(x, name, path)
-        if diff:
+        if diff and kind is float:  # an int under jvp or vjp ("auto"): an input, no tangent
             recording.wrt.add(box.node)
         return box
     if kind is np.ndarray or isinstance(x, np.generic):
