@@ -430,7 +430,7 @@ def refusal(fun, *args, error, marker):
     (write_transposed, "write_transposed", autodiffgen.TracingError, ["view", "transpose"]),
     (write_into_scalar, "write_into_scalar", TypeError, ["does not support item assignment"]),
     (grow_in_place, "grow_in_place", ValueError, ["non-broadcastable", "(2, 3)"]),
-    (write_into_numpy_array, "write_into_numpy_array", autodiffgen.TracingError, ["np.asarray"]),
+    (write_into_numpy_array, "write_into_numpy_array", autodiffgen.TracingError, ["plain NumPy array", "np.zeros_like"]),
     (add_at, "add_at", autodiffgen.UnsupportedOperationError, ["np.add.at"]),
     (ufunc_out, "ufunc_out", autodiffgen.TracingError, ["out="]),
 ])

@@ -301,10 +301,13 @@ class Emitter:
         elif p["test"] == "aliases":
             message = f"{where}: `{code}` was traced with {x} and {y[0]} not sharing memory"
         elif p["test"] == "count_nonzero":
-            message = (f"{where}: `{code}` selected {outcome} elements when traced, and the code "
-                       "depends on that number in Python (a reshape, a range or an if on it, "
-                       "or two selections that meet); keep it in arrays (np.where(mask, x, 0), "
-                       "np.count_nonzero(mask)) to serve every count with one trace")
+            message = (f"{where}: `{code}` selected {outcome} elements when traced, and this "
+                       "code serves only that count: traces at other counts did not fit one "
+                       "formula in it (Python decided on the number, e.g. a reshape, a range "
+                       "or an if; or computed with it in a way not fitted; or two selections "
+                       "meet). To serve every count with one trace, keep the count in arrays: "
+                       "np.count_nonzero(mask) rather than len(x[mask]) in arithmetic, "
+                       "np.where(mask, x, 0) rather than x[mask]")
         return [(f"if {test}:", f"guard: {code}" if code else "guard"),
                 (f"    raise GuardFailure({message!r})", "")]
 

@@ -242,6 +242,8 @@ def symbol_ast(value):
         if value.b:
             tree = ast.BinOp(tree, ast.Add() if value.b > 0 else ast.Sub(),
                              ast.Constant(abs(value.b)))
+    elif value.power not in (1, -1) or value.power == 1 and (value.m, value.b) != (1, 0):
+        tree = _powered_ast(value)
     elif value.power == -1 and is_count_var(value.var):  # a count may be 0: inf, as NumPy
         tree = call_ast("np.divide", [_signed(value.k), symbol_ast(value.count)])
     elif value.power == -1:
@@ -250,6 +252,23 @@ def symbol_ast(value):
         tree = call_ast("float", [n]) if value.k == 1 else ast.BinOp(_signed(value.k),
                                                                       ast.Mult(), n)
     return tree if value.cast is None else call_ast(f"np.{np.dtype(value.cast).name}", [tree])
+
+
+def _powered_ast(value):
+    """k * (m*n + b) ** p of a count (symbolic._powered): `float(count + 1)`,
+    `count ** 2`, `np.sqrt(count)`, `float(np.divide(1.0, count ** 2))`."""
+    base = symbol_ast(Dim(value.m, value.b, var=value.var))
+    if value.power in (0.5, -0.5):
+        core = call_ast("np.sqrt", [base])
+    elif abs(value.power) == 2:
+        core = ast.BinOp(base, ast.Pow(), ast.Constant(2))
+    else:
+        core = base
+    if value.power < 0:
+        return call_ast("float", [call_ast("np.divide", [_signed(value.k), core])])
+    if value.k != 1:
+        return ast.BinOp(_signed(value.k), ast.Mult(), core)
+    return call_ast("float", [core]) if type(value.k) is float else core
 
 
 def _times(a, n):

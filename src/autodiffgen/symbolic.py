@@ -6,13 +6,16 @@ the traces, looks for one formula that gives it at each size. The formulas are f
 purpose, since a formula that fits by accident would be a wrong gradient at other sizes:
 
 - `Dim`: an integer a*n + b (a size, a slice bound, an element count: n, 2*n, n - 1);
-- `Scale`: a float k/n or k*n (the 1/n of a mean's derivative, a sum times n);
+- `Scale`: a float k/n or k*n (the 1/n of a mean's derivative, a sum times n); for a
+  mask's count only, also k * (m*n + b) ** p, p in 1, 2, 1/2, -1/2, -2 (len(x[m]) + 1.0);
 - `SymArray`: a constant array np.arange(size), or np.full(shape, fill) whose shape or fill
   is one of the above (np.arange(len(y)), a mean's cotangent `full((n,), -1/n)`).
 
 Anything else that differs does not fit (`NoFit`), and the caller keeps specialized code.
 Each symbol knows its value at a given n (`at`), which is how fits are checked.
 """
+
+import math
 
 import numpy as np
 
@@ -68,7 +71,12 @@ class Scale(_Symbol):
         self.k, self.power, self.cast, self.var, self.m, self.b = k, power, cast, var, m, b
 
     def at(self, n):
-        value = self.k / (self.m * n + self.b) if self.power == -1 else self.k * n
+        if self.power == -1:
+            value = self.k / (self.m * n + self.b)
+        elif self.power == 1 and (self.m, self.b) == (1, 0):
+            value = self.k * n
+        else:  # a count's power (_count_powers): k * (m*n + b) ** power
+            value = _powered(self.k, self.m * n + self.b, self.power)
         return value if self.cast is None else self.cast(value)
 
     @property
@@ -80,6 +88,8 @@ class Scale(_Symbol):
         return (self.k, self.m, self.b, self.power, self.cast, self.var)
 
     def __repr__(self):
+        if self.power not in (1, -1) or self.power == 1 and (self.m, self.b) != (1, 0):
+            return f"Scale({self.k}*({self.count!r})**{self.power})"
         if self.power == 1:
             return f"Scale({self.k}*{self.var})"
         return f"Scale({self.k}/({self.count!r}))"
@@ -180,11 +190,57 @@ def fit(values, ns, var="n"):
     raise NoFit
 
 
+def _powered(k, base, power):
+    """k * base ** power as the user's Python computes it (math.sqrt for the halves: as
+    np.sqrt, correctly rounded); a negative power of 0 is inf, as NumPy divides."""
+    root = math.sqrt(base) if power in (0.5, -0.5) else base ** abs(round(power))
+    if power > 0:
+        return k * root
+    return k / root if root else math.copysign(math.inf, k)
+
+
+# A mask's count used in Python arithmetic (len(x[m]) + 1.0, len(p) ** 2, np.sqrt(len(p))):
+# k * (m*n + b) ** power with whole m and b. Fitted for counts only, which are traced at
+# many counts (sizes.py), never for a batch size, fitted from three traces.
+_COUNT_POWERS = (1, 2, 0.5, -0.5, -2)
+
+
+def _count_powers(values, ns, var, ints=False):
+    """(k, power, m, b) with k = +-1 (1 for ints) for which values fit a count's power."""
+    if not is_count_var(var) or not all(np.isfinite(values)):
+        return
+    sign = 1.0 if ints or float(values[0]) >= 0 else -1.0
+    for power in (2,) if ints else _COUNT_POWERS:
+        signed = [sign * float(v) for v in values]
+        if any(v < 0 or v == 0 and power < 0 for v in signed):
+            continue
+        bases = [_tidy(v ** (1 / power)) for v in signed]
+        if not all(b == round(b) for b in bases):
+            continue
+        try:
+            dim = _fit_linear([round(b) for b in bases], ns, var)
+        except NoFit:
+            continue
+        yield (1 if ints else sign), power, dim.a, dim.b
+
+
 def _cast(value):
     return type(value) if isinstance(value, np.generic) else None
 
 
 def _fit_int(values, ns, var):
+    try:
+        return _fit_linear(values, ns, var)
+    except NoFit:
+        ints = [int(v) for v in values]
+        for k, power, m, b in _count_powers(ints, ns, var, ints=True):
+            square = Scale(k, power, _cast(values[0]), var, m, b)
+            if all(square.at(n) == v for n, v in zip(ns, ints)):
+                return square
+        raise
+
+
+def _fit_linear(values, ns, var):
     ints = [int(v) for v in values]
     a, rest = divmod(ints[0] - ints[1], ns[0] - ns[1])
     dim = Dim(a, ints[0] - a * ns[0], _cast(values[0]), var)
@@ -210,13 +266,14 @@ def _candidates(floats, ns, var):
         counts = [_tidy(sign / v) for v in floats]
         if all(c == round(c) for c in counts):
             try:
-                count = _fit_int([round(c) for c in counts], ns, var)
+                count = _fit_linear([round(c) for c in counts], ns, var)
             except NoFit:
                 pass
             else:
                 yield sign, -1, count.a, count.b
     yield _tidy(floats[0] * ns[0]), -1, 1, 0
     yield _tidy(floats[0] / ns[0]), 1, 1, 0
+    yield from _count_powers(floats, ns, var)
 
 
 def _tidy(k):

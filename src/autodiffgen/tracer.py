@@ -10,6 +10,7 @@ needs them), but Nodes keep no values, so dropping the Trace frees every array.
 """
 
 import contextlib
+import dis
 import itertools
 import linecache
 import operator
@@ -32,6 +33,7 @@ from .errors import (
     def_site,
     function_name,
     is_internal,
+    user_frame,
 )
 from .graph import PYTHON_NUMBERS, Node
 from .tree import is_container, items, leaves, map_tree, rebuild
@@ -405,6 +407,7 @@ class Box:
         and guarded. Any other traced value cannot be followed into a plain array."""
         if type(self.value) in _NUMBERS:
             return np.asarray(concrete(self), dtype=dtype)
+        _refuse_store()
         return self._refuse_array(dtype)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -441,6 +444,37 @@ class Box:
             rest, kwargs = shape_args(args[1:], kwargs, bare=True)
             args = (shape_like(args[0]), *rest)
         return handler(*args, **kwargs)
+
+
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+
+
+_STORE_MESSAGE = ("a traced value written into a plain NumPy array (out = np.zeros(n); "
+                  "out[i] = traced): the write cannot be followed. Start from a traced array, "
+                  "out = np.zeros_like(x) of a traced x, or build the result with np.where, "
+                  "np.stack or np.concatenate")
+
+
+def _refuse_store():
+    """Raise if the user's line is at `a[i] = v` (NumPy converting v for a plain array)."""
+    frame = user_frame(2)
+    if frame is not None and frame.f_code.co_code[frame.f_lasti] == _STORE_SUBSCR:
+        raise TracingError(at(user_loc(), _STORE_MESSAGE))
+
+
+def _stored_scalar(error):
+    """NumPy's own ValueError for `out[i] = traced` with a 0-d traced value (it takes the
+    value for a sequence, asking it nothing): as the TracingError above, or None."""
+    if not str(error).startswith("setting an array element with a sequence"):
+        return None
+    tb, last = error.__traceback__, None
+    while tb is not None:
+        if not is_internal(tb.tb_frame.f_code.co_filename):
+            last = tb
+        tb = tb.tb_next
+    if last is None or last.tb_frame.f_code.co_code[last.tb_lasti] != _STORE_SUBSCR:
+        return None
+    return TracingError(at((last.tb_frame.f_code.co_filename, last.tb_lineno), _STORE_MESSAGE))
 
 
 class Handle:
@@ -585,7 +619,13 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
                            recording.capture.argument(x, fun))
         recording.own = [b for b in leaves(own) if type(b) is Box]  # for sizes.observe
         with user_code():  # the disk cache notes which functions run (diskdeps.Recorder)
-            out = run(*own)
+            try:
+                out = run(*own)
+            except ValueError as error:
+                stored = _stored_scalar(error)
+                if stored is None:
+                    raise
+                raise stored from error
     if recording.refused:  # raised, and caught by the user's code: not eager's path
         first = recording.refused[0]
         raise TracingError(f"{first} [this error was raised while tracing "
@@ -631,18 +671,19 @@ def _unbox_leaf(x):
 
 def is_number_input(x, diff):
     """Whether a Python number is an input of the generated code: a float always, an int
-    outside argnums (not a bool, and not past int64, which NumPy could not hold)."""
+    outside grad's argnums (not a bool, and not past int64, which NumPy could not hold);
+    under jvp and vjp ("auto") an int is an input with no tangent."""
     kind = type(x)
     if diff is None:  # a static argument (api.GradFunction._grow)
         return False
-    return kind is float or kind is int and not diff and -2**63 <= x < 2**63
+    return kind is float or kind is int and diff in (False, "auto") and -2**63 <= x < 2**63
 
 
 def _box_tree(recording, x, path, name, diff):
     kind = type(x)
     if (kind is int or kind is float) and is_number_input(x, diff):
         box = recording.new_input(x, name, path)
-        if diff:
+        if diff and kind is float:  # an int under jvp or vjp ("auto"): an input, no tangent
             recording.wrt.add(box.node)
         return box
     if kind is np.ndarray or isinstance(x, np.generic):

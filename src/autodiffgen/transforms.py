@@ -51,7 +51,7 @@ class _Transformed(GradFunction):
 
     def __init__(self, fun):
         super().__init__(fun, argnums=0)
-        self._diff = [True] * len(self._diff)  # every float argument is an input
+        self._diff = [False] * len(self._diff)  # every float and int argument is an input
 
     def _check_argnums(self, nargs):
         return None

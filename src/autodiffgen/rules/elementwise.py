@@ -73,6 +73,9 @@ def _power_x(g, ans, x, y):
     # a constant array of exponents is masked where it is 0; a traced one also needs x == 0
     # there, so that the rule's own derivative in y stays y's (x ** (y - 1)) elsewhere
     zero = y == 0 if type(y) is not Box else (y == 0) & (x == 0)
+    if type(y) is Box and type(y.value) in (int, float):  # a traced Python number (an int
+        # argument): np.where would read it as a number, guarded; arithmetic keeps it an input
+        return g * (y * x ** (y - 1 + zero * (2 - y)))
     return g * (y * x ** np.where(zero, 1, y - 1))
 
 

@@ -347,14 +347,29 @@ for _fn in LEGACY_METHODS:
 
 
 def _default_rng(*seed):
+    """A generator made inside the function. A seed that is a traced Python int (an int
+    argument, or a global or closure int read as an input) is an input of the node, so
+    the code makes `np.random.default_rng(seed)` from the seed of each call, no retrace."""
     trace = current_trace()
-    if len(seed) > 1 or not all(s is None or isinstance(s, (int, np.integer)) for s in seed):
+    if len(seed) > 1 or not all(s is None or _int_seed(s) for s in seed):
         raise TracingError(at(user_loc(), "np.random.default_rng(seed) in a traced function "
-                              "takes one seed, an int (or None), that is not a traced value"))
-    node = trace.new_node(MAKE_RNG, seed, {}, np.empty((), object))
-    handle = Handle(DEFAULT_RNG(*seed), node)
+                              "takes one seed, an int (or None): a Python int, which may be "
+                              "an argument or a global"))
+    plain = [s.value if type(s) is Box else s for s in seed]
+    if trace.eager:
+        return DEFAULT_RNG(*plain)
+    args = tuple(s.node if type(s) is Box else s for s in seed)
+    node = trace.new_node(MAKE_RNG, args, {}, np.empty((), object))
+    handle = Handle(DEFAULT_RNG(*plain), node)
     trace.boxes[node] = handle
     return handle
+
+
+def _int_seed(seed):
+    """An int, or the trace of a Python int (not of an array or a float)."""
+    if type(seed) is Box:
+        return type(seed.value) is int and seed.node.trace_id == current_trace().id
+    return isinstance(seed, (int, np.integer))
 
 
 # ---- np.random's module functions, intercepted while some thread traces ------------------------------
@@ -368,7 +383,7 @@ def _wrapper(name, original):
     @functools.wraps(original)
     def intercepted(*args, **kwargs):
         trace = current_trace()
-        if trace is None or trace.eager and name not in LEGACY_METHODS:
+        if trace is None or trace.eager and name not in (*LEGACY_METHODS, "default_rng"):
             return original(*args, **kwargs)  # another thread, or the tape
         if name in _REFUSED:
             raise UnsupportedOperationError(at(user_loc(), f"np.random.{name}() in a traced "

@@ -4,9 +4,12 @@ except broadcast_to, whose rule leaves the summing to `unbroadcast`. moveaxis, r
 the atleast_nd family are written with transpose and reshape.
 """
 
+import os
+import sys
+
 import numpy as np
 
-from ..errors import UnsupportedOperationError, at
+from ..errors import UnsupportedOperationError, at, is_internal
 from ..graph import Index
 from ..tracer import user_loc
 from . import boxmethod, check_no_out, defprimitive, normalize_axis, register_function
@@ -208,9 +211,31 @@ def _stack(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
 register_function(np.shape)(lambda a: a.shape)
 register_function(np.ndim)(lambda a: a.ndim)
 register_function(np.size)(lambda a, axis=None: a.size if axis is None else a.shape[axis])
-register_function(np.zeros_like)(
-    lambda a, dtype=None, order="K", subok=True, shape=None:
-    np.zeros(np.shape(a) if shape is None else shape, a.dtype if dtype is None else dtype))
+# np.zeros_like(r) in the user's code is a traced array (no derivative reaches r), so a
+# buffer filled by writes (`out = np.zeros_like(r); out[m] = r[m] ** 2`) records them as
+# traced writes (rules/mutation.py). Made inside a rule, it stays a constant.
+zeros_like = defprimitive("zeros_like", lambda a, dtype: np.zeros(np.shape(a), dtype),
+                          "np.zeros_like({0}, dtype={dtype})", vjps=[None])
+
+
+@register_function(np.zeros_like)
+def _zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    dtype = np.dtype(a.dtype if dtype is None else dtype)
+    if shape is not None or not _called_by_user():
+        return np.zeros(np.shape(a) if shape is None else shape, dtype)
+    return zeros_like(a, dtype=dtype)
+
+
+def _called_by_user():
+    frame = sys._getframe(3)  # past this and its caller here, and Box.__array_function__
+    while frame is not None and frame.f_code.co_filename.startswith(_NUMPY_DIR):
+        frame = frame.f_back
+    return frame is not None and not is_internal(frame.f_code.co_filename)
+
+
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+
+
 register_function(np.ones_like)(
     lambda a, dtype=None, order="K", subok=True, shape=None:
     np.ones(np.shape(a) if shape is None else shape, a.dtype if dtype is None else dtype))
