@@ -476,3 +476,25 @@ def test_a_global_list_that_grows_or_is_rebound_traces_again():
         assert g.cache_info().misses == 4  # the change of a float entry needs no trace
     finally:
         LAYER_NAMES, LAYER_SCALES = ["a", "b"], [1.0, 2.0]
+
+
+DEFAULT_W = np.array([1.0, 2.0])
+DEFAULT_RNG = np.random.default_rng(0)
+
+
+def _with_defaults(w, W=DEFAULT_W, scale=2.0, rng=DEFAULT_RNG):
+    return scale * np.sum(np.sin(w * W) * rng.random(2))
+
+
+def test_array_and_generator_defaults_are_read_at_each_call():
+    """`def f(w, W=W, rng=RNG)`: the default array is the caller's object, changed in
+    place between calls, and the default generator draws at run time, as eagerly."""
+    g = grad(_with_defaults)
+    w = np.array([0.3, 0.1])
+    for k in range(3):
+        DEFAULT_W[...] = k + 1.0
+        DEFAULT_RNG.bit_generator.state = np.random.default_rng(5 + k).bit_generator.state
+        got = g(w)
+        DEFAULT_RNG.bit_generator.state = np.random.default_rng(5 + k).bit_generator.state
+        np.testing.assert_allclose(got, tape.grad(_with_defaults)(w), rtol=1e-12)
+    assert g.cache_info().misses == 1

@@ -401,9 +401,14 @@ class Capture:
         scope = _Scope(self, real, where)
         cells = tuple(self.cell(cell, name, where) for name, cell in
                       zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-        # defaults are kept: `lambda x, o=o:` binds a parameter, not a value read later
-        made = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__,
-                                  cells or None)
+        # an array or a generator default (`def f(w, W=W)`) is the caller's object, which
+        # may change in place or draw: read like a global; other defaults (`o=o`, ord=2)
+        # bind a parameter's value
+        defaults = fn.__defaults__ and tuple(
+            self.substitute(d, Read(fn, (("attr", "__defaults__"), ("item", i)), where))
+            if type(d) is np.ndarray or isinstance(d, _RANDOM) else d
+            for i, d in enumerate(fn.__defaults__))
+        made = types.FunctionType(fn.__code__, scope, fn.__name__, defaults, cells or None)
         self.clones[id(fn)] = (made, fn)
         made.__kwdefaults__ = fn.__kwdefaults__
         made.__qualname__, made.__module__ = fn.__qualname__, fn.__module__
