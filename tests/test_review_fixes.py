@@ -111,6 +111,24 @@ def test_scalar_write_into_zeros_like():
     np.testing.assert_allclose(ad.hessian(_one_slot)(x), np.diag([0, 2.0, 0, 0]), atol=1e-12)
 
 
+def _clipped_into_ones_like(w, x):
+    out = np.ones_like(x)  # 1 where |x w| >= 1, (x w)^2 below
+    small = np.abs(x * w) < 1
+    out[small] = (x * w)[small] ** 2
+    return np.sum(out * w)
+
+
+def test_writes_into_ones_like_of_a_traced_value():
+    f = ad.value_and_grad(_clipped_into_ones_like)
+    w = np.array([0.5, 2.0, -0.3])
+    for x in (np.array([1.0, 0.2, 3.0]), np.full(3, 0.1), np.full(3, 5.0)):
+        value, g = f(w, x)
+        assert np.isclose(value, _clipped_into_ones_like(w, x))
+        np.testing.assert_allclose(g, tape.grad(_clipped_into_ones_like)(w, x))
+        check_grads(_clipped_into_ones_like, w, x)
+    assert f.cache_info().misses == 1
+
+
 def _plain_slice(w):
     out = np.zeros(4)
     out[1:3] = w[1:3] ** 2

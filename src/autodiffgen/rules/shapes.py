@@ -236,6 +236,15 @@ def _called_by_user():
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
 
 
-register_function(np.ones_like)(
-    lambda a, dtype=None, order="K", subok=True, shape=None:
-    np.ones(np.shape(a) if shape is None else shape, a.dtype if dtype is None else dtype))
+ones_like = defprimitive("ones_like", lambda a, dtype: np.ones(np.shape(a), dtype),
+                         "np.ones_like({0}, dtype={dtype})", vjps=[None])
+
+
+@register_function(np.ones_like)
+def _ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    """As np.zeros_like: traced in the user's code (a buffer its writes fill), a plain
+    constant inside the rules."""
+    dtype = np.dtype(a.dtype if dtype is None else dtype)
+    if shape is not None or not _called_by_user():
+        return np.ones(np.shape(a) if shape is None else shape, dtype)
+    return ones_like(a, dtype=dtype)
