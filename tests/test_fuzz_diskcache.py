@@ -13,16 +13,13 @@ Programs are drawn from a fixed seed, so CI runs the same ones every time (one b
 BATCH programs: three processes, a few seconds); AUTODIFFGEN_FUZZ=<n> runs n programs.
 """
 
-import json
 import os
 import random
 import textwrap
 
 import numpy as np
 import pytest
-from test_diskcache import run_python, write_files
-
-from autodiffgen import diskcache
+from test_diskcache import run_modules, write_files
 
 BATCH = 16
 PROGRAMS = int(os.environ.get("AUTODIFFGEN_FUZZ", str(BATCH)))
@@ -229,33 +226,6 @@ KINDS = [_string_global, _tuple_global, _dict_global, _import_in_body, _instance
 # edits the generated code may see itself: it reads these values again at each call
 READ_AGAIN = {"closure_array", "number_global", "dict_global", "tuple_global"}
 
-RUNNER = """
-    import json, logging, sys
-    import numpy as np
-    sys.path.insert(0, sys.argv[1])
-    import autodiffgen
-    from autodiffgen import tape
-    log = []
-    handler = logging.Handler()
-    handler.emit = lambda record: log.append(record.getMessage())
-    logging.getLogger("autodiffgen").addHandler(handler)
-    autodiffgen.explain_retraces()
-    out = {}
-    for name in sys.argv[2:]:
-        del log[:]
-        module = __import__(name)
-        f, reference = autodiffgen.value_and_grad(module.f), tape.value_and_grad(module.f)
-        calls = []
-        for seed in range(2):
-            x = np.random.default_rng(seed).uniform(0.5, 1.5, (3, 4))
-            value, g = f(x)
-            tape_value, tape_g = reference(x)
-            calls.append([value, module.f(x), g.tolist(), tape_value, tape_g.tolist()])
-        out[name] = {"misses": f.cache_info().misses, "calls": calls, "log": list(log)}
-    print(json.dumps(out))
-"""
-
-
 def _program(rng, i):
     """(kind, files before, files after or {} when unedited) of program number i."""
     kind = KINDS[i % len(KINDS)] if i < len(KINDS) else rng.choice(KINDS)
@@ -264,11 +234,6 @@ def _program(rng, i):
     before = {f"{k}.py": head + textwrap.dedent(v) for k, v in before.items()}
     after = {f"{k}.py": head + textwrap.dedent(v) for k, v in after.items()}
     return kind.__name__[1:], before, after if rng.random() < 0.75 else {}
-
-
-def _run(root, names, cache):
-    return json.loads(run_python(RUNNER, root, *names, env={diskcache.ENV_DIR: str(cache),
-                                                        "PYTHONDONTWRITEBYTECODE": "1"}))
 
 
 def _right(name, result):
@@ -288,11 +253,11 @@ def test_a_second_process_after_a_random_edit_answers_like_eager_numpy(tmp_path,
     for _, before, _ in programs:
         write_files(tmp_path, before)
     cache = tmp_path / "cache"
-    first = _run(tmp_path, names, cache)
-    again = _run(tmp_path, names, cache)
+    first = run_modules(tmp_path, names, cache)
+    again = run_modules(tmp_path, names, cache)
     for _, _, after in programs:
         write_files(tmp_path, after)
-    edited = _run(tmp_path, names, cache)
+    edited = run_modules(tmp_path, names, cache)
     for name, (kind, _, after) in zip(names, programs):
         label = f"{name} ({kind}, {'edited' if after else 'unedited'})"
         assert first[name]["misses"] == 1, (label, first[name]["log"])
