@@ -323,7 +323,7 @@ def input_handle(trace, generator, name, path):
     """`generator` as an input of the recording at `path` of the arguments: the generated
     function takes it there and calls its methods. (The capture machinery can call this
     for a generator read from a global or a closure that it passes in as an input.)"""
-    node = trace.new_node(None, (), {"path": path, "pyfloat": False}, np.empty((), object),
+    node = trace.new_node(None, (), {"path": path}, np.empty((), object),
                           stack=())
     node.name = name
     handle = Handle(generator, node)
