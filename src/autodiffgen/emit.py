@@ -68,11 +68,10 @@ def _where(loc):
 
 # how a guard's check reads the value, as the user's code did (rules/control.py READS)
 _READ_FORMS = {"bool": "{x}", "item": "{x}.item({index})", "index": "operator.index({x})",
-               "layout": "({x}.flags.c_contiguous, {x}.flags.f_contiguous)",
+               "layout": "_layout({x})",
                "aliases": "np.may_share_memory({x}, {y})",
                "count_nonzero": "int(np.count_nonzero({x}))"}
-_LAYOUTS = {(True, True): "contiguous", (True, False): "C-ordered",
-            (False, True): "Fortran-ordered", (False, False): "non-contiguous"}
+_LAYOUTS = {"CF": "contiguous", "C": "C-ordered", "F": "Fortran-ordered"}
 
 
 class Emitter:
@@ -291,13 +290,16 @@ class Emitter:
         elif type(outcome) is float and outcome == 0.0:  # and its sign: -0.0 is not 0.0
             test = f"{read} != 0.0 or np.copysign(1.0, {read}) != {np.copysign(1.0, outcome)}"
         else:
-            test = f"{read} != {render(literal_ast(outcome))}"
+            shown = repr(outcome) if type(outcome) is str else render(literal_ast(outcome))
+            test = f"{read} != {shown}"
         where = _where(node.loc) if node.loc else "?"
         code = source_line(node.loc) if node.loc else ""
         message = f"{where}: `{code}` was {outcome!r} when traced" if p["test"] == "bool" \
             else f"{where}: `{code}` read {p['test']}() = {outcome!r} when traced"
         if p["test"] == "layout":  # the write is traced for this layout (mutation.py)
-            message = f"{where}: `{code}` was traced with {x} {_LAYOUTS[outcome]}"
+            self.helpers.add("_layout")
+            message = f"{where}: `{code}` was traced with {x} " + _LAYOUTS.get(
+                outcome, f"non-contiguous, strides {outcome}")
         elif p["test"] == "aliases":
             message = f"{where}: `{code}` was traced with {x} and {y[0]} not sharing memory"
         elif p["test"] == "count_nonzero":

@@ -26,6 +26,16 @@ def _setitem(x, index, v):
     return out
 
 
+def _layout(x):
+    """How x's memory is laid out, as far as a write through a reshape of x depends on it:
+    "C", "F", "CF" (both, e.g. 1-d), or for any other layout its strides in bytes (two
+    non-contiguous slices of one shape may still differ in which reshapes are views)."""
+    c, f = x.flags.c_contiguous, x.flags.f_contiguous
+    if c or f:
+        return "C" * c + "F" * f
+    return x.strides
+
+
 def _stop_gradient(x):
     """x itself: generated code marks with this call a value no derivative flows through."""
     return x
@@ -33,5 +43,5 @@ def _stop_gradient(x):
 
 scatter_add = _scatter_add  # for importers; generated code calls the _ names
 stop_gradient = _stop_gradient
-HELPERS = {"GuardFailure": GuardFailure, "_scatter_add": _scatter_add, "_setitem": _setitem,
-           "_stop_gradient": _stop_gradient}
+HELPERS = {"GuardFailure": GuardFailure, "_layout": _layout, "_scatter_add": _scatter_add,
+           "_setitem": _setitem, "_stop_gradient": _stop_gradient}

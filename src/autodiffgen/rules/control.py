@@ -12,7 +12,7 @@ import operator
 
 import numpy as np
 
-from ..runtime import GuardFailure
+from ..runtime import GuardFailure, _layout
 from ..tracer import GUARD, RAISES
 from . import defprimitive
 
@@ -26,7 +26,7 @@ READS = {  # test -> how the user's code read the value (x, *index) -> Python ob
     "round": lambda x: round(x),
     # what an in-place write's meaning depends on (rules/mutation.py): whether a reshape
     # of an argument is a view (its memory layout), and whether two arguments are one
-    "layout": lambda x: (bool(x.flags.c_contiguous), bool(x.flags.f_contiguous)),
+    "layout": _layout,
     "aliases": lambda x, y: bool(np.may_share_memory(x, y)),
     "count_nonzero": lambda x: int(np.count_nonzero(x)),  # a mask's count (sizes.py)
 }
