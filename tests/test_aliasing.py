@@ -140,3 +140,38 @@ def test_two_non_contiguous_layouts_of_one_shape_are_told_apart():
     x = copy_slice()
     np.testing.assert_allclose(vg(w, x)[0], np.sum(w * x))
     assert "_layout(x) != (192, 64, 8)" in vg.source(w, x)
+
+
+GLOBAL_W = np.arange(3.0)
+
+
+def write_then_read_global(w, x):
+    x[0] = 10.0
+    return np.sum(w * x * GLOBAL_W)
+
+
+def read_global_then_write(w, x):
+    y = w * GLOBAL_W
+    x[0] = 10.0
+    return np.sum(y * x)
+
+
+@pytest.mark.parametrize("fun", [write_then_read_global, read_global_then_write])
+def test_a_written_argument_that_is_a_global_the_function_reads_is_refused(fun):
+    """Eager NumPy changes GLOBAL_W through x: the code checks x is not GLOBAL_W, and the
+    trace that would have to follow the write through the global is refused, naming both."""
+    vg = value_and_grad(fun)
+    w = RNG.normal(size=3)
+    for _ in range(2):
+        x = RNG.normal(size=3)
+        value, g = vg(w, x.copy())
+        np.testing.assert_allclose(value, fun(w, x.copy()))
+        _, t_grad = tape.value_and_grad_now(fun, (w, x.copy()), (0,), ["w", "x"])
+        np.testing.assert_allclose(g, t_grad[0])
+    kept = GLOBAL_W.copy()
+    with pytest.raises(TracingError, match="argument 'x', which shares memory with 'GLOBAL_W'"):
+        vg(w, GLOBAL_W)
+    np.testing.assert_array_equal(GLOBAL_W, kept)  # nothing of the user's was written
+    with pytest.raises(TracingError, match="shares memory with 'GLOBAL_W'"):
+        vg(w, GLOBAL_W[::-1])  # a view of it too
+    assert "np.may_share_memory(x, GLOBAL_W)" in vg.source(w, RNG.normal(size=3))

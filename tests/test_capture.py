@@ -90,9 +90,9 @@ def test_nonlocal_rebinding_in_a_closure():
 def test_the_checks_are_in_the_source_and_it_lints():
     x = np.ones((2, 3))
     source = grad(model).source(x)
-    assert "scale = module_globals['SCALE']" in source
-    assert "w = module_globals['W']" in source
-    assert "power = module_globals['POWER']" in source  # an int: an input ...
+    assert "SCALE = module_globals['SCALE']" in source
+    assert "W = module_globals['W']" in source
+    assert "POWER = module_globals['POWER']" in source  # an int: an input ...
     assert "operator.index" not in source  # ... not read by a guard: x ** POWER keeps it traced
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated",
                              "--stdin-filename", "generated.py", "-"], input=source,

@@ -325,7 +325,7 @@ def test_under_every_transformation():
     for owner, kind in made:
         assert vars(owner)[kind].cache_info().misses == 1, kind
     source = gg.source(np.array(0.5))
-    assert "scale = module_globals['SCALE']" in source
+    assert "SCALE = module_globals['SCALE']" in source
 
 
 # ---- the user's objects are never touched; the code lints; a value that is gone -----------
@@ -395,7 +395,7 @@ def test_a_global_converted_with_asarray_is_checked_by_contents():
     globals()["W"] = W.copy()  # another array with the same numbers: no retrace
     verify(g, f, x_of(3))
     assert g.cache_info().misses == 3
-    assert "same_contents(module_globals['W'], traced_w)" in g.source(x_of(3))
+    assert "same_contents(module_globals['W'], traced_W)" in g.source(x_of(3))
 
 
 class Params(dict):

@@ -82,7 +82,7 @@ class Read:
         for _, key in reversed(self.chain):
             if type(key) is str and key.isidentifier() and not key.startswith("_") \
                     and key != "cell_contents":
-                return key.lower() if key.isupper() else key
+                return key
         return self.var if self.var.isidentifier() else "captured"
 
 
@@ -289,9 +289,7 @@ class Capture:
         found = self.inputs.get(read.key)
         if found is not None:
             return found[0]
-        box = self.trace.new_input(value, read.name, None)
-        box.node.params["read"] = read
-        box.node.params["type"] = type(value)
+        box = self.trace.new_input(value, read.name, None, read=read, type=type(value))
         self.inputs[read.key] = (box, read)
         return box
 

@@ -42,6 +42,7 @@ UFUNCS = {}  # np.ufunc -> Primitive, for ufunc(...) calls
 UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)
 FUNCTIONS = {}  # NumPy function -> handler(*args, **kwargs)
 RESULT_HOOKS = []  # hook(trace, box, args) on every recorded result (rules.mutation: views)
+INPUT_HOOKS = []  # hook(trace, box) on every new input (rules.mutation: aliasing)
 GUARD = []  # [the guard Primitive], filled in by the rules package
 INPUT_KINDS = {}  # argument type -> handler(trace, value, name, path): a non-array input
 TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (rules.random)
@@ -106,14 +107,16 @@ class Trace:
         self.next_id += 1
         return node
 
-    def new_input(self, value, name, path):
-        node = self.new_node(None, (), {"path": path}, value, stack=())
+    def new_input(self, value, name, path, **params):
+        node = self.new_node(None, (), {"path": path, **params}, value, stack=())
         node.name = name
         if type(value) in _NUMBERS:
             PYTHON_NUMBERS.add(node)
         box = Box(value, node)
         self.boxes[node] = box
         self.inputs.append(node)
+        for hook in INPUT_HOOKS:
+            hook(self, box)
         return box
 
     def guard(self, box, test, outcome, index=(), more=()):

@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import TracingError, at
 from ..graph import Index, Slot
 from ..runtime import _setitem as _setitem_impl
-from ..tracer import RESULT_HOOKS, Box, bind, current_trace, source_line, user_loc
+from ..tracer import INPUT_HOOKS, RESULT_HOOKS, Box, bind, current_trace, source_line, user_loc
 from . import astype, boxmethod, defprimitive, register_function, register_helper
 from .control import READS
 from .indexing import getitem, parse_index, selects_once
@@ -221,17 +221,37 @@ def _names(box, root, chain, assign):
 
 
 def _check_not_shared(trace, root):
-    """Refuse a write into an argument another argument shares memory with; otherwise
-    the code checks they still do not (f(c, c) after f(a, b) traces again, and fails here)."""
+    """Refuse a write into an argument another input (argument, or an array the function
+    reads from a global) shares memory with; otherwise the code checks they still do not
+    (f(c, c) after f(a, b) traces again, and fails here). Inputs read after the write
+    are checked as they are read (_check_new_input)."""
+    written = trace.__dict__.setdefault("written_inputs", [])
+    if root.node in written:
+        return
+    written.append(root.node)
     for node in trace.inputs:
-        other = trace.boxes[node]
-        if node is root.node or type(other.value) is not np.ndarray:
-            continue
-        if np.may_share_memory(other.value, root.value):
-            raise TracingError(at(user_loc(), f"writing into argument {root.node.name!r}, "
-                                  f"which shares memory with argument {node.name!r}: NumPy "
-                                  "would change both. Pass a copy (np.copy) of one of them"))
-        trace.guard(root, "aliases", False, more=(other,))
+        if node is not root.node:
+            _check_pair(trace, root.node, trace.boxes[node])
+
+
+def _check_new_input(trace, box):
+    for node in getattr(trace, "written_inputs", ()):
+        _check_pair(trace, node, box)
+
+
+def _check_pair(trace, written, other):
+    """`written` (an input node) and the Box of another input do not share memory."""
+    root = trace.boxes[written]  # the argument as passed, before the write
+    if type(other.value) is not np.ndarray or type(root.value) is not np.ndarray:
+        return
+    if np.may_share_memory(other.value, root.value):
+        what = (f"{other.node.name!r}, which the function reads from outside its arguments"
+                if other.node.params.get("read") is not None
+                else f"argument {other.node.name!r}")
+        raise TracingError(at(user_loc(), f"writing into argument {written.name!r}, "
+                              f"which shares memory with {what}: NumPy would change both. "
+                              "Pass a copy (np.copy) of the argument"))
+    trace.guard(root, "aliases", False, more=(other,))
 
 
 def _flags(self):
@@ -398,3 +418,4 @@ def _note_views(trace, box, args):
 
 
 RESULT_HOOKS.append(_note_views)
+INPUT_HOOKS.append(_check_new_input)
