@@ -196,6 +196,7 @@ class Capture:
         self.trace = trace
         self.inputs = {}  # Read.key -> the Box (or the guarded value) that read gave
         self.clones = {}  # id(original function) -> (its clone, the original)
+        self.originals = {}  # id(a clone) -> the user's function it stands for
         self.cells = {}  # id(a clone's cell) -> (that cell, the user's cell it stands for)
         self.copies = {}  # id(a user's list or dict) -> (the copy the trace sees, it)
         self.baked_reads = set()  # Read.key of inputs converted to plain values (baked)
@@ -396,22 +397,42 @@ class Capture:
         where = fn.__code__.co_filename
         real = fn.__globals__
         real = real._real if type(real) is _Scope else real  # made by an enclosing trace
+        user = self.original_function(fn)
         scope = _Scope(self, real, where)
         cells = tuple(self.cell(cell, name, where) for name, cell in
                       zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-        # an array or a generator default (`def f(w, W=W)`) is the caller's object, which
-        # may change in place or draw: read like a global; other defaults (`o=o`, ord=2)
-        # bind a parameter's value
-        defaults = fn.__defaults__ and tuple(
-            self.substitute(d, Read(fn, (("attr", "__defaults__"), ("item", i)), where))
-            if type(d) is np.ndarray or isinstance(d, _RANDOM) else d
-            for i, d in enumerate(fn.__defaults__))
+        # a default (`def f(w, W=W, scale=0.5, cfg=CONFIG)`) is read like a global, at
+        # each call: an array may change in place, a dict be edited, __defaults__ be set
+        code, first = fn.__code__, fn.__code__.co_argcount - len(user.__defaults__ or ())
+        defaults = user.__defaults__ and tuple(
+            self.default(d, Read(user, (("attr", "__defaults__"), ("item", i)), where,
+                                 code.co_varnames[first + i]))
+            for i, d in enumerate(user.__defaults__))
         made = types.FunctionType(fn.__code__, scope, fn.__name__, defaults, cells or None)
         self.clones[id(fn)] = (made, fn)
-        made.__kwdefaults__ = fn.__kwdefaults__
+        self.originals[id(made)] = user
+        made.__kwdefaults__ = user.__kwdefaults__ and {
+            k: self.default(d, Read(user, (("attr", "__kwdefaults__"), ("item", k)), where, k))
+            for k, d in user.__kwdefaults__.items()}
         made.__qualname__, made.__module__ = fn.__qualname__, fn.__module__
         made.__dict__.update(fn.__dict__)
         return made
+
+    def original_function(self, fn):
+        """The user's function, if `fn` is a clone an enclosing trace made (grad(f) called
+        inside the function grad(grad(...)) traces): its defaults are the user's."""
+        trace = self.trace._outer
+        while trace is not None:
+            found = trace.capture.originals.get(id(fn)) if trace.capture else None
+            if found is not None:
+                return found
+            trace = trace._outer
+        return fn
+
+    def default(self, value, read):
+        if value is None or type(value) is bool:
+            return value
+        return self.substitute(value, read)
 
     def cell(self, cell, name, where):
         if name == "__class__":  # super() reads it: the class itself

@@ -11,6 +11,7 @@ import inspect
 import os
 import re
 import sys
+import types
 from types import SimpleNamespace
 
 import numpy as np
@@ -592,8 +593,10 @@ def _holder(read):
     where = os.path.basename(read.where)
     if is_globals(holder):
         return holder, "module_globals", f"the globals of {holder.get('__name__')} ({where})"
-    if read.var:
+    if read.var and read.chain[:1] == (("attr", "cell_contents"),):
         return holder, f"cell_{read.var}", f"the closure cell {read.var} ({where})"
+    if isinstance(holder, types.FunctionType):  # its defaults
+        return holder, holder.__name__, f"the function {holder.__qualname__} ({where})"
     return holder, "holder", f"the {type(holder).__name__} {read.label} ({where})"
 
 

@@ -584,8 +584,24 @@ for _name, _ufunc in [("add", np.add), ("sub", np.subtract), ("mul", np.multiply
     setattr(Box, f"__{_name}__", _ufunc_operator(_ufunc, _op))
     setattr(Box, f"__r{_name}__", _ufunc_operator(_ufunc, _op, reflected=True))
 for _name, _ufunc in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
-                      ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)]:
+                      ("ge", np.greater_equal)]:
     setattr(Box, f"__{_name}__", _ufunc_operator(_ufunc, getattr(operator, _name)))
+
+
+def _equality(ufunc, python):
+    """== and != of a traced Python number with a string or None (`ord == "fro"` in
+    np.linalg.norm, a default read as an input) is Python's: decided by the types alone."""
+    operate = _ufunc_operator(ufunc, python)
+
+    def compare(self, other):
+        if (other is None or type(other) is str) and type(self.value) in _NUMBERS:
+            return NotImplemented
+        return operate(self, other)
+    return compare
+
+
+Box.__eq__ = _equality(np.equal, operator.eq)
+Box.__ne__ = _equality(np.not_equal, operator.ne)
 Box.__neg__ = _unary_operator(np.negative, operator.neg)
 Box.__pos__ = _unary_operator(np.positive, operator.pos)  # a new array, as in NumPy (+x)
 Box.__abs__ = _unary_operator(np.absolute, operator.abs)
