@@ -266,3 +266,46 @@ def test_a_python_float_beside_float32_under_second_derivatives():
                                    np.diag(want), rtol=1e-5)
         g2 = ad.grad(ad.grad(lambda s, t: t * s ** 3))(np.float32(0.3), t)
         np.testing.assert_allclose(g2, 6 * 0.3 * t, rtol=1e-5)
+
+
+T_GLOBAL = 1.0
+
+
+def test_a_global_number_python_keeps_reading_keeps_the_latest_values_and_is_named(caplog):
+    """math.exp(-T) of a global T that changes each call: a guard per value; past
+    max_variants the oldest value's code is dropped (no GuardError), and one warning
+    names T."""
+    global T_GLOBAL
+
+    def f(w):
+        return np.sum(w * w) * math.exp(-T_GLOBAL)
+    vg = value_and_grad(f)
+    w = RNG.normal(size=3)
+    try:
+        with caplog.at_level(logging.WARNING, logger="autodiffgen"):
+            for i in range(20):
+                T_GLOBAL = 0.1 * i
+                value, g = vg(w)
+                np.testing.assert_allclose(value, f(w))
+                np.testing.assert_allclose(g, 2 * w * math.exp(-T_GLOBAL))
+            T_GLOBAL = 0.1 * 19  # the latest values are kept
+            misses = vg.cache_info().misses
+            np.testing.assert_allclose(vg(w)[0], f(w))
+            assert vg.cache_info().misses == misses
+    finally:
+        T_GLOBAL = 1.0
+    warned = [r.getMessage() for r in caplog.records if "keeps changing" in r.getMessage()]
+    assert len(warned) == 1 and "because T_GLOBAL keeps changing" in warned[0]
+
+
+def test_guard_retraces_count_toward_the_warning(caplog):
+    """With a high max_variants, data that takes a new path at each call is warned of once
+    (naming the guard's line), not only signature changes."""
+    def f(w, k):
+        return np.sum(w) * float(k.sum())  # float() of data: a guard per value
+    g = grad(f, max_variants=50)
+    with caplog.at_level(logging.WARNING, logger="autodiffgen"):
+        for i in range(12):
+            np.testing.assert_allclose(g(np.ones(2), np.full(2, float(i))), [2.0 * i] * 2)
+    warned = [r.getMessage() for r in caplog.records if "guard keeps failing" in r.getMessage()]
+    assert len(warned) == 1 and "test_inputs.py" in warned[0]

@@ -371,10 +371,15 @@ class GradFunction:
                     return function(*args)
                 except GuardFailure:
                     pass
-            if len(variants.functions) >= self.max_variants and (
+            rebound = failure.args[1] if failure is not None and len(failure.args) > 1 else ""
+            if failure is not None:  # rebound: Python reads a global that keeps changing
+                self._churn.guarded(name, rebound, str(failure.args[0]))
+            if len(variants.functions) >= self.max_variants and rebound:
+                del variants.functions[0], variants.sources[0]  # the oldest value's code
+            elif len(variants.functions) >= self.max_variants and (
                     self._numbers_made_static() or signature_key(args, self._diff) != variants.key):
                 return self._numbers_static(args)  # keyed by the numbers' values now
-            if len(variants.functions) >= self.max_variants:
+            elif len(variants.functions) >= self.max_variants:
                 raise GuardError(f"{failure}: {name} has been traced "
                                  f"{len(variants.functions)} times for arguments of the same "
                                  "shapes because this guard keeps failing (the value it reads "

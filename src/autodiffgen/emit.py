@@ -311,8 +311,10 @@ class Emitter:
                        "meet). To serve every count with one trace, keep the count in arrays: "
                        "np.count_nonzero(mask) rather than len(x[mask]) in arithmetic, "
                        "np.where(mask, x, 0) rather than x[mask]")
+        reads = _captured_labels(node) if p["test"] in READS_OF_VALUES else ""
+        failure = f"{message!r}, {reads!r}" if reads else repr(message)
         return [(f"if {test}:", f"guard: {code}" if code else "guard"),
-                (f"    raise GuardFailure({message!r})", "")]
+                (f"    raise GuardFailure({failure})", "")]
 
     def raises_lines(self, node):
         """try: <the call> except <what it raised>: pass, else: raise GuardFailure(...)."""
@@ -585,6 +587,28 @@ def _all_python_floats(graph):
         return type(a) is Node or np.ndim(a) == 0 and not isinstance(a, (str, bytes))
     return all(op(n) == "guard" or n.shape == () and n.dtype == np.float64 and op(n) in SCALAR
                and all(scalar_constant(a) for a in n.args) for n in graph.nodes)
+
+
+READS_OF_VALUES = ("bool", "float", "complex", "int", "index", "item", "round")
+
+
+def _captured_labels(guard):
+    """`T`, `config.scale`: what a guard's test reads, when it depends only on values read
+    from outside the arguments (a global the user rebinds, not data). The GuardFailure
+    carries it, so that the cache can name it when it keeps changing (api.py)."""
+    labels, seen, stack = set(), set(), list(guard.args)
+    while stack:
+        node = stack.pop()
+        if type(node) is not Node or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.prim is None:
+            read = node.params.get("read")
+            if read is None:
+                return ""
+            labels.add(read.label)
+        stack.extend(node.args)
+    return ", ".join(sorted(labels))
 
 
 def _holder(read):

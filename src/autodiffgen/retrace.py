@@ -54,6 +54,28 @@ class Churn:
                             new_signature(names, key, known))
 
 
+    def guarded(self, function, label, failure):
+        """A trace because a guard failed: counted per value read from outside the
+        arguments that changed (`label`: a global, closure variable or attribute that
+        Python reads), else per guard, and warned of once."""
+        key = label or failure.split(": ", 1)[0]
+        self.counts[key] = n = self.counts.get(key, 0) + 1
+        if n < self.CHURN or key in self.warned:
+            return
+        self.warned.add(key)
+        if label:
+            LOG.warning("autodiffgen: %s has been traced again %d times because %s keeps "
+                        "changing and Python reads its value (%s); each new value is "
+                        "compiled anew and only the latest ones are kept. Apply NumPy to it "
+                        "(np.exp(t) rather than math.exp(t)), so that it stays an input of "
+                        "the code", function, n, label, failure)
+        else:
+            LOG.warning("autodiffgen: %s has been traced again %d times because a guard "
+                        "keeps failing (%s): the arguments keep taking new paths through "
+                        "Python that reads their values. Make the decision with array "
+                        "operations (np.where, np.maximum) instead", function, n, failure)
+
+
 def changed_arguments(names, key, known):
     """The arguments whose part of `key` differs from the closest of the `known` keys."""
     if not known or any(len(key) != len(k) for k in known):
