@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import effects
 from .errors import is_internal
 
 _INPUT_NUMBERS = (float, complex, np.floating, np.complexfloating)
@@ -200,7 +201,14 @@ class Capture:
         self.cells = {}  # id(a clone's cell) -> (that cell, the user's cell it stands for)
         self.copies = {}  # id(a user's list or dict) -> (the copy the trace sees, it)
         self.baked_reads = set()  # Read.key of inputs converted to plain values (baked)
+        self.scopes = []  # the clones' globals (_Scope), to see what the function assigned
+        self.effects = []  # (loc, what): attributes of outside objects the function set
         self._builtins = None
+
+    def finish(self, fun):
+        """After the trace: its writes outside itself, refused or warned of (effects.py)."""
+        copies = [(c, o, label) for c, o, label in self.copies.values()]
+        effects.check(fun, self.effects, self.scopes, copies)
 
     def enter(self, fun):
         """What the tracer calls instead of `fun`."""
@@ -383,7 +391,7 @@ class Capture:
             return value
         found = self.copies.get(id(value))
         if found is None:
-            found = self.copies[id(value)] = (value.copy(), value)  # keeps the id its own
+            found = self.copies[id(value)] = (value.copy(), value, read.label)  # own id
         return found[0]
 
     # functions
@@ -399,6 +407,8 @@ class Capture:
         real = real._real if type(real) is _Scope else real  # made by an enclosing trace
         user = self.original_function(fn)
         scope = _Scope(self, real, where)
+        scope.code = [fn.__code__]
+        self.scopes.append(scope)
         cells = tuple(self.cell(cell, name, where) for name, cell in
                       zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         # a default (`def f(w, W=W, scale=0.5, cfg=CONFIG)`) is read like a global, at
@@ -467,13 +477,19 @@ class _Scope(dict):
         super().__init__((k, v) for k, v in real.items() if k.startswith("__"))
         self["__builtins__"] = capture.builtins()
         self._capture, self._real, self._where = capture, real, where
+        self.seen = {}  # name -> what the trace saw of it
 
     def __missing__(self, name):
         value = self._real[name]  # a KeyError sends the interpreter to the builtins
         seen = self._capture.substitute(value, Read(self._real, (("item", name),),
                                                     self._where))
-        self[name] = seen
+        self[name] = self.seen[name] = seen
         return seen
+
+    def assigned(self):
+        """The globals the function assigned (`global STEP; STEP += 1`)."""
+        return [k for k, v in self.items() if not k.startswith("__")
+                and (k not in self.seen or v is not self.seen[k])]
 
 
 def _worth_rebuilding(value, budget):
@@ -510,7 +526,7 @@ class Proxy:
     """A user object, class or module as the traced code sees it: attributes read
     through it are what the trace sees (Boxes, clones); writes stay in the proxy."""
 
-    __slots__ = ("_adg_capture", "_adg_obj", "_adg_own", "_adg_read")
+    __slots__ = ("_adg_capture", "_adg_fetched", "_adg_obj", "_adg_own", "_adg_read")
 
     def __init__(self, capture, obj, read):
         set_ = object.__setattr__
@@ -518,6 +534,7 @@ class Proxy:
         set_(self, "_adg_obj", obj)
         set_(self, "_adg_read", read)
         set_(self, "_adg_own", {})
+        set_(self, "_adg_fetched", {})  # attribute name -> what the trace read
 
     __class__ = property(lambda self: type(object.__getattribute__(self, "_adg_obj")))
 
@@ -546,10 +563,20 @@ class Proxy:
             return types.MethodType(capture.clone(found), owner)
         if kind == "property":
             return capture.clone(found.fget)(self)
-        return capture.substitute(found, here)
+        seen = capture.substitute(found, here)
+        object.__getattribute__(self, "_adg_fetched")[name] = seen
+        return seen
 
     def __setattr__(self, name, value):
-        object.__getattribute__(self, "_adg_own")[name] = value
+        read = object.__getattribute__(self, "_adg_read")
+        own = object.__getattribute__(self, "_adg_own")
+        fetched = object.__getattribute__(self, "_adg_fetched")
+        if read is not None and name not in own and not (
+                name in fetched and fetched[name] is value):  # `self.log += [x]`: the same list
+            capture = object.__getattribute__(self, "_adg_capture")
+            capture.effects.append(effects.attribute(read.label or "an object", name,
+                                                     name in fetched))
+        own[name] = value
 
     def __call__(self, *args, **kwargs):
         obj = object.__getattribute__(self, "_adg_obj")

@@ -645,6 +645,8 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
                 if stored is None:
                     raise
                 raise stored from error
+        if capture:
+            recording.capture.finish(fun)
     if recording.refused:  # raised, and caught by the user's code: not eager's path
         first = recording.refused[0]
         raise TracingError(f"{first} [this error was raised while tracing "
