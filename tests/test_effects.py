@@ -105,3 +105,32 @@ def test_rebinding_an_attribute_to_the_list_it_holds_is_no_write():
         warnings.simplefilter("error")
         np.testing.assert_allclose(grad(spy)(np.ones(2)), [2.0, 2.0])
     assert spy.seen == [(2,)]  # the object's own list: the trace appended to it
+
+
+def make_counter():
+    calls = 0
+
+    def f(w):
+        nonlocal calls
+        calls += 1
+        return np.sum(w ** 2) * calls
+    return f
+
+
+def make_keeper():
+    last = None
+
+    def f(w):
+        nonlocal last
+        last = np.sum(w ** 2)
+        return last
+    return f
+
+
+def test_closure_variables_assigned():
+    with pytest.raises(TracingError, match=r"test_effects.py:\d+: f assigns the closure "
+                       "variable calls \\(nonlocal\\), which it also reads"):
+        grad(make_counter())(np.ones(3))
+    keeper = make_keeper()
+    with pytest.warns(UserWarning, match="f assigns the closure variable last"):
+        np.testing.assert_allclose(grad(keeper)(np.ones(3)), 2 * np.ones(3))

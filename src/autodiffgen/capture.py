@@ -20,6 +20,7 @@ Functions the code reaches are cloned in turn, so helpers at any depth see Boxes
 import builtins
 import enum
 import functools
+import os
 import sys
 import types
 from dataclasses import dataclass
@@ -73,9 +74,7 @@ class Read:
             text, steps = str(steps[0][1]), steps[1:]
         else:
             text = getattr(self.holder, "__name__", type(self.holder).__name__)
-        for kind, key in steps:
-            text += f".{key}" if kind == "attr" else f"[{key!r}]"
-        return text
+        return text + chain_text(steps)
 
     @property
     def name(self):
@@ -145,8 +144,15 @@ def _global(read):
 def follow(holder, chain):
     value = holder
     for kind, key in chain:
-        value = getattr(value, key) if kind == "attr" else value[key]
+        value = getattr(value, key) if kind == "attr" else value.get(key) if kind == "get" \
+            else value[key]
     return value
+
+
+def chain_text(chain):
+    """`.scale`, `['W']`, `.get('HOME')`: the steps as Python writes them."""
+    return "".join(f".{key}" if kind == "attr" else f".get({key!r})" if kind == "get"
+                   else f"[{key!r}]" for kind, key in chain)
 
 
 def is_globals(holder):
@@ -202,13 +208,14 @@ class Capture:
         self.copies = {}  # id(a user's list or dict) -> (the copy the trace sees, it)
         self.baked_reads = set()  # Read.key of inputs converted to plain values (baked)
         self.scopes = []  # the clones' globals (_Scope), to see what the function assigned
+        self.made_cells = []  # (cell, what the trace saw, name): to see what it assigned
         self.effects = []  # (loc, what): attributes of outside objects the function set
         self._builtins = None
 
     def finish(self, fun):
         """After the trace: its writes outside itself, refused or warned of (effects.py)."""
         copies = [(c, o, label) for c, o, label in self.copies.values()]
-        effects.check(fun, self.effects, self.scopes, copies)
+        effects.check(fun, self.effects, self.scopes, copies, self.made_cells)
 
     def enter(self, fun):
         """What the tracer calls instead of `fun`."""
@@ -230,12 +237,23 @@ class Capture:
 
     def builtins(self):
         """Python's builtins, but `import` in the function's body gives what the trace
-        sees of a module of the user's (a proxy), as a global module would be."""
+        sees of a module of the user's (a proxy), as a global module would be, and
+        type(self) of an object seen through a proxy the class seen through one (so that
+        type(self).SCALE is read like self.SCALE)."""
         if self._builtins is None:
             def importer(name, globals=None, locals=None, fromlist=(), level=0):
                 module = builtins.__import__(name, globals, locals, fromlist, level)
                 return self.substitute(module, Read(module, (), ""))
-            self._builtins = {**builtins.__dict__, "__import__": importer}
+
+            def type_of(obj, *rest):
+                if rest or builtins.type(obj) is not Proxy:
+                    return builtins.type(obj, *rest)
+                real = object.__getattribute__(obj, "_adg_obj")
+                if isinstance(real, type):
+                    return builtins.type(real)
+                read = object.__getattribute__(obj, "_adg_read")
+                return Proxy(self, builtins.type(real), read and read.then("attr", "__class__"))
+            self._builtins = {**builtins.__dict__, "__import__": importer, "type": type_of}
         return self._builtins
 
     # values
@@ -257,6 +275,13 @@ class Capture:
         if isinstance(value, enum.Enum) or isinstance(value, type) and issubclass(
                 value, (BaseException, enum.Enum)):
             return self.guard(read, "is", value)
+        if value is os.environ:
+            return Environ(self, read or Read(os, (("attr", "environ"),), ""))
+        if value is os.getenv or isinstance(value, functools._lru_cache_wrapper) and \
+                user_function(getattr(value, "__wrapped__", None)):
+            if not root:  # os.getenv reads os.environ; a cached helper runs uncached
+                self.guard(read, "is", value)
+            return self.clone(getattr(value, "__wrapped__", value))
         if kind is types.FunctionType:
             if not user_function(value):
                 return self.guard(read, "is", value)
@@ -279,7 +304,8 @@ class Capture:
         if kind in (dict, list, tuple):
             return self.container(value, read)
         if kind is types.ModuleType:
-            return Proxy(self, value, read) if user_module(value.__name__) else value
+            return Proxy(self, value, read) if user_module(value.__name__) or value is os \
+                else value
         if isinstance(value, type):
             if user_module(value.__module__) or value.__module__ == "__main__":
                 if not root:
@@ -452,9 +478,10 @@ class Capture:
             value = cell.cell_contents
         except ValueError:  # not yet assigned
             return types.CellType()
-        made = types.CellType(self.substitute(value, Read(cell, (
-            ("attr", "cell_contents"),), where, name)))
+        seen = self.substitute(value, Read(cell, (("attr", "cell_contents"),), where, name))
+        made = types.CellType(seen)
         self.cells[id(made)] = (made, cell)
+        self.made_cells.append((made, seen, name))
         return made
 
     def original_cell(self, cell):
@@ -490,6 +517,28 @@ class _Scope(dict):
         """The globals the function assigned (`global STEP; STEP += 1`)."""
         return [k for k, v in self.items() if not k.startswith("__")
                 and (k not in self.seen or v is not self.seen[k])]
+
+
+class Environ:
+    """os.environ as a trace sees it: each variable read is a guard of the code."""
+
+    def __init__(self, capture, read):
+        self._capture, self._read = capture, read
+
+    def __getitem__(self, key):
+        return self._capture.guard(self._read.then("item", key), "==", os.environ[key])
+
+    def get(self, key, default=None):
+        value = os.environ.get(key)
+        self._capture.guard(self._read.then("get", key), "is" if value is None else "==",
+                            value)
+        return default if value is None else value
+
+    def __contains__(self, key):
+        return self.get(key) is not None
+
+    def __getattr__(self, name):  # keys(), items(), copy(), ...: all of it, the real one
+        return getattr(os.environ, name)
 
 
 def _worth_rebuilding(value, budget):

@@ -32,10 +32,17 @@ def attribute(label, name, was_read):
     return loc, f"{frame.f_code.co_name if frame else 'the function'} sets {label}.{name}"
 
 
-def check(fun, found, scopes, copies):
-    """After the trace: refuse a global it reads and assigns, warn of the other writes
-    (`found`: (loc, what) pairs already seen, attributes set)."""
+def check(fun, found, scopes, copies, cells):
+    """After the trace: refuse a global or closure variable it reads and assigns, warn of
+    the other writes (`found`: (loc, what) pairs already seen, attributes set)."""
     found = list(found)
+    for cell, seen, name in cells:
+        try:
+            same = cell.cell_contents is seen
+        except ValueError:  # deleted
+            same = False
+        if not same:
+            found.append(_nonlocal(fun, name))
     for scope in scopes:
         for name in scope.assigned():
             loc, who = _store_line(scope.code, name), scope.code[0].co_name
@@ -60,6 +67,36 @@ def check(fun, found, scopes, copies):
                                UserWarning, filename, line)
 
 
+def _nonlocal(fun, name):
+    """(loc, what) of an assigned closure variable, refused if the function reads it."""
+    code = getattr(fun, "__code__", None)
+    codes = [code] if code else []
+    loc = _store_line(codes, name, "STORE_DEREF")
+    reads = False  # read before it is first assigned: the value of an earlier call
+    for c in _codes(codes):
+        for i in dis.get_instructions(c):
+            if i.argval == name and i.opname in ("LOAD_DEREF", "LOAD_CLASSDEREF"):
+                reads = True
+            if i.argval == name and i.opname in ("LOAD_DEREF", "LOAD_CLASSDEREF",
+                                                  "STORE_DEREF"):
+                break
+    who = getattr(fun, "__name__", "the function")
+    if reads:
+        raise TracingError(at(loc or "?", f"{who} assigns the closure variable {name} "
+                              "(nonlocal), which it also reads: the next call would read "
+                              f"the value eager NumPy assigned, and {_ADVICE}"))
+    return loc, f"{who} assigns the closure variable {name}"
+
+
+def _codes(codes):
+    stack, out = list(codes), []
+    while stack:
+        code = stack.pop(0)
+        out.append(code)
+        stack += [c for c in code.co_consts if hasattr(c, "co_code")]
+    return out
+
+
 def _changed(copy, original):
     if len(copy) != len(original):
         return True
@@ -68,16 +105,13 @@ def _changed(copy, original):
     return any(a is not b for a, b in zip(copy, original))
 
 
-def _store_line(codes, name):
-    """(file, line) of the first `global name` assignment in these code objects."""
-    stack = list(codes)
-    while stack:
-        code = stack.pop(0)
+def _store_line(codes, name, store="STORE_GLOBAL"):
+    """(file, line) of the first assignment to `name` in these code objects."""
+    for code in _codes(codes):
         starts = sorted(dis.findlinestarts(code))
         for instruction in dis.get_instructions(code):
-            if instruction.opname == "STORE_GLOBAL" and instruction.argval == name:
+            if instruction.opname == store and instruction.argval == name:
                 lines = [line for offset, line in starts if offset <= instruction.offset]
                 return code.co_filename, (lines[-1] if lines and lines[-1]
                                           else code.co_firstlineno)
-        stack += [c for c in code.co_consts if hasattr(c, "co_code")]
     return None

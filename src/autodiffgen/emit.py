@@ -18,7 +18,7 @@ import numpy as np
 
 from . import passes
 from ._version import __version__
-from .capture import is_globals, read_traced, same_contents
+from .capture import chain_text, is_globals, read_traced, same_contents
 from .emit_ast import (
     PARSE_LOCK,
     call_ast,
@@ -389,10 +389,7 @@ class Emitter:
         if self.pure:  # an enclosing trace runs this code: the read is its input or guard
             reader = self.handover(read_traced, "read_traced", "autodiffgen.capture's reader")
             return f"{reader}({holder}, {read.chain!r}{'' if test is None else ', ' + repr(test)})"
-        text = holder
-        for kind, key in read.chain:
-            text += f".{key}" if kind == "attr" else f"[{key!r}]"
-        return text
+        return holder + chain_text(read.chain)
 
     def type_check(self, node, name, read):
         kind = node.params["type"]
