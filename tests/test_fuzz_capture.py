@@ -3,7 +3,8 @@
 A program is a chain of helper steps written into a fresh module: each step reads an
 array or a float through one route (a global, a settings object's attribute, a global
 dict or list entry, a method or static method of a global object or class, a partial
-object's keyword, another module's attribute, a closure cell) and a string flag may
+object's keyword, another module's attribute, a closure cell, a default value, a class
+attribute read as type(obj).v) and a string flag may
 choose a branch. Between calls the values are rebound or changed in place; the one
 cached function must agree with eager NumPy and the tape at every call (and its
 Hessian-vector product with finite differences of the tape's gradient), and retrace
@@ -24,7 +25,7 @@ from autodiffgen import tape, value_and_grad
 
 EXAMPLES = int(os.environ.get("AUTODIFFGEN_FUZZ", "40"))
 ROUTES = ["global", "attr", "dict", "list", "method", "static", "partial", "module",
-          "closure"]
+          "closure", "default", "classattr"]
 OPS = ["y * {v}", "y + {v}", "np.sin(y) * {v}", "y * np.tanh({v})",
        "y / (1.5 + np.cos({v}))"]
 _ids = itertools.count()
@@ -48,7 +49,8 @@ def _source(steps, flag):
     for k, (route, op, _) in enumerate(steps):
         v = {"global": f"G{k}", "attr": f"cfg.v{k}", "dict": f"P['v{k}']", "list": f"L[{k}]",
              "module": f"sub.v{k}", "method": "self.v", "static": f"G{k}",
-             "partial": "v", "closure": "v"}[route]
+             "partial": "v", "closure": "v", "default": "v",
+             "classattr": f"type(tobj{k}).v"}[route]
         expr = op.format(v=v)
         if route == "method":
             lines += [f"class M{k}:", "    def apply(self, y):", f"        return {expr}", "",
@@ -64,6 +66,13 @@ def _source(steps, flag):
         elif route == "closure":
             lines += [f"def _make{k}(v):", f"    return lambda y: {expr}", ""]
             body.append(f"y = clo{k}(y)")
+        elif route == "default":
+            lines += [f"def step{k}(y, v=None):", f"    return {expr}", ""]
+            body.append(f"y = step{k}(y)")
+        elif route == "classattr":
+            lines += [f"class T{k}:", "    v = None", "", f"tobj{k} = T{k}()", "",
+                      f"def step{k}(y):", f"    return {expr}", ""]
+            body.append(f"y = step{k}(y)")
         else:
             lines += [f"def step{k}(y):", f"    return {expr}", ""]
             body.append(f"y = step{k}(y)")
@@ -111,6 +120,10 @@ class World:
             m[f"obj{k}"].v = value
         elif route == "partial":
             m[f"part{k}"] = __import__("functools").partial(m[f"_op{k}"], v=value)
+        elif route == "default":
+            m[f"step{k}"].__defaults__ = (value,)
+        elif route == "classattr":
+            m[f"T{k}"].v = value
         elif route == "closure":
             if f"clo{k}" in m:
                 m[f"clo{k}"].__closure__[0].cell_contents = value
@@ -125,7 +138,9 @@ class World:
                 "list": lambda: m["L"][k], "module": lambda: getattr(self.sub, f"v{k}"),
                 "method": lambda: m[f"obj{k}"].v,
                 "partial": lambda: m[f"part{k}"].keywords["v"],
-                "closure": lambda: m[f"clo{k}"].__closure__[0].cell_contents}[route]()
+                "closure": lambda: m[f"clo{k}"].__closure__[0].cell_contents,
+                "default": lambda: m[f"step{k}"].__defaults__[0],
+                "classattr": lambda: m[f"T{k}"].v}[route]()
 
 
 def _value(is_array, seed):
