@@ -50,23 +50,35 @@ class _Probe:
 
 def observe(trace, box):
     """`box` (a traced mask, or what np.nonzero reads) decides a size: record it as a count
-    source of `trace` (once), changed to the probe's count when this trace is a probe."""
+    source of `trace` (once), changed to the probe's count when this trace is a probe.
+    Returns the box the selection is to read (`seen`)."""
     if trace is None or box.node.trace_id != trace.id:
-        return  # not this trace's value: bind says so
+        return box  # not this trace's value: bind says so
     sources = trace.__dict__.setdefault("count_sources", {})
     if box.node in sources or np.ndim(box.value) == 0:
-        return
+        return seen(trace, box)
     sources[box.node] = index = len(sources)
     probe = getattr(_state, "probe", None)
     if probe is not None and probe.trace_id == trace.id and probe.index == index:
-        value = with_count(box.value, probe.count)
-        for other in [box, trace.boxes.get(box.node)] + trace.__dict__.get("own", []):
-            if other is not None and other.node is box.node:
-                other.value = value
+        box = tracer.Box(with_count(box.value, probe.count), box.node)
+        trace.boxes[box.node] = box  # what the backward's selections read
+        trace.__dict__.setdefault("probed", set()).add(box.node)
     trace.guard(box, TEST, int(np.count_nonzero(box.value)))
     guard = trace.guards[-1]
     guard.params.update(source=index, read=False)  # its own: CSE must not merge two sources
     trace.__dict__.setdefault("count_guards", []).append(guard)  # tracer._sized marks them
+    return box
+
+
+def seen(trace, box):
+    """The mask a selection reads: a probed source's changed value (`observe`), else `box`.
+    Only selections see the change, never the mask's other uses: so `~m`, `m & k` or
+    `x <= 0` computed from a probed mask keep their own counts, and each source is still
+    changed alone (complementary masks, x[m] and x[~m], are served as any two)."""
+    probed = getattr(trace, "probed", None)
+    if probed and type(box) is tracer.Box and box.node in probed:
+        return trace.boxes[box.node]
+    return box
 
 
 def read_count(trace, box):
@@ -80,7 +92,7 @@ def read_count(trace, box):
     source = trace.boxes.get(node.args[0])
     if source is None:
         return None
-    observe(trace, source)
+    source = observe(trace, source)
     mark_read(trace)
     return int(np.count_nonzero(source.value))
 

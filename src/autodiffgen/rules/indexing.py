@@ -62,8 +62,9 @@ def parse_index(key):
     """An Index and the arrays it refers to, from whatever the user put in x[...]."""
     items, arrays = [], []
     for item in key if type(key) is tuple else (key,):
-        if type(item) is Box or isinstance(item, (np.ndarray, list)):
-            arrays.append(item if type(item) is Box else _index_array(item))
+        if type(item) is Box or isinstance(item, (np.ndarray, list)):  # a probed mask: seen
+            arrays.append(sizes.seen(current_trace(), item) if type(item) is Box
+                          else _index_array(item))
             items.append(Slot(len(arrays)))
         elif isinstance(item, (bool, np.bool_)):
             arrays.append(np.asarray(item))
@@ -100,9 +101,9 @@ def _slice_bound(b):
 @boxmethod("__getitem__")
 def _getitem(self, key):
     index, arrays = parse_index(key)
-    for a in arrays:  # a traced mask: how many elements it selects is data (sizes.py)
-        if type(a) is Box and result_dtype(a) == np.bool_:
-            sizes.observe(current_trace(), a)
+    # a traced mask: how many elements it selects is data (sizes.py)
+    arrays = [sizes.observe(current_trace(), a) if type(a) is Box and result_dtype(a) == np.bool_
+              else a for a in arrays]
     if any(type(i) is slice and (i.start is not None or i.stop is not None)
            for i in index.items):  # x[m][:3] is 3 long, or fewer: a size decided on
         sizes.mark_read(current_trace())

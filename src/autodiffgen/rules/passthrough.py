@@ -84,7 +84,7 @@ def _counted(x):
         if np.ndim(x.value) == 0:
             raise TracingError(at(user_loc(), "np.nonzero of a 0-d traced value: use np.where("
                                   "condition, x, y) or a 1-d array"))
-        sizes.observe(current_trace(), x)
+        return sizes.observe(current_trace(), x)
     return x
 
 
