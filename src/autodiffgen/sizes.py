@@ -50,19 +50,20 @@ class _Probe:
 
 def observe(trace, box):
     """`box` (a traced mask, or what np.nonzero reads) decides a size: record it as a count
-    source of `trace` (once), changed to the probe's count when this trace is a probe.
-    Returns the box the selection is to read (`seen`)."""
+    source of `trace` (once per value: the same mask computed twice, `x[~m]` and
+    `y[~m] = ...`, is one source), changed to the probe's count when this trace is a
+    probe. Returns the box the selection is to read (`seen`)."""
     if trace is None or box.node.trace_id != trace.id:
         return box  # not this trace's value: bind says so
     sources = trace.__dict__.setdefault("count_sources", {})
-    if box.node in sources or np.ndim(box.value) == 0:
+    key = _key(trace, box.node)
+    if key in sources or np.ndim(box.value) == 0:
         return seen(trace, box)
-    sources[box.node] = index = len(sources)
+    sources[key] = index = len(sources)
     probe = getattr(_state, "probe", None)
     if probe is not None and probe.trace_id == trace.id and probe.index == index:
-        box = tracer.Box(with_count(box.value, probe.count), box.node)
-        trace.boxes[box.node] = box  # what the backward's selections read
-        trace.__dict__.setdefault("probed", set()).add(box.node)
+        trace.__dict__.setdefault("probed", {})[key] = with_count(box.value, probe.count)
+        box = seen(trace, box)
     trace.guard(box, TEST, int(np.count_nonzero(box.value)))
     guard = trace.guards[-1]
     guard.params.update(source=index, read=False)  # its own: CSE must not merge two sources
@@ -71,14 +72,53 @@ def observe(trace, box):
 
 
 def seen(trace, box):
-    """The mask a selection reads: a probed source's changed value (`observe`), else `box`.
-    Only selections see the change, never the mask's other uses: so `~m`, `m & k` or
-    `x <= 0` computed from a probed mask keep their own counts, and each source is still
-    changed alone (complementary masks, x[m] and x[~m], are served as any two)."""
+    """The mask a selection (x[m], y[m] = v, np.nonzero(m)) reads: a probed source's
+    changed value, else `box`. Only selections see the change, and the backward's, which
+    read trace.boxes; never the mask's other uses: so `~m` or `m & k` computed from a
+    probed mask keep their own counts, and each source is still changed alone
+    (complementary masks, x[m] and x[~m], are served as any two)."""
     probed = getattr(trace, "probed", None)
-    if probed and type(box) is tracer.Box and box.node in probed:
-        return trace.boxes[box.node]
-    return box
+    if not probed or type(box) is not tracer.Box or box.node.trace_id != trace.id:
+        return box
+    value = probed.get(_key(trace, box.node))
+    if value is None:
+        return box
+    current = trace.boxes.get(box.node)
+    if current is None or current is box or current.value is not value:
+        current = trace.boxes[box.node] = tracer.Box(value, box.node)  # the user's box stays
+    return current
+
+
+def _key(trace, node, depth=0):
+    """What identifies a mask's value: its node, or, for one computed again from the same
+    values by the same deterministic steps (`~m` written twice), those steps."""
+    keys = trace.__dict__.setdefault("source_keys", {})
+    found = keys.get(node)
+    if found is None:
+        found = keys[node] = _structure(trace, node, depth)
+    return found
+
+
+def _structure(trace, node, depth):
+    if node.prim is None or node.prim.effect or depth > 32:
+        return node
+    try:
+        key = (node.prim, tuple(_key(trace, a, depth + 1) if type(a) is Node else _constant(a)
+                                for a in node.args), tuple(sorted(node.params.items())))
+        hash(key)
+    except TypeError:  # a parameter or constant not compared by value: the node itself
+        return node
+    return key
+
+
+def _constant(value):
+    if isinstance(value, (np.ndarray, np.generic)):
+        if np.size(value) > 64:
+            raise TypeError
+        return (type(value), value.dtype.str, np.shape(value), value.tobytes())
+    if type(value) in (int, float, bool, complex, type(None)):
+        return (type(value), value)
+    raise TypeError
 
 
 def read_count(trace, box):
