@@ -20,18 +20,21 @@ the code serves counts from 2 up, counts 0 and 1 tracing their own. What the cou
 cannot see: a test such as `if len(x[m]) == 37:` on a mask of 100 elements; keep such
 decisions out of the differentiated function.
 
-Where the code is emitted: jvp and grad (and so grad of grad, hvp) read counts at run
-time; vjp, and so hessian (the vjp of the gradient), keep the guard and trace per count.
+Where the code is emitted: grad, jvp and vjp (and so grad of grad, hvp, hessian and
+jacobian) read counts at run time. A VJP's forward and backward functions come from one
+trace: they are probed together and unified alike, and the backward defines the counts it
+reads from the masks the forward saves (backward.split_graphs).
 """
 
 import contextlib
+import dataclasses
 import threading
 import warnings
 
 import numpy as np
 
 from . import tracer
-from .graph import Node, is_guard
+from .graph import PYTHON_NUMBERS, Node, is_guard
 from .poly import _Unifier
 from .symbolic import COUNT, Dim, NoFit, fit, same
 
@@ -176,19 +179,36 @@ def count_var(node):
 # ---- generalizing ---------------------------------------------------------------------------
 def general(build, args, optimize, raw=None):
     """The graph to emit for `args`: counts read at run time where they fit, guarded where
-    not. `build(args)` traces an unoptimized graph; `optimize(graph)` optimizes one."""
+    not. `build(args)` traces an unoptimized graph, or a tuple of graphs of one trace (a
+    VJP's forward and backward functions: the first holds the count guards); `optimize(graph)`
+    optimizes one."""
     raw = build(args) if raw is None else raw
-    if not counted(raw):
-        return optimize(raw)
-    main = optimize(raw)
+    main = _each(optimize, raw)
+    if not counted(_first(raw)):
+        return main
     for low in _LOWS:  # a small mask is tried at count 1, else at 0 (see _probe_counts)
         try:
             return _generalize(build, args, raw, main, optimize, low)
         except NoFit:
             if not any(min(_probe_counts(g.params["outcome"], _total(g), False, low)) < 2
-                       for g in _counts(raw)):
+                       for g in _counts(_first(raw))):
                 break  # no count below 2 was tried: the other order would change nothing
     return main
+
+
+def _each(fn, graphs):
+    return tuple(map(fn, graphs)) if type(graphs) is tuple else fn(graphs)
+
+
+def _first(graphs):
+    return graphs[0] if type(graphs) is tuple else graphs
+
+
+def checked_before(graph):
+    """A VJP's backward function without the count guards its forward function checked
+    (the backward reads its masks only to define counts, when they are read at run time)."""
+    kept = [n for n in graph.nodes if not (is_count(n) and type(n.params["outcome"]) is int)]
+    return graph if len(kept) == len(graph.nodes) else dataclasses.replace(graph, nodes=kept)
 
 
 def _total(guard):
@@ -196,9 +216,9 @@ def _total(guard):
 
 
 def _generalize(build, args, raw, main, optimize, low):
-    guards = _counts(raw)
+    guards = _counts(_first(raw))
     graphs, groups = [main], []
-    taken = set(raw.params)
+    taken = {p for g in (raw if type(raw) is tuple else (raw,)) for p in g.params}
     read = any(g.params["read"] for g in guards)
     lo = 2 if read else 0
     if any(g.params["outcome"] < lo for g in guards):
@@ -210,14 +230,20 @@ def _generalize(build, args, raw, main, optimize, low):
         members = []
         for count in counts:
             probe = _probed(build, args, index, count)
-            moved = [g.params["outcome"] for g in _counts(probe)]
+            moved = [g.params["outcome"] for g in _counts(_first(probe))]
             expected = [g.params["outcome"] for g in guards]
             expected[index] = count
             if moved != expected:
                 raise NoFit  # another source's count moved too, or the program changed
             members.append(len(graphs))
-            graphs.append(optimize(probe))
+            graphs.append(_each(optimize, probe))
         groups.append((var, [traced] + counts, members))
+    if type(main) is tuple:
+        return tuple(_unified([g[i] for g in graphs], groups, lo) for i in range(len(main)))
+    return _unified(graphs, groups, lo)
+
+
+def _unified(graphs, groups, lo):
     unified = _CountUnifier(graphs, groups).graph()
     for node in unified.nodes:
         if is_count(node):
@@ -291,6 +317,32 @@ class _CountUnifier(_Unifier):
     def __init__(self, graphs, groups):
         super().__init__(graphs, None, None)
         self.groups = groups
+
+    def graph(self):
+        unified = super().graph()
+        if self.graphs[0].paths:  # a VJP's backward: its inputs are the forward's residuals
+            unified.paths = {n: n.params["path"] for n in unified.inputs}
+        return unified
+
+    def node(self, column, place):
+        """An input a path names (a residual the forward function saved): unified by
+        place, shape and dtype alone, as the backward function reads it."""
+        head = column[0]
+        path = self.graphs[0].paths.get(head) if place[0] == "input" else None
+        if path is None:
+            return super().node(column, place)
+        if any(n.dtype != head.dtype for n in column):
+            raise NoFit
+        made = Node(head.id, None, (), {"path": path}, self.value([n.shape for n in column]),
+                    head.dtype)
+        made.name = head.name or (head.prim.name if head.prim else None)
+        made.trace_id = head.trace_id
+        if head in PYTHON_NUMBERS:
+            PYTHON_NUMBERS.add(made)
+        for position, n in zip(self.position, column):
+            position[n] = place
+        self.made[place] = self.of_first[head] = made
+        return made
 
     def same_guard(self, params):
         return same(params) or all(p["test"] == TEST for p in params)
