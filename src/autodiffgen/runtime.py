@@ -26,6 +26,12 @@ def _setitem(x, index, v):
     return out
 
 
+def _getitem(x, index):
+    """x[index], for a constant x indexed by computed arrays: as a call, a trace of the
+    generated code (grad of grad, hessian) can follow it, as it cannot const[mask]."""
+    return x[index]
+
+
 def _stop_gradient(x):
     """x itself: generated code marks with this call a value no derivative flows through."""
     return x
@@ -34,4 +40,4 @@ def _stop_gradient(x):
 scatter_add = _scatter_add  # for importers; generated code calls the _ names
 stop_gradient = _stop_gradient
 HELPERS = {"GuardFailure": GuardFailure, "_scatter_add": _scatter_add, "_setitem": _setitem,
-           "_stop_gradient": _stop_gradient}
+           "_stop_gradient": _stop_gradient, "_getitem": _getitem}

@@ -190,10 +190,16 @@ def general(build, args, optimize, raw=None):
         try:
             return _generalize(build, args, raw, main, optimize, low)
         except NoFit:
-            if not any(min(_probe_counts(g.params["outcome"], _total(g), False, low)) < 2
-                       for g in _counts(_first(raw))):
+            if not any(_tries_below_2(g, low) for g in _counts(_first(raw))):
                 break  # no count below 2 was tried: the other order would change nothing
     return main
+
+
+def _tries_below_2(guard, low):
+    try:
+        return min(_probe_counts(guard.params["outcome"], _total(guard), False, low)) < 2
+    except NoFit:  # too few elements to try two counts (an empty selection's mask)
+        return False
 
 
 def _each(fn, graphs):

@@ -12,6 +12,7 @@ import numpy as np
 from .. import sizes
 from ..errors import TracingError, at
 from ..graph import Index, Slot
+from ..runtime import _getitem as _getitem_helper
 from ..runtime import scatter_add as _scatter_add_impl
 from ..tracer import Box, concrete, current_trace, result_dtype, user_loc
 from . import boxmethod, defprimitive, register_helper
@@ -119,3 +120,16 @@ def _traceable_scatter_add(g, index, shape, unique=False):
 
 
 register_helper("_scatter_add", _scatter_add_impl, _traceable_scatter_add)
+
+
+def _traceable_getitem(x, index):
+    """runtime._getitem for generated code (a constant indexed by computed arrays),
+    recorded as a primitive when traced."""
+    key = index if type(index) is tuple else (index,)
+    if not any(type(i) is Box for i in key) and type(x) is not Box:
+        return _getitem_helper(x, index)
+    parsed, arrays = parse_index(index)
+    return getitem(x, *arrays, index=parsed)
+
+
+register_helper("_getitem", _getitem_helper, _traceable_getitem)
