@@ -223,34 +223,30 @@ def _total(guard):
 
 def _generalize(build, args, raw, main, optimize, low):
     guards = _counts(_first(raw))
-    graphs, groups = [main], []
+    graphs, at = [main], [[g.params["outcome"] for g in guards]]  # per graph: its counts
     taken = {p for g in (raw if type(raw) is tuple else (raw,)) for p in g.params}
     read = any(g.params["read"] for g in guards)
     lo = 2 if read else 0
     if any(g.params["outcome"] < lo for g in guards):
         raise NoFit
+    names = []
     for index, guard in enumerate(guards):
         traced, total = guard.params["outcome"], _total(guard)
-        counts = _probe_counts(traced, total, read, low)
-        var = _fresh(f"{COUNT}{index or ''}", taken)
-        members = []
-        for count in counts:
+        names.append(_fresh(f"{COUNT}{index or ''}", taken))
+        for count in _probe_counts(traced, total, read, low):
             probe = _probed(build, args, index, count)
             moved = [g.params["outcome"] for g in _counts(_first(probe))]
-            expected = [g.params["outcome"] for g in guards]
-            expected[index] = count
-            if moved != expected:
-                raise NoFit  # another source's count moved too, or the program changed
-            members.append(len(graphs))
+            if len(moved) != len(guards) or moved[index] != count:
+                raise NoFit  # the program changed
+            at.append(moved)  # a mask computed from the probed one's selection moves too
             graphs.append(_each(optimize, probe))
-        groups.append((var, [traced] + counts, members))
     if type(main) is tuple:
-        return tuple(_unified([g[i] for g in graphs], groups, lo) for i in range(len(main)))
-    return _unified(graphs, groups, lo)
+        return tuple(_unified([g[i] for g in graphs], names, at, lo) for i in range(len(main)))
+    return _unified(graphs, names, at, lo)
 
 
-def _unified(graphs, groups, lo):
-    unified = _CountUnifier(graphs, groups).graph()
+def _unified(graphs, names, at, lo):
+    unified = _CountUnifier(graphs, names, at).graph()
     for node in unified.nodes:
         if is_count(node):
             node.params["lo"] = lo
@@ -317,12 +313,14 @@ def _fresh(base, taken):
 
 
 class _CountUnifier(_Unifier):
-    """poly's unifier where a differing number is a formula in the one count whose probes
-    it differs in (a number that moves with two counts does not fit)."""
+    """poly's unifier where a differing number is a formula in one count, the same over
+    every trace: `at[i]` holds the counts of graph i, `names` their names. Each source was
+    probed alone (the counts of masks computed from its selection may move with it), so a
+    number that moves with two counts has no one formula and does not fit."""
 
-    def __init__(self, graphs, groups):
+    def __init__(self, graphs, names, at):
         super().__init__(graphs, None, None)
-        self.groups = groups
+        self.names, self.at = names, at
 
     def graph(self):
         unified = super().graph()
@@ -356,13 +354,16 @@ class _CountUnifier(_Unifier):
     def fit(self, values):
         if same(values):
             return values[0]
-        found = None
-        for var, counts, members in self.groups:
-            column = [values[0]] + [values[m] for m in members]
-            if not same(column):
-                if found is not None:
-                    raise NoFit
-                found = (column, counts, var)
-        if found is None:
-            raise NoFit
-        return fit(*found)
+        for source, var in enumerate(self.names):
+            seen_at = {}  # count -> the value the traces at that count hold
+            for counts, value in zip(self.at, values):
+                if seen_at.setdefault(counts[source], value) is not value \
+                        and not same([seen_at[counts[source]], value]):
+                    break  # another count moves it too
+            else:
+                if len(seen_at) >= 2:
+                    try:
+                        return fit(list(seen_at.values()), list(seen_at), var)
+                    except NoFit:
+                        pass
+        raise NoFit
