@@ -43,11 +43,12 @@ _state = threading.local()
 
 
 class _Probe:
-    """A trace to run with source number `index` selecting `count` elements: the first
-    trace made after it (not one that trace makes inside, a nested grad's)."""
+    """A trace to run with source number i selecting counts[i] elements (for each i in
+    `counts`): the first trace made after it (not one that trace makes inside, a nested
+    grad's)."""
 
-    def __init__(self, index, count):
-        self.index, self.count = index, count
+    def __init__(self, counts):
+        self.counts = counts
         self.trace_id = next(tracer._trace_ids) + 1
 
 
@@ -64,8 +65,9 @@ def observe(trace, box):
         return seen(trace, box)
     sources[key] = index = len(sources)
     probe = getattr(_state, "probe", None)
-    if probe is not None and probe.trace_id == trace.id and probe.index == index:
-        trace.__dict__.setdefault("probed", {})[key] = with_count(box.value, probe.count)
+    if probe is not None and probe.trace_id == trace.id and index in probe.counts:
+        trace.__dict__.setdefault("probed", {})[key] = with_count(box.value,
+                                                                  probe.counts[index])
         box = seen(trace, box)
     trace.guard(box, TEST, int(np.count_nonzero(box.value)))
     guard = trace.guards[-1]
@@ -223,25 +225,77 @@ def _total(guard):
 
 def _generalize(build, args, raw, main, optimize, low):
     guards = _counts(_first(raw))
-    graphs, at = [main], [[g.params["outcome"] for g in guards]]  # per graph: its counts
     taken = {p for g in (raw if type(raw) is tuple else (raw,)) for p in g.params}
     read = any(g.params["read"] for g in guards)
     lo = 2 if read else 0
     if any(g.params["outcome"] < lo for g in guards):
         raise NoFit
-    names = []
-    for index, guard in enumerate(guards):
-        traced, total = guard.params["outcome"], _total(guard)
-        names.append(_fresh(f"{COUNT}{index or ''}", taken))
-        for count in _probe_counts(traced, total, read, low):
-            probe = _probed(build, args, index, count)
+    names = [_fresh(f"{COUNT}{index or ''}", taken) for index in range(len(guards))]
+    traced = [g.params["outcome"] for g in guards]
+    try:
+        graphs, _, at = _around(build, args, main, raw, {}, traced, optimize, low, read)
+        return _unify_all(graphs, names, at, lo)
+    except NoFit:
+        # two counts that meet (x[m] and x[~m] at half the elements) or nearly: the passes
+        # may merge the values of one with the other's (the same 1/k), which the probes,
+        # where they differ, do not. So probe around counts held apart, and check that
+        # the graph traced at these counts, before any pass, is the same program.
+        base = _apart(guards, lo)
+        if base is None:
+            raise
+        base_raw = _probed(build, args, base)
+        if [g.params["outcome"] for g in _counts(_first(base_raw))] != list(base.values()):
+            raise NoFit from None
+        graphs, raws, at = _around(build, args, _each(optimize, base_raw), base_raw, base,
+                                   list(base.values()), optimize, low, read)
+        _unify_all([raw] + raws, names, [traced] + at, lo)  # raises NoFit if not the same
+    return _unify_all(graphs, names, at, lo)
+
+
+def _around(build, args, main, raw, base, traced, optimize, low, read):
+    """(optimized graphs, raw graphs, their counts): `main` and, for each source in turn,
+    traces with its count changed from `base` (the traced counts if empty)."""
+    graphs, raws, at = [main], [raw], [traced]
+    for index, guard in enumerate(_counts(_first(raw))):
+        avoid = set(traced[:index] + traced[index + 1:])
+        for count in _probe_counts(traced[index], _total(guard), read, low, avoid):
+            probe = _probed(build, args, {**base, index: count})
             moved = [g.params["outcome"] for g in _counts(_first(probe))]
-            if len(moved) != len(guards) or moved[index] != count:
+            if len(moved) != len(traced) or moved[index] != count:
                 raise NoFit  # the program changed
             at.append(moved)  # a mask computed from the probed one's selection moves too
+            raws.append(probe)
             graphs.append(_each(optimize, probe))
-    if type(main) is tuple:
-        return tuple(_unified([g[i] for g in graphs], names, at, lo) for i in range(len(main)))
+    return graphs, raws, at
+
+
+def _apart(guards, lo):
+    """Counts near the traced ones, 2 apart if they can be, else distinct, from 2 to one
+    less than all; None if the traced ones are so already or cannot be (masks too small
+    to move)."""
+    traced = [g.params["outcome"] for g in guards]
+    if all(abs(a - b) >= 2 for i, a in enumerate(traced) for b in traced[:i]) and all(
+            2 <= t < _total(g) for t, g in zip(traced, guards)):
+        return None
+    for gap in (2, 1):
+        base = {}
+        for index, guard in enumerate(guards):
+            total = _total(guard)
+            near = [traced[index] + d for step in range(total + 1) for d in (step, -step)]
+            free = [c for c in near if max(lo, 2) <= c < total
+                    and all(abs(c - other) >= gap for other in base.values())]
+            if not free:
+                break
+            base[index] = free[0]
+        else:
+            return base
+    return None
+
+
+def _unify_all(graphs, names, at, lo):
+    if type(graphs[0]) is tuple:
+        return tuple(_unified([g[i] for g in graphs], names, at, lo)
+                     for i in range(len(graphs[0])))
     return _unified(graphs, names, at, lo)
 
 
@@ -261,15 +315,19 @@ def _counts(graph):
 _LOWS = ((1, 0), (0, 1))
 
 
-def _probe_counts(traced, total, read, low=(1, 0)):
+def _probe_counts(traced, total, read, low=(1, 0), avoid=()):
     """Other counts to trace at, at least 2 where the mask is big enough (a count of 1
     broadcasts, 0 empties reductions: formulas serve them, as the same NumPy runs). Two
     near the traced one (else 1 or 0, in the order `low`: a mean does not fit at 0, some
     broadcasting not at 1); when the user's Python read a size, every count up to _EVERY,
     else a spread of them (a test `if len(x[m]) > 3:` changes the program at some count
-    tried), and counts below 2 trace their own code."""
+    tried), and counts below 2 trace their own code. The near ones avoid the counts of
+    the other sources (`avoid`) and all elements, where the passes may merge the values
+    of two selections, or drop a step that then does nothing (a broadcast to x's shape)."""
     near = [traced + d for step in range(1, total + 1) for d in (-step, step)]
-    counts = ([c for c in near if 2 <= c <= total] + [c for c in low if c != traced])[:2]
+    apart = [c for c in near if 2 <= c < total and c not in avoid]
+    counts = (apart + [c for c in near if 2 <= c <= total and c not in apart]
+              + [c for c in low if c != traced])[:2]
     if read:
         spread = range(2, total + 1) if total <= _EVERY else [
             *range(2, 10), total // 4, total // 2, 3 * total // 4, total - 1, total]
@@ -282,8 +340,8 @@ def _probe_counts(traced, total, read, low=(1, 0)):
 _EVERY = 24
 
 
-def _probed(build, args, index, count):
-    probe = _Probe(index, count)
+def _probed(build, args, counts):
+    probe = _Probe(counts)
     outer = getattr(_state, "probe", None)
     _state.probe = probe
     try:
