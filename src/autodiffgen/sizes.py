@@ -11,9 +11,19 @@ do, the guard becomes the definition `count = int(np.count_nonzero(mask))` and t
 serves every count, 0 included; otherwise (Python that decides on the count, a reshape to
 it, two masks whose counts meet) the guard stays, and another count traces again.
 
-The values of a changed trace are not the user's (only its graph is kept), so each
-source is changed alone, and a trace in which another source's count moved with it is
-refused. Once the user's Python reads a size after a mask (len(), .shape, .size, a
+The values of a changed trace are not the user's (only its graph is kept). Each source is
+changed alone, and only as its selections (x[m], y[m] = v, np.nonzero(m)) and the
+backward's see it (`seen`): `~m` or `x <= 0` computed from a changed mask keep their
+own counts, so complementary masks are two sources like any two; the same mask computed
+twice (`~m` written twice) is one source (`_key`). A mask computed from a changed
+selection (`rows[rows > 0]`) may move with it: every trace records the counts it holds,
+and a number fits when one count alone explains it over every trace (a number that moves
+with two counts, such as the length of np.concatenate([x[m], x[~m]]), does not). Counts
+that meet (the passes may merge the 1/k of one mean with another's), or a count of 0, 1
+or all, are probed around counts held apart, once the graph traced at the user's counts
+is checked, before any pass, to be the same program (`_apart`).
+
+Once the user's Python reads a size after a mask (len(), .shape, .size, a
 bounded slice, int(np.count_nonzero(m))), that size may decide control flow, which no
 graph shows: then every count up to 24 is traced (a spread of them for bigger masks), and
 the code serves counts from 2 up, counts 0 and 1 tracing their own. What the counts tried
