@@ -276,3 +276,20 @@ def test_a_size_that_is_the_sum_of_two_counts_stays_guarded():
     for k in COUNTS[:6]:
         np.testing.assert_allclose(g(x, mask(k)), tape.grad(f)(x, mask(k)), rtol=1e-12)
     assert g.cache_info().misses == 6  # one per count
+
+
+def test_float32_keeps_float32_over_counts():
+    g = ad.value_and_grad(huber_into_empty_like)
+    stack = quiet()
+    try:
+        for k in COUNTS:
+            r = residuals(k, dtype=np.float32)
+            value, grad = g(r, 1.0)
+            assert grad.dtype == np.float32 and value.dtype == np.float32
+            np.testing.assert_allclose(value, huber_into_empty_like(r, 1.0), rtol=1e-6)
+            np.testing.assert_allclose(grad, tape.grad(huber_into_empty_like)(r, 1.0),
+                                       rtol=1e-6)
+            np.testing.assert_allclose(grad, np.where(np.abs(r) < 1, r, np.sign(r)), rtol=1e-6)
+    finally:
+        stack.__exit__(None, None, None)
+    assert g.cache_info().misses == 1, g.cache_info()
