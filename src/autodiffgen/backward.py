@@ -147,6 +147,10 @@ def split_graphs(name, params, trace, value, grads, seed):
     needed = {a for n in bwd_nodes for a in n.args if type(a) is Node and a.grad_of is None}
     needed |= {leaf.node for leaf in leaves(grads)
                if type(leaf) is Box and leaf.node.grad_of is None}
+    # a mask's count (sizes.py) the backward may read at run time: it defines it again from
+    # the saved mask (sizes.checked_before drops it where the count stays a guard)
+    counts = [n for n in trace.guards if n.params["test"] == "count_nonzero"]
+    needed |= {n.args[0] for n in counts}
     residuals = sorted((n for n in needed if n is not seed.node), key=lambda n: n.id)
     value_node = value.node if type(value) is Box else value
     fwd_roots = [r for r in residuals if r.prim is not None] + trace.guards + trace.effects
@@ -158,7 +162,7 @@ def split_graphs(name, params, trace, value, grads, seed):
                 (value_node, tuple(residuals)), captured=trace.captured)
     paths = {r: (0, i) for i, r in enumerate(residuals)}
     paths[seed.node] = (1,)
-    bwd = Graph(f"{name}_bwd", ["residuals", "g"], residuals + [seed.node], bwd_nodes,
+    bwd = Graph(f"{name}_bwd", ["residuals", "g"], residuals + [seed.node], counts + bwd_nodes,
                 map_tree(grads, lambda b: b.node if type(b) is Box else b), paths=paths)
     return fwd, bwd
 

@@ -205,6 +205,11 @@ class Emitter:
                 value = call_ast(render(literal_ast(node.params["dtype"])), args)
             elif self.numpy_on_numbers(node):  # as the trace computed it: a NumPy scalar
                 value = call_ast(f"np.{ufunc_of(node.prim)}", args)
+            elif node.prim.name == "getitem" and type(node.args[0]) is not Node \
+                    and any(type(a) is Node for a in node.args[1:]):  # const[mask]: a call
+                self.helpers.add("_getitem")
+                value = expression(SimpleNamespace(prim=_GETITEM_CALL, params=node.params),
+                                   args, self.param_ast)
             else:
                 value = expression(node, args, self.param_ast, self.scalar)
             stmt = ast.Assign([ast.Name(name, ast.Store())], value)
@@ -651,6 +656,12 @@ def _line(code, comment, indent="    "):
         return f"{indent}{code.strip()}".rstrip()
     return f"{code.ljust(_COMMENT_COLUMN)}  # {comment}" if len(code) < _COMMENT_COLUMN \
         else f"{code}  # {comment}"
+
+
+# a constant indexed by computed arrays, written as a call that a trace of the generated
+# code can follow (ndarray.__getitem__ cannot take a traced index): runtime._getitem
+_GETITEM_CALL = SimpleNamespace(name="getitem", template="_getitem({0}, np.s_[{index}])",
+                                defaults={})
 
 
 def emit_module(graphs, standalone=False, pure=False):

@@ -36,6 +36,12 @@ def _layout(x):
     return x.strides
 
 
+def _getitem(x, index):
+    """x[index], for a constant x indexed by computed arrays: as a call, a trace of the
+    generated code (grad of grad, hessian) can follow it, as it cannot const[mask]."""
+    return x[index]
+
+
 def _stop_gradient(x):
     """x itself: generated code marks with this call a value no derivative flows through."""
     return x
@@ -43,5 +49,5 @@ def _stop_gradient(x):
 
 scatter_add = _scatter_add  # for importers; generated code calls the _ names
 stop_gradient = _stop_gradient
-HELPERS = {"GuardFailure": GuardFailure, "_layout": _layout, "_scatter_add": _scatter_add,
-           "_setitem": _setitem, "_stop_gradient": _stop_gradient}
+HELPERS = {"GuardFailure": GuardFailure, "_getitem": _getitem, "_layout": _layout,
+           "_scatter_add": _scatter_add, "_setitem": _setitem, "_stop_gradient": _stop_gradient}

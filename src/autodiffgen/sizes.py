@@ -11,27 +11,40 @@ do, the guard becomes the definition `count = int(np.count_nonzero(mask))` and t
 serves every count, 0 included; otherwise (Python that decides on the count, a reshape to
 it, two masks whose counts meet) the guard stays, and another count traces again.
 
-The values of a changed trace are not the user's (only its graph is kept), so each
-source is changed alone, and a trace in which another source's count moved with it is
-refused. Once the user's Python reads a size after a mask (len(), .shape, .size, a
+The values of a changed trace are not the user's (only its graph is kept). Each source is
+changed alone, and only as its selections (x[m], y[m] = v, np.nonzero(m)) and the
+backward's see it (`seen`): `~m` or `x <= 0` computed from a changed mask keep their
+own counts, so complementary masks are two sources like any two; the same mask computed
+twice (`~m` written twice) is one source (`_key`). A mask computed from a changed
+selection (`rows[rows > 0]`) may move with it: every trace records the counts it holds,
+and a number fits when one count alone explains it over every trace (a number that moves
+with two counts, such as the length of np.concatenate([x[m], x[~m]]), does not). Counts
+that meet (the passes may merge the 1/k of one mean with another's), or a count of 0, 1
+or all, are probed around counts held apart, once the graph traced at the user's counts
+is checked, before any pass, to be the same program (`_apart`).
+
+Once the user's Python reads a size after a mask (len(), .shape, .size, a
 bounded slice, int(np.count_nonzero(m))), that size may decide control flow, which no
 graph shows: then every count up to 24 is traced (a spread of them for bigger masks), and
 the code serves counts from 2 up, counts 0 and 1 tracing their own. What the counts tried
 cannot see: a test such as `if len(x[m]) == 37:` on a mask of 100 elements; keep such
 decisions out of the differentiated function.
 
-Where the code is emitted: jvp and grad (and so grad of grad, hvp) read counts at run
-time; vjp, and so hessian (the vjp of the gradient), keep the guard and trace per count.
+Where the code is emitted: grad, jvp and vjp (and so grad of grad, hvp, hessian and
+jacobian) read counts at run time. A VJP's forward and backward functions come from one
+trace: they are probed together and unified alike, and the backward defines the counts it
+reads from the masks the forward saves (backward.split_graphs).
 """
 
 import contextlib
+import dataclasses
 import threading
 import warnings
 
 import numpy as np
 
 from . import tracer
-from .graph import Node, is_guard
+from .graph import PYTHON_NUMBERS, Node, is_guard
 from .poly import _Unifier
 from .symbolic import COUNT, Dim, NoFit, fit, same
 
@@ -40,33 +53,87 @@ _state = threading.local()
 
 
 class _Probe:
-    """A trace to run with source number `index` selecting `count` elements: the first
-    trace made after it (not one that trace makes inside, a nested grad's)."""
+    """A trace to run with source number i selecting counts[i] elements (for each i in
+    `counts`): the first trace made after it (not one that trace makes inside, a nested
+    grad's)."""
 
-    def __init__(self, index, count):
-        self.index, self.count = index, count
+    def __init__(self, counts):
+        self.counts = counts
         self.trace_id = next(tracer._trace_ids) + 1
 
 
 def observe(trace, box):
     """`box` (a traced mask, or what np.nonzero reads) decides a size: record it as a count
-    source of `trace` (once), changed to the probe's count when this trace is a probe."""
+    source of `trace` (once per value: the same mask computed twice, `x[~m]` and
+    `y[~m] = ...`, is one source), changed to the probe's count when this trace is a
+    probe. Returns the box the selection is to read (`seen`)."""
     if trace is None or box.node.trace_id != trace.id:
-        return  # not this trace's value: bind says so
+        return box  # not this trace's value: bind says so
     sources = trace.__dict__.setdefault("count_sources", {})
-    if box.node in sources or np.ndim(box.value) == 0:
-        return
-    sources[box.node] = index = len(sources)
+    key = _key(trace, box.node)
+    if key in sources or np.ndim(box.value) == 0:
+        return seen(trace, box)
+    sources[key] = index = len(sources)
     probe = getattr(_state, "probe", None)
-    if probe is not None and probe.trace_id == trace.id and probe.index == index:
-        value = with_count(box.value, probe.count)
-        for other in [box, trace.boxes.get(box.node)] + trace.__dict__.get("own", []):
-            if other is not None and other.node is box.node:
-                other.value = value
+    if probe is not None and probe.trace_id == trace.id and index in probe.counts:
+        trace.__dict__.setdefault("probed", {})[key] = with_count(box.value,
+                                                                  probe.counts[index])
+        box = seen(trace, box)
     trace.guard(box, TEST, int(np.count_nonzero(box.value)))
     guard = trace.guards[-1]
     guard.params.update(source=index, read=False)  # its own: CSE must not merge two sources
     trace.__dict__.setdefault("count_guards", []).append(guard)  # tracer._sized marks them
+    return box
+
+
+def seen(trace, box):
+    """The mask a selection (x[m], y[m] = v, np.nonzero(m)) reads: a probed source's
+    changed value, else `box`. Only selections see the change, and the backward's, which
+    read trace.boxes; never the mask's other uses: so `~m` or `m & k` computed from a
+    probed mask keep their own counts, and each source is still changed alone
+    (complementary masks, x[m] and x[~m], are served as any two)."""
+    probed = getattr(trace, "probed", None)
+    if not probed or type(box) is not tracer.Box or box.node.trace_id != trace.id:
+        return box
+    value = probed.get(_key(trace, box.node))
+    if value is None:
+        return box
+    current = trace.boxes.get(box.node)
+    if current is None or current is box or current.value is not value:
+        current = trace.boxes[box.node] = tracer.Box(value, box.node)  # the user's box stays
+    return current
+
+
+def _key(trace, node, depth=0):
+    """What identifies a mask's value: its node, or, for one computed again from the same
+    values by the same deterministic steps (`~m` written twice), those steps."""
+    keys = trace.__dict__.setdefault("source_keys", {})
+    found = keys.get(node)
+    if found is None:
+        found = keys[node] = _structure(trace, node, depth)
+    return found
+
+
+def _structure(trace, node, depth):
+    if node.prim is None or node.prim.effect or depth > 32:
+        return node
+    try:
+        key = (node.prim, tuple(_key(trace, a, depth + 1) if type(a) is Node else _constant(a)
+                                for a in node.args), tuple(sorted(node.params.items())))
+        hash(key)
+    except TypeError:  # a parameter or constant not compared by value: the node itself
+        return node
+    return key
+
+
+def _constant(value):
+    if isinstance(value, (np.ndarray, np.generic)):
+        if np.size(value) > 64:
+            raise TypeError
+        return (type(value), value.dtype.str, np.shape(value), value.tobytes())
+    if type(value) in (int, float, bool, complex, type(None)):
+        return (type(value), value)
+    raise TypeError
 
 
 def read_count(trace, box):
@@ -80,7 +147,7 @@ def read_count(trace, box):
     source = trace.boxes.get(node.args[0])
     if source is None:
         return None
-    observe(trace, source)
+    source = observe(trace, source)
     mark_read(trace)
     return int(np.count_nonzero(source.value))
 
@@ -124,19 +191,42 @@ def count_var(node):
 # ---- generalizing ---------------------------------------------------------------------------
 def general(build, args, optimize, raw=None):
     """The graph to emit for `args`: counts read at run time where they fit, guarded where
-    not. `build(args)` traces an unoptimized graph; `optimize(graph)` optimizes one."""
+    not. `build(args)` traces an unoptimized graph, or a tuple of graphs of one trace (a
+    VJP's forward and backward functions: the first holds the count guards); `optimize(graph)`
+    optimizes one."""
     raw = build(args) if raw is None else raw
-    if not counted(raw):
-        return optimize(raw)
-    main = optimize(raw)
+    main = _each(optimize, raw)
+    if not counted(_first(raw)):
+        return main
     for low in _LOWS:  # a small mask is tried at count 1, else at 0 (see _probe_counts)
         try:
             return _generalize(build, args, raw, main, optimize, low)
         except NoFit:
-            if not any(min(_probe_counts(g.params["outcome"], _total(g), False, low)) < 2
-                       for g in _counts(raw)):
+            if not any(_tries_below_2(g, low) for g in _counts(_first(raw))):
                 break  # no count below 2 was tried: the other order would change nothing
     return main
+
+
+def _tries_below_2(guard, low):
+    try:
+        return min(_probe_counts(guard.params["outcome"], _total(guard), False, low)) < 2
+    except NoFit:  # too few elements to try two counts (an empty selection's mask)
+        return False
+
+
+def _each(fn, graphs):
+    return tuple(map(fn, graphs)) if type(graphs) is tuple else fn(graphs)
+
+
+def _first(graphs):
+    return graphs[0] if type(graphs) is tuple else graphs
+
+
+def checked_before(graph):
+    """A VJP's backward function without the count guards its forward function checked
+    (the backward reads its masks only to define counts, when they are read at run time)."""
+    kept = [n for n in graph.nodes if not (is_count(n) and type(n.params["outcome"]) is int)]
+    return graph if len(kept) == len(graph.nodes) else dataclasses.replace(graph, nodes=kept)
 
 
 def _total(guard):
@@ -144,29 +234,83 @@ def _total(guard):
 
 
 def _generalize(build, args, raw, main, optimize, low):
-    guards = _counts(raw)
-    graphs, groups = [main], []
-    taken = set(raw.params)
+    guards = _counts(_first(raw))
+    taken = {p for g in (raw if type(raw) is tuple else (raw,)) for p in g.params}
     read = any(g.params["read"] for g in guards)
     lo = 2 if read else 0
     if any(g.params["outcome"] < lo for g in guards):
         raise NoFit
-    for index, guard in enumerate(guards):
-        traced, total = guard.params["outcome"], _total(guard)
-        counts = _probe_counts(traced, total, read, low)
-        var = _fresh(f"{COUNT}{index or ''}", taken)
-        members = []
-        for count in counts:
-            probe = _probed(build, args, index, count)
-            moved = [g.params["outcome"] for g in _counts(probe)]
-            expected = [g.params["outcome"] for g in guards]
-            expected[index] = count
-            if moved != expected:
-                raise NoFit  # another source's count moved too, or the program changed
-            members.append(len(graphs))
-            graphs.append(optimize(probe))
-        groups.append((var, [traced] + counts, members))
-    unified = _CountUnifier(graphs, groups).graph()
+    names = [_fresh(f"{COUNT}{index or ''}", taken) for index in range(len(guards))]
+    traced = [g.params["outcome"] for g in guards]
+    try:
+        graphs, _, at = _around(build, args, main, raw, {}, traced, optimize, low, read)
+        return _unify_all(graphs, names, at, lo)
+    except NoFit:
+        # two counts that meet (x[m] and x[~m] at half the elements) or nearly: the passes
+        # may merge the values of one with the other's (the same 1/k), which the probes,
+        # where they differ, do not. So probe around counts held apart, and check that
+        # the graph traced at these counts, before any pass, is the same program.
+        base = _apart(guards, lo)
+        if base is None:
+            raise
+        base_raw = _probed(build, args, base)
+        if [g.params["outcome"] for g in _counts(_first(base_raw))] != list(base.values()):
+            raise NoFit from None
+        graphs, raws, at = _around(build, args, _each(optimize, base_raw), base_raw, base,
+                                   list(base.values()), optimize, low, read)
+        _unify_all([raw] + raws, names, [traced] + at, lo)  # raises NoFit if not the same
+    return _unify_all(graphs, names, at, lo)
+
+
+def _around(build, args, main, raw, base, traced, optimize, low, read):
+    """(optimized graphs, raw graphs, their counts): `main` and, for each source in turn,
+    traces with its count changed from `base` (the traced counts if empty)."""
+    graphs, raws, at = [main], [raw], [traced]
+    for index, guard in enumerate(_counts(_first(raw))):
+        avoid = set(traced[:index] + traced[index + 1:])
+        for count in _probe_counts(traced[index], _total(guard), read, low, avoid):
+            probe = _probed(build, args, {**base, index: count})
+            moved = [g.params["outcome"] for g in _counts(_first(probe))]
+            if len(moved) != len(traced) or moved[index] != count:
+                raise NoFit  # the program changed
+            at.append(moved)  # a mask computed from the probed one's selection moves too
+            raws.append(probe)
+            graphs.append(_each(optimize, probe))
+    return graphs, raws, at
+
+
+def _apart(guards, lo):
+    """Counts near the traced ones, 2 apart if they can be, else distinct, from 2 to one
+    less than all; None if the traced ones are so already or cannot be (masks too small
+    to move)."""
+    traced = [g.params["outcome"] for g in guards]
+    if all(abs(a - b) >= 2 for i, a in enumerate(traced) for b in traced[:i]) and all(
+            2 <= t < _total(g) for t, g in zip(traced, guards)):
+        return None
+    for gap in (2, 1):
+        base = {}
+        for index, guard in enumerate(guards):
+            total = _total(guard)
+            near = [traced[index] + d for step in range(total + 1) for d in (step, -step)]
+            free = [c for c in near if max(lo, 2) <= c < total
+                    and all(abs(c - other) >= gap for other in base.values())]
+            if not free:
+                break
+            base[index] = free[0]
+        else:
+            return base
+    return None
+
+
+def _unify_all(graphs, names, at, lo):
+    if type(graphs[0]) is tuple:
+        return tuple(_unified([g[i] for g in graphs], names, at, lo)
+                     for i in range(len(graphs[0])))
+    return _unified(graphs, names, at, lo)
+
+
+def _unified(graphs, names, at, lo):
+    unified = _CountUnifier(graphs, names, at).graph()
     for node in unified.nodes:
         if is_count(node):
             node.params["lo"] = lo
@@ -181,15 +325,19 @@ def _counts(graph):
 _LOWS = ((1, 0), (0, 1))
 
 
-def _probe_counts(traced, total, read, low=(1, 0)):
+def _probe_counts(traced, total, read, low=(1, 0), avoid=()):
     """Other counts to trace at, at least 2 where the mask is big enough (a count of 1
     broadcasts, 0 empties reductions: formulas serve them, as the same NumPy runs). Two
     near the traced one (else 1 or 0, in the order `low`: a mean does not fit at 0, some
     broadcasting not at 1); when the user's Python read a size, every count up to _EVERY,
     else a spread of them (a test `if len(x[m]) > 3:` changes the program at some count
-    tried), and counts below 2 trace their own code."""
+    tried), and counts below 2 trace their own code. The near ones avoid the counts of
+    the other sources (`avoid`) and all elements, where the passes may merge the values
+    of two selections, or drop a step that then does nothing (a broadcast to x's shape)."""
     near = [traced + d for step in range(1, total + 1) for d in (-step, step)]
-    counts = ([c for c in near if 2 <= c <= total] + [c for c in low if c != traced])[:2]
+    apart = [c for c in near if 2 <= c < total and c not in avoid]
+    counts = (apart + [c for c in near if 2 <= c <= total and c not in apart]
+              + [c for c in low if c != traced])[:2]
     if read:
         spread = range(2, total + 1) if total <= _EVERY else [
             *range(2, 10), total // 4, total // 2, 3 * total // 4, total - 1, total]
@@ -202,8 +350,8 @@ def _probe_counts(traced, total, read, low=(1, 0)):
 _EVERY = 24
 
 
-def _probed(build, args, index, count):
-    probe = _Probe(index, count)
+def _probed(build, args, counts):
+    probe = _Probe(counts)
     outer = getattr(_state, "probe", None)
     _state.probe = probe
     try:
@@ -233,12 +381,40 @@ def _fresh(base, taken):
 
 
 class _CountUnifier(_Unifier):
-    """poly's unifier where a differing number is a formula in the one count whose probes
-    it differs in (a number that moves with two counts does not fit)."""
+    """poly's unifier where a differing number is a formula in one count, the same over
+    every trace: `at[i]` holds the counts of graph i, `names` their names. Each source was
+    probed alone (the counts of masks computed from its selection may move with it), so a
+    number that moves with two counts has no one formula and does not fit."""
 
-    def __init__(self, graphs, groups):
+    def __init__(self, graphs, names, at):
         super().__init__(graphs, None, None)
-        self.groups = groups
+        self.names, self.at = names, at
+
+    def graph(self):
+        unified = super().graph()
+        if self.graphs[0].paths:  # a VJP's backward: its inputs are the forward's residuals
+            unified.paths = {n: n.params["path"] for n in unified.inputs}
+        return unified
+
+    def node(self, column, place):
+        """An input a path names (a residual the forward function saved): unified by
+        place, shape and dtype alone, as the backward function reads it."""
+        head = column[0]
+        path = self.graphs[0].paths.get(head) if place[0] == "input" else None
+        if path is None:
+            return super().node(column, place)
+        if any(n.dtype != head.dtype for n in column):
+            raise NoFit
+        made = Node(head.id, None, (), {"path": path}, self.value([n.shape for n in column]),
+                    head.dtype)
+        made.name = head.name or (head.prim.name if head.prim else None)
+        made.trace_id = head.trace_id
+        if head in PYTHON_NUMBERS:
+            PYTHON_NUMBERS.add(made)
+        for position, n in zip(self.position, column):
+            position[n] = place
+        self.made[place] = self.of_first[head] = made
+        return made
 
     def same_guard(self, params):
         return same(params) or all(p["test"] == TEST for p in params)
@@ -246,13 +422,16 @@ class _CountUnifier(_Unifier):
     def fit(self, values):
         if same(values):
             return values[0]
-        found = None
-        for var, counts, members in self.groups:
-            column = [values[0]] + [values[m] for m in members]
-            if not same(column):
-                if found is not None:
-                    raise NoFit
-                found = (column, counts, var)
-        if found is None:
-            raise NoFit
-        return fit(*found)
+        for source, var in enumerate(self.names):
+            seen_at = {}  # count -> the value the traces at that count hold
+            for counts, value in zip(self.at, values):
+                if seen_at.setdefault(counts[source], value) is not value \
+                        and not same([seen_at[counts[source]], value]):
+                    break  # another count moves it too
+            else:
+                if len(seen_at) >= 2:
+                    try:
+                        return fit(list(seen_at.values()), list(seen_at), var)
+                    except NoFit:
+                        pass
+        raise NoFit

@@ -146,6 +146,14 @@ class VJPFunction(_Transformed):
         return run
 
     def _build(self, primals, names, pure=False):
+        """A mask's count in f is read at run time where it can be (sizes.py), by both
+        functions."""
+        optimize = functools.partial(poly._optimized, numexpr=not pure)
+        fwd, bwd = sizes.general(lambda a: self._split(a, names), primals, optimize)
+        source, injected, locs = emit_module([fwd, sizes.checked_before(bwd)], pure=pure)
+        return source, injected, fwd, locs
+
+    def _split(self, primals, names):
         argnums = self._wrt if self._wrt is not None else tuple(range(len(primals)))
         trace, boxed, out = tracer.trace(self.fun, primals, argnums, names, diff="auto")
         naming.name_forward(list(trace.boxes))
@@ -165,8 +173,7 @@ class VJPFunction(_Transformed):
                    f"cotangent g, traced at ({traced_at}).")
         bwd.derivative_of = cotangent_of
         bwd.fresh_from = 0
-        source, injected, locs = emit_module([fwd, bwd], pure=pure)
-        return source, injected, fwd, locs
+        return fwd, bwd
 
 
 def pair_tangents(primal, tangent, name, seeds):

@@ -12,6 +12,7 @@ import numpy as np
 from .. import sizes
 from ..errors import TracingError, at
 from ..graph import Index, Slot
+from ..runtime import _getitem as _getitem_helper
 from ..runtime import scatter_add as _scatter_add_impl
 from ..tracer import Box, concrete, current_trace, result_dtype, user_loc
 from . import boxmethod, defprimitive, register_helper
@@ -62,8 +63,9 @@ def parse_index(key):
     """An Index and the arrays it refers to, from whatever the user put in x[...]."""
     items, arrays = [], []
     for item in key if type(key) is tuple else (key,):
-        if type(item) is Box or isinstance(item, (np.ndarray, list)):
-            arrays.append(item if type(item) is Box else _index_array(item))
+        if type(item) is Box or isinstance(item, (np.ndarray, list)):  # a probed mask: seen
+            arrays.append(sizes.seen(current_trace(), item) if type(item) is Box
+                          else _index_array(item))
             items.append(Slot(len(arrays)))
         elif isinstance(item, (bool, np.bool_)):
             arrays.append(np.asarray(item))
@@ -100,9 +102,9 @@ def _slice_bound(b):
 @boxmethod("__getitem__")
 def _getitem(self, key):
     index, arrays = parse_index(key)
-    for a in arrays:  # a traced mask: how many elements it selects is data (sizes.py)
-        if type(a) is Box and result_dtype(a) == np.bool_:
-            sizes.observe(current_trace(), a)
+    # a traced mask: how many elements it selects is data (sizes.py)
+    arrays = [sizes.observe(current_trace(), a) if type(a) is Box and result_dtype(a) == np.bool_
+              else a for a in arrays]
     if any(type(i) is slice and (i.start is not None or i.stop is not None)
            for i in index.items):  # x[m][:3] is 3 long, or fewer: a size decided on
         sizes.mark_read(current_trace())
@@ -118,3 +120,16 @@ def _traceable_scatter_add(g, index, shape, unique=False):
 
 
 register_helper("_scatter_add", _scatter_add_impl, _traceable_scatter_add)
+
+
+def _traceable_getitem(x, index):
+    """runtime._getitem for generated code (a constant indexed by computed arrays),
+    recorded as a primitive when traced."""
+    key = index if type(index) is tuple else (index,)
+    if not any(type(i) is Box for i in key) and type(x) is not Box:
+        return _getitem_helper(x, index)
+    parsed, arrays = parse_index(index)
+    return getitem(x, *arrays, index=parsed)
+
+
+register_helper("_getitem", _getitem_helper, _traceable_getitem)

@@ -84,7 +84,7 @@ def _counted(x):
         if np.ndim(x.value) == 0:
             raise TracingError(at(user_loc(), "np.nonzero of a 0-d traced value: use np.where("
                                   "condition, x, y) or a 1-d array"))
-        sizes.observe(current_trace(), x)
+        return sizes.observe(current_trace(), x)
     return x
 
 
@@ -97,22 +97,3 @@ def _nonzero(a):
 boxmethod("nonzero")(_nonzero)
 register_function(np.flatnonzero)(lambda a: bind(flatnonzero, (_counted(a),), {}))
 register_function(np.argwhere)(lambda a: bind(argwhere, (_counted(a),), {}))
-
-
-# ---- constants of a traced shape ----------------------------------------------------------
-@register_function(np.full_like)
-def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
-    shape = np.shape(a) if shape is None else shape
-    dtype = np.dtype(a.dtype if dtype is None else dtype)
-    if type(fill_value) is not Box:
-        return np.full(shape, fill_value, dtype)
-    if fill_value.dtype != dtype:  # a traced fill value: its gradient is the sum of g
-        fill_value = fill_value.astype(dtype)
-    return np.broadcast_to(fill_value, shape)
-
-
-@register_function(np.empty_like)
-def _empty_like(prototype, dtype=None, order="K", subok=True, shape=None, *, device=None):
-    """Zeros: an empty array's contents are arbitrary, and zeros are a deterministic choice."""
-    shape = np.shape(prototype) if shape is None else shape
-    return np.zeros(shape, prototype.dtype if dtype is None else dtype)

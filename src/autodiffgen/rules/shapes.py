@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import UnsupportedOperationError, at, is_internal
 from ..graph import Index
-from ..tracer import user_loc
+from ..tracer import Box, user_loc
 from . import boxmethod, check_no_out, defprimitive, normalize_axis, register_function
 from .indexing import getitem
 
@@ -248,3 +248,35 @@ def _ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None)
     if shape is not None or not _called_by_user():
         return np.ones(np.shape(a) if shape is None else shape, dtype)
     return ones_like(a, dtype=dtype)
+
+
+@register_function(np.empty_like)
+def _empty_like(prototype, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    """Zeros: an empty array's contents are arbitrary, and zeros are a deterministic choice.
+    Traced in the user's code, as np.zeros_like: a buffer its writes fill, of the shape
+    the prototype has when the code runs."""
+    dtype = np.dtype(prototype.dtype if dtype is None else dtype)
+    if shape is not None or type(prototype) is not Box or not _called_by_user():
+        return np.zeros(np.shape(prototype) if shape is None else shape, dtype)
+    return zeros_like(prototype, dtype=dtype)
+
+
+# np.full_like(x, v) in the user's code: traced as well (its shape follows x's, writes
+# into it are recorded); the derivative with respect to a traced v is the sum of the
+# cotangent over what v was broadcast to (rules' unbroadcast)
+full_like = defprimitive("full_like", lambda a, v, dtype: np.full_like(a, v, dtype=dtype),
+                         "np.full_like({0}, {1}, dtype={dtype})",
+                         vjps=[None, lambda g, ans, a, v, dtype: g], linear_in=(1,))
+
+
+@register_function(np.full_like)
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    dtype = np.dtype(a.dtype if dtype is None else dtype)
+    if shape is None and type(a) is Box and _called_by_user():
+        return full_like(a, fill_value, dtype=dtype)
+    shape = np.shape(a) if shape is None else shape
+    if type(fill_value) is not Box:
+        return np.full(shape, fill_value, dtype)
+    if fill_value.dtype != dtype:  # a traced fill value: its gradient is the sum of g
+        fill_value = fill_value.astype(dtype)
+    return np.broadcast_to(fill_value, shape)
