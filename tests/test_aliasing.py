@@ -175,3 +175,18 @@ def test_a_written_argument_that_is_a_global_the_function_reads_is_refused(fun):
     with pytest.raises(TracingError, match="shares memory with 'GLOBAL_W'"):
         vg(w, GLOBAL_W[::-1])  # a view of it too
     assert "np.may_share_memory(x, GLOBAL_W)" in vg.source(w, RNG.normal(size=3))
+
+
+def test_hessian_of_code_that_writes_into_a_non_contiguous_argument():
+    """The layout check of the gradient's code, run by the Hessian's trace, reads strides."""
+    from autodiffgen import hessian
+
+    def f(w, x):
+        x[0, 0] = 2.0
+        return np.sum(w ** 3 * x)
+    x = RNG.normal(size=(3, 8))[:, ::2]
+    w = RNG.normal(size=(3, 4))
+    written = x.copy()
+    written[0, 0] = 2.0
+    expected = np.diag((6 * w * written).ravel()).reshape(3, 4, 3, 4)
+    np.testing.assert_allclose(hessian(f)(w, x), expected, rtol=1e-12)

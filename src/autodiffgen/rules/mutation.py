@@ -279,7 +279,15 @@ def _current_trace_of(box):
     return trace
 
 
+def _strides(self):
+    """x.strides of a traced value (the layout check of generated code that writes, run by
+    an enclosing trace): read, and a guard of the enclosing trace, as x.flags."""
+    _current_trace_of(self).guard(self, "layout", READS["layout"](self.value))
+    return self.value.strides
+
+
 boxmethod("flags")(property(_flags))
+boxmethod("strides")(property(_strides))
 register_function(np.may_share_memory)(_may_share_memory)
 
 
