@@ -190,3 +190,27 @@ def test_hessian_of_code_that_writes_into_a_non_contiguous_argument():
     written[0, 0] = 2.0
     expected = np.diag((6 * w * written).ravel()).reshape(3, 4, 3, 4)
     np.testing.assert_allclose(hessian(f)(w, x), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("take", ["flatten", "ravel", "reshape"])
+def test_flatten_copies_and_ravel_copies_a_strided_array_as_numpy_does(take):
+    """x.flatten() is always a copy, np.ravel a view only of a contiguous array, while
+    reshape(-1) also views a uniformly strided one (x[:, ::2] of a (2, 6) array): a write
+    into x after each is seen through exactly the views NumPy makes."""
+    def f(x, w):
+        v = {"flatten": lambda: x.flatten(), "ravel": lambda: np.ravel(x),
+             "reshape": lambda: x.reshape(-1)}[take]()
+        x[0, 0] = 5.0
+        return np.sum(v * w.ravel()) + np.sum(x * w)
+    vg = value_and_grad(f, argnums=1)
+    w = RNG.normal(size=(2, 3))
+    for make in (lambda: RNG.normal(size=(2, 3)), lambda: RNG.normal(size=(2, 6))[:, ::2]):
+        x = make()
+        try:
+            value, g = vg(x.copy() if x.flags.c_contiguous else x, w)
+        except TracingError as error:  # a write through a reshape view: refused
+            assert take == "reshape" and "writing into a view" in str(error)
+            continue
+        base = x.base.copy() if x.base is not None else None
+        fresh = x.copy() if base is None else base[:, ::2]
+        np.testing.assert_allclose(value, f(fresh, w))

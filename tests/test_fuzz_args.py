@@ -127,6 +127,7 @@ WRITES = {
     "iadd": lambda a, b, views, c: a.__iadd__(c * b),
     "view": lambda a, b, views, c: views.append(a.reshape(-1)),
     "ravel": lambda a, b, views, c: views.append(np.ravel(a)),
+    "flatten": lambda a, b, views, c: views.append(a.flatten()),
     "column": lambda a, b, views, c: views.append(a[:, 1]),
 }
 LAYOUTS = ["C", "C", "F", "alias", "bF", "cols", "step", "rows"]

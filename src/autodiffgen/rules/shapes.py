@@ -92,10 +92,18 @@ def _reshape_method(self, shape, *more, order="C"):
 
 @register_function(np.ravel)
 def _ravel(a, order="C"):
-    return _reshape(a, (-1,), order)
+    """A reshape to (-1,), and a copy where NumPy's ravel copies: it returns a view only
+    of a contiguous array, where reshape(-1) also views some strided ones (a write into
+    the array must not be seen through a ravel that NumPy copied)."""
+    flat = _reshape(a, (-1,), order)
+    value = a.value if type(a) is Box else a
+    if type(value) is np.ndarray and not np.may_share_memory(np.ravel(value, order), value):
+        return np.copy(flat)
+    return flat
 
 
-boxmethod("ravel", "flatten")(lambda self, order="C": _ravel(self, order))
+boxmethod("ravel")(lambda self, order="C": _ravel(self, order))
+boxmethod("flatten")(lambda self, order="C": np.copy(_reshape(self, (-1,), order)))
 
 
 @register_function(np.transpose)
