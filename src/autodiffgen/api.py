@@ -315,7 +315,8 @@ class GradFunction:
         self._guarded_numbers |= _numbers_guarded(graph, args)
         guarded = graph.batch is not None or bool(graph.captured) or \
             any(is_guard(n) or n.prim is not None and n.prim.name in tracer.RAISES
-                for n in graph.nodes) or any(map(_reads_outside, graph.inputs))
+                for n in graph.nodes) or any(map(_reads_outside, graph.inputs)) or \
+            any(mark.tried for mark in graph.marks.values())
         return self._load(source, namespace, graph.name, locs), source, guarded, graph.batch
 
     def _load(self, source, namespace, name, locs):

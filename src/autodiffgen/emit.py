@@ -34,6 +34,7 @@ from .rules.scalar import SCALAR
 from .runtime import HELPERS
 from .sizes import count_var
 from .symbolic import Dim, Scale, SymArray
+from .raising import errstate_code
 from .tracer import RAISES, source_line
 from .tree import is_namedtuple, leaves
 
@@ -179,6 +180,9 @@ class Emitter:
         reuse = {} if self.scalar or self.pure else reuse_plan(self.graph, last_use)
         section = None
         run_loc = None
+        self.block = None  # the `try:` or `with np.errstate` block last emitted (marked)
+        used = {a for n in self.graph.nodes for a in n.args if type(a) is Node} | \
+            set(leaves(self.graph.outputs)) if self.graph.tried else ()
         for i, node in enumerate(self.graph.nodes):
             if op(node) == "guard":
                 body += self.guard_lines(node)
@@ -214,15 +218,20 @@ class Emitter:
                 run_loc = node.loc
             body += self.pending
             self.pending = []
+            mark = self.graph.marks.get(node.stack) if node.grad_of is None else None
+            dead = [self.names[n] for n in last_use.get(i, ())]
+            dead = [(f"del {', '.join(sorted(dead))}", "")] if dead else []
             if node.prim.name in RAISES and node.grad_of is None:
-                body += self.raising(node, render(stmt), comment, locs, len(body))
+                body += self.raising(node, render(stmt), comment, locs, len(body)) + dead
+            elif mark is not None:  # in a `try:` or an np.errstate (raising.py)
+                if node not in used:  # kept for its raise alone (`try: x[i]`)
+                    stmt = ast.Expr(value)
+                self.marked(body, node, mark, [(render(stmt), comment)] + dead, locs)
             else:
                 if node.loc is not None:
                     locs[len(body)] = node.loc
                 body.append((render(stmt), comment))
-            dead = [self.names[n] for n in last_use.get(i, ())]
-            if dead:
-                body.append((f"del {', '.join(sorted(dead))}", ""))
+                body += dead
         returned = "return " + render(self.output_ast(self.graph.outputs))
         body += self.pending + [(returned, "")]
         body, locs = _used_counts(body, locs, self.counts)
@@ -259,6 +268,36 @@ class Emitter:
         return [("try:", ""), (f"    {stmt}", comment),
                 (f"except {_error_name(RAISES[node.prim.name])} as error:", ""),
                 (f"    raise GuardFailure(f{message!r}) from None", "")]
+
+    def marked(self, body, node, mark, lines, locs):
+        """A statement of a user line in a `try:` body (a raise at run time, which the
+        trace did not see, is a GuardFailure: the call traces the path it takes) and/or
+        under the np.errstate it was traced in. Consecutive statements of one user line
+        share one block."""
+        depth = bool(mark.errstate) + mark.tried
+        lines = [("    " * depth + code, comment) for code, comment in lines]
+        block = self.block
+        if block is not None and block[0] == node.stack and block[1] == len(body):
+            at = len(body) - block[2]  # before the block's `except` lines
+            body[at:at] = lines
+            self.block = (node.stack, len(body), block[2])
+            if node.loc is not None and at not in locs:
+                locs[at] = node.loc
+            return
+        head, tail = [], []
+        if mark.tried:
+            self.helpers.add("GuardFailure")
+            where = _where(node.loc) if node.loc else "?"
+            message = f"{where}: raised {{error!r}}, which it did not when traced"
+            head.append(("try:", ""))
+            tail = [("except Exception as error:", ""),
+                    (f"    raise GuardFailure(f{message!r}) from None", "")]
+        if mark.errstate:
+            head.append(("    " * mark.tried + f"with {errstate_code(mark.errstate)}:", ""))
+        if node.loc is not None:
+            locs[len(body) + len(head)] = node.loc
+        body += head + lines + tail
+        self.block = (node.stack, len(body), len(tail))
 
     def guard_lines(self, node):
         """`if <the value reads otherwise>: raise GuardFailure(...)`, the guard's check."""
@@ -320,8 +359,12 @@ class Emitter:
         where = _where(node.loc) if node.loc else "?"
         code = source_line(node.loc) if node.loc else ""
         message = f"{where}: `{code}` raised {p['outcome']} when traced, and does not now"
-        return [("try:", f"guard: {code}" if code else "guard"), (f"    {render(expr)}", ""),
-                (f"except {_error_name(RAISES[p['call'].name])}:", ""), ("    pass", ""),
+        call = [(f"    {render(expr)}", "")]
+        if p.get("errstate"):  # raised under np.errstate(...): checked under it (raising.py)
+            call = [(f"    with {errstate_code(p['errstate'])}:", ""), ("    " + call[0][0], "")]
+        error = p.get("error") or RAISES[p["call"].name]
+        return [("try:", f"guard: {code}" if code else "guard"), *call,
+                (f"except {_error_name(error)}:", ""), ("    pass", ""),
                 ("else:", ""), (f"    raise GuardFailure({message!r})", "")]
 
     def captured_checks(self):
@@ -600,8 +643,9 @@ def _error_name(cls):
     module = cls.__module__
     if module == "builtins":
         return cls.__name__
-    return f"np.{module.split('.', 1)[1]}.{cls.__name__}" if module.startswith("numpy.") \
-        else f"{module}.{cls.__name__}"
+    if module.startswith("numpy.") and getattr(np, module.split(".")[1], None) is not None:
+        return f"np.{module.split('.', 1)[1]}.{cls.__name__}"
+    return "Exception"  # a class the code cannot name: any raise (a raise it did not trace)
 
 
 def _import_groups(imports):

@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from . import errors
+from . import errors, raising
 from .capture import Capture
 from .diskdeps import user_code
 from .errors import (
@@ -84,6 +84,9 @@ class Trace:
         self.eager = False  # the tape: values are the user's (draws advance their generator)
         self.fun = None  # the user's function being traced
         self.refused = []  # errors.Refusal raised while it ran (the function may catch them)
+        self.errstate = np.geterr()  # np.errstate(...) in the function differs (raising.py)
+        self.marks = {}  # user stack -> raising.Mark: statements in a `try:` or an errstate
+        self.tried = []  # forward nodes marked so: kept although no output reads them
         self._outer = None
 
     def __enter__(self):
@@ -126,13 +129,15 @@ class Trace:
         node = self.new_node(GUARD[0], (box.node, *[b.node for b in more]), params, True)
         self.guards.append(node)
 
-    def raised(self, prim, args, params, error):
+    def raised(self, prim, args, params, error, stack=None):
         """Record that applying prim to these values raised `error` (which the user's code
-        may catch, `except LinAlgError:`): the generated code checks it still does."""
+        may catch, `except LinAlgError:`): the generated code checks it still does (under
+        the np.errstate the call ran in, raising.py)."""
         params = {"test": "raises", "outcome": type(error).__name__, "index": (),
-                  "call": prim, "call_params": params}
+                  "call": prim, "call_params": params, "error": type(error),
+                  "errstate": raising.errstate_diff(self.errstate)}
         args = tuple(a.node if type(a) is Box else a for a in args)
-        self.guards.append(self.new_node(GUARD[0], args, params, True))
+        self.guards.append(self.new_node(GUARD[0], args, params, True, stack))
 
     def box(self, prim, args, params, value):
         node = self.new_node(prim, tuple(a.node if type(a) is Box else a for a in args),
@@ -193,8 +198,9 @@ def bind(prim, args, params):
     try:
         value = prim.impl(*[a.value if type(a) is Box else a for a in args], **params)
     except Exception as error:  # NumPy's own message, plus where the user wrote it
-        if isinstance(error, RAISES.get(prim.name, ())):  # from the values: a branch
-            trace.raised(prim, args, params, error)
+        stack = user_stack() if trace.grad_of is None else ()
+        if isinstance(error, RAISES.get(prim.name, ())) or raising.mark(trace, stack):
+            trace.raised(prim, args, params, error, stack or None)  # from the values: a branch
         relocated = located(error, f"in {prim.name}, called at")
         if relocated is error:
             raise
@@ -204,6 +210,9 @@ def bind(prim, args, params):
         if same is not None:
             return same
     box = trace.box(prim, args, params, value)
+    if trace.grad_of is None and prim.name not in RAISES and \
+            raising.mark(trace, box.node.stack):  # in a `try:` or an np.errstate
+        trace.tried.append(box.node)
     for hook in RESULT_HOOKS:
         hook(trace, box, args)
     return box

@@ -1,0 +1,84 @@
+"""Exceptions used as control flow: which traced statements may raise on other values.
+
+A NumPy call the user wrote inside the body of a `try:` (in any of their frames on the
+stack) may raise on values it did not raise on when traced: an index out of range, a
+matrix that is not positive definite, a division under `np.errstate(divide="raise")`.
+Such a call is "tried": when it raises while tracing and the user's code goes on, the
+trace records a "raises" guard (tracer.Trace.raised); when it does not, the generated
+code runs it inside `try:` and turns a raise into GuardFailure, so the call traces the
+path it takes. A call made while `np.geterr()` differs from what it was when the trace
+started runs under the same `np.errstate(...)` in the generated code.
+
+Both facts are kept per user stack (the statement's place, which the nodes that passes
+make from it keep too) in `Graph.marks`: stack -> Mark. Functions without `try:` or
+`np.errstate` have no marks, and their code is what it always was.
+"""
+
+import ast
+import linecache
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Mark(NamedTuple):
+    """How the statements of one user stack run: under `errstate` (sorted (kind, mode)
+    pairs that differ from the trace's start, or ()), and inside `try:` if `tried`."""
+
+    errstate: tuple
+    tried: bool
+
+
+_TRY_LINES = {}  # filename -> (its lines as linecache holds them, set of try-body lines)
+
+
+def _try_body_lines(filename):
+    """The line numbers of `filename` that lie inside the body of a `try:` statement."""
+    lines = linecache.getlines(filename)
+    cached = _TRY_LINES.get(filename)
+    if cached is not None and cached[0] is lines:
+        return cached[1]
+    found = set()
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):  # not Python source (or none): nothing is known
+        tree = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            if node.body and node.handlers:  # try/finally alone catches nothing
+                found.update(range(node.body[0].lineno, node.body[-1].end_lineno + 1))
+    _TRY_LINES[filename] = (lines, found)
+    return found
+
+
+def in_try(stack):
+    """Whether a user frame on `stack` ((filename, line), innermost first) is executing
+    a line inside a `try:` body."""
+    return any(line in _try_body_lines(filename) for filename, line in stack)
+
+
+def errstate_diff(start):
+    """The np.errstate settings now in force that differ from `start` (a dict from
+    np.geterr()), as a sorted tuple of (kind, mode) pairs."""
+    now = np.geterr()
+    if now == start:
+        return ()
+    return tuple(sorted((k, v) for k, v in now.items() if start.get(k) != v))
+
+
+def mark(trace, stack):
+    """Note in `trace.marks` how the statement at `stack` must run; False if it is plain."""
+    errstate = errstate_diff(trace.errstate)
+    tried = in_try(stack)
+    if not (errstate or tried):
+        return False
+    trace.marks.setdefault(stack, Mark(errstate, tried))
+    return True
+
+
+def errstate_code(errstate):
+    """`np.errstate(divide="raise")`, the generated code's spelling of a setting."""
+    return "np.errstate(" + ", ".join(f"{k}={v!r}" for k, v in errstate) + ")"
+
+
+__all__ = ["Mark", "errstate_code", "errstate_diff", "in_try", "mark"]
