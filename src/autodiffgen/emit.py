@@ -30,11 +30,11 @@ from .emit_ast import (
 from .graph import PYTHON_NUMBERS, Node, op, with_guards_first
 from .memory import reuse_plan, ufunc_of
 from .naming import RESERVED, Namespace
+from .raising import errstate_code
 from .rules.scalar import SCALAR
 from .runtime import HELPERS
 from .sizes import count_var
 from .symbolic import Dim, Scale, SymArray
-from .raising import errstate_code
 from .tracer import RAISES, source_line
 from .tree import is_namedtuple, leaves
 

@@ -44,9 +44,9 @@ def _try_body_lines(filename):
     except (SyntaxError, ValueError):  # not Python source (or none): nothing is known
         tree = None
     for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            if node.body and node.handlers:  # try/finally alone catches nothing
-                found.update(range(node.body[0].lineno, node.body[-1].end_lineno + 1))
+        is_try = isinstance(node, ast.Try) or type(node).__name__ == "TryStar"
+        if is_try and node.body and node.handlers:  # try/finally alone catches nothing
+            found.update(range(node.body[0].lineno, node.body[-1].end_lineno + 1))
     _TRY_LINES[filename] = (lines, found)
     return found
 
