@@ -722,6 +722,13 @@ def _box_tree(recording, x, path, name, diff):
     if is_container(x):
         return rebuild(x, [_box_tree(recording, child, path + (key,), f"{name}_{key}", diff)
                            for key, child in items(x)])
+    if diff is True and x is None and len(path) > 1:  # p = {"b": None}: failing where used
+        keys = "".join(f"[{k!r}]" for k in path[1:])
+        raise _argument_error(
+            f"argument {name!r} (entry {keys} of argument {path[0]}) is under argnums but is "
+            "None: every leaf of a differentiated argument must be a float or a "
+            "floating-point array. Leave the entry out, or pass it in an argument outside "
+            "argnums")
     if diff is True and len(path) == 1:  # None, a string: NumPy would fail on it, unnamed
         raise _argument_error(
             f"argument {name!r} is under argnums but is {_short(x)}, not a float or a "
