@@ -241,3 +241,31 @@ def test_zero_d_arrays():
         value, g = vg(np.array(3.0), np.array(d))
         np.testing.assert_allclose(value, f(np.array(3.0), np.array(d)))
         np.testing.assert_allclose(g, tape.grad(f)(np.array(3.0), np.array(d)))
+
+
+def test_numexpr_never_fuses_a_line_under_an_errstate(monkeypatch):
+    pytest.importorskip("numexpr")
+    import importlib
+
+    from autodiffgen import passes
+    fuse_module = importlib.import_module("autodiffgen.passes.fuse")
+    monkeypatch.setattr(passes, "ENABLED", True)
+    monkeypatch.setattr(fuse_module, "MIN_OPS", 4)
+    monkeypatch.setattr(fuse_module, "MIN_ELEMENTS", {np.dtype(np.float64): (1, 1)})
+
+    def f(x, d):
+        with np.errstate(divide="raise", invalid="raise"):
+            try:
+                y = (x * d + x) * d / (x - d) - x / d
+            except FloatingPointError:
+                y = x * 2.0
+        return np.sum(y * y)
+    vg = value_and_grad(f)
+    x = np.linspace(1.0, 2.0, 8)
+    source = vg.source(x, x + 1.0)
+    assert "numexpr.evaluate" in source  # the backward pass is fused; the forward is not
+    assert "numexpr.evaluate" not in source.split("# backward")[0]
+    for d in (x + 1.0, x, x + 2.0, x * 1.0):  # d == x divides 0 by 0: the fallback
+        value, g = vg(x, d)
+        np.testing.assert_allclose(value, f(x, d), rtol=1e-12)
+        np.testing.assert_allclose(g, tape.grad(f)(x, d), rtol=1e-12)
