@@ -269,3 +269,26 @@ def test_numexpr_never_fuses_a_line_under_an_errstate(monkeypatch):
         value, g = vg(x, d)
         np.testing.assert_allclose(value, f(x, d), rtol=1e-12)
         np.testing.assert_allclose(g, tape.grad(f)(x, d), rtol=1e-12)
+
+
+def int_or_zero(w, s):
+    try:
+        k = int(s[0])
+    except (ValueError, OverflowError):
+        k = 0
+    return np.sum(w[k] * w)
+
+
+@pytest.mark.parametrize("first", [1.0, np.nan])
+def test_an_int_conversion_that_raises_is_a_branch(first):
+    vg = value_and_grad(int_or_zero)
+    w = np.array([1.0, 2.0, 3.0])
+    for s0 in (first, np.nan, 2.0, np.inf, 1.0, np.nan, -np.inf, 2.0):
+        s = np.array([s0, 0.0])
+        value, g = vg(w, s)
+        t_value, t_g = tape.value_and_grad(int_or_zero)(w, s)
+        np.testing.assert_allclose(value, int_or_zero(w, s))
+        np.testing.assert_allclose(value, t_value)
+        np.testing.assert_allclose(g, t_g)
+    source = vg.source(w, np.array([np.nan, 0.0]))
+    assert "except ValueError:" in source and "raised ValueError when traced" in source

@@ -30,7 +30,7 @@ from .emit_ast import (
 from .graph import PYTHON_NUMBERS, Node, op, with_guards_first
 from .memory import reuse_plan, ufunc_of
 from .naming import RESERVED, Namespace
-from .raising import errstate_code
+from .raising import Raised, errstate_code
 from .rules.scalar import SCALAR
 from .runtime import HELPERS
 from .sizes import count_var
@@ -185,7 +185,9 @@ class Emitter:
             set(leaves(self.graph.outputs)) if self.graph.tried else ()
         for i, node in enumerate(self.graph.nodes):
             if op(node) == "guard":
-                body += self.guard_lines(node)
+                mark = self.graph.marks.get(node.stack)
+                body += self.guard_lines(node) if mark is None or not mark.tried else \
+                    self.tried_guard(node, self.guard_lines(node))
                 dead = [self.names[n] for n in last_use.get(i, ())]
                 if dead:
                     body.append((f"del {', '.join(sorted(dead))}", ""))
@@ -299,6 +301,19 @@ class Emitter:
         body += head + lines + tail
         self.block = (node.stack, len(body), len(tail))
 
+    def tried_guard(self, node, lines):
+        """A guard's read in a `try:` body (`int(x)` of a NaN raises): a raise, which the
+        trace did not see, is a GuardFailure too."""
+        p = node.params
+        if p["test"] == "raises" or type(p["outcome"]) is Raised:
+            return lines
+        where = _where(node.loc) if node.loc else "?"
+        message = f"{where}: raised {{error!r}}, which it did not when traced"
+        return [("try:", ""), *[("    " + code, comment) for code, comment in lines],
+                ("except GuardFailure:", ""), ("    raise", ""),
+                ("except Exception as error:", ""),
+                (f"    raise GuardFailure(f{message!r}) from None", "")]
+
     def guard_lines(self, node):
         """`if <the value reads otherwise>: raise GuardFailure(...)`, the guard's check."""
         self.helpers.add("GuardFailure")
@@ -323,6 +338,14 @@ class Emitter:
         if p["test"] == "index":
             self.imports.add("operator")
         outcome = p["outcome"]
+        where = _where(node.loc) if node.loc else "?"
+        code = source_line(node.loc) if node.loc else ""
+        if type(outcome) is Raised:  # the read raised when traced, in a `try:`
+            message = (f"{where}: `{code}` raised {outcome.error.__name__} when traced, and "
+                       "does not now")
+            return [("try:", f"guard: {code}" if code else "guard"), (f"    {read}", ""),
+                    (f"except {_error_name(outcome.error)}:", ""), ("    pass", ""),
+                    ("else:", ""), (f"    raise GuardFailure({message!r})", "")]
         if p["test"] in ("bool", "aliases"):
             test = f"not {read}" if outcome else read
         elif isinstance(outcome, float) and np.isnan(outcome):

@@ -29,6 +29,13 @@ class Mark(NamedTuple):
     tried: bool
 
 
+class Raised(NamedTuple):
+    """A guard's outcome when the read itself raised (`int(x)` of a NaN, in a `try:`): the
+    code checks the read still raises `error`."""
+
+    error: type
+
+
 _TRY_LINES = {}  # filename -> (its lines as linecache holds them, set of try-body lines)
 
 
@@ -81,4 +88,4 @@ def errstate_code(errstate):
     return "np.errstate(" + ", ".join(f"{k}={v!r}" for k, v in errstate) + ")"
 
 
-__all__ = ["Mark", "errstate_code", "errstate_diff", "in_try", "mark"]
+__all__ = ["Mark", "Raised", "errstate_code", "errstate_diff", "in_try", "mark"]

@@ -128,6 +128,8 @@ class Trace:
         params = {"test": test, "outcome": outcome, "index": tuple(index)}
         node = self.new_node(GUARD[0], (box.node, *[b.node for b in more]), params, True)
         self.guards.append(node)
+        if self.grad_of is None:  # read in a `try:`: a raise at run time is a GuardFailure
+            raising.mark(self, node.stack)
 
     def raised(self, prim, args, params, error, stack=None):
         """Record that applying prim to these values raised `error` (which the user's code
@@ -346,6 +348,8 @@ def reader(test, convert, differentiable=False):
         try:
             outcome = convert(self.value, *args)
         except Exception as error:  # NumPy's own message, plus where the user wrote it
+            if trace.grad_of is None and raising.mark(trace, user_stack()):
+                trace.guard(self, test, raising.Raised(type(error)), args)  # a branch
             relocated = located(error, f"{label} of a traced value at")
             if relocated is error:
                 raise
