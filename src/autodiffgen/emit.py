@@ -345,7 +345,8 @@ class Emitter:
                        "does not now")
             return [("try:", f"guard: {code}" if code else "guard"), (f"    {read}", ""),
                     (f"except {_error_name(outcome.error)}:", ""), ("    pass", ""),
-                    ("else:", ""), (f"    raise GuardFailure({message!r})", "")]
+                    *_other_raise(where), ("else:", ""),
+                    (f"    raise GuardFailure({message!r})", "")]
         if p["test"] in ("bool", "aliases"):
             test = f"not {read}" if outcome else read
         elif isinstance(outcome, float) and np.isnan(outcome):
@@ -388,6 +389,7 @@ class Emitter:
         error = p.get("error") or RAISES[p["call"].name]
         return [("try:", f"guard: {code}" if code else "guard"), *call,
                 (f"except {_error_name(error)}:", ""), ("    pass", ""),
+                *(_other_raise(where) if p.get("error") is not None else ()),
                 ("else:", ""), (f"    raise GuardFailure({message!r})", "")]
 
     def captured_checks(self):
@@ -659,6 +661,14 @@ def _holder(read):
     if read.var:
         return holder, f"cell_{read.var}", f"the closure cell {read.var} ({where})"
     return holder, "holder", f"the {type(holder).__name__} {read.label} ({where})"
+
+
+def _other_raise(where):
+    """A raise of another class than the traced one: the user's `except` may not catch
+    it, so the call traces again and finds out."""
+    return [("except Exception as error:", ""),
+            (f"    raise GuardFailure(f'{where}: raised {{error!r}}, not what it raised when "
+             "traced') from None", "")]
 
 
 def _error_name(cls):
