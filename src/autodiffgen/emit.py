@@ -666,9 +666,9 @@ def _holder(read):
 def _other_raise(where):
     """A raise of another class than the traced one: the user's `except` may not catch
     it, so the call traces again and finds out."""
+    message = f"{where}: raised {{error!r}}, not what it raised when traced"
     return [("except Exception as error:", ""),
-            (f"    raise GuardFailure(f'{where}: raised {{error!r}}, not what it raised when "
-             "traced') from None", "")]
+            (f"    raise GuardFailure(f{message!r}) from None", "")]
 
 
 def _error_name(cls):
