@@ -292,3 +292,18 @@ def test_an_int_conversion_that_raises_is_a_branch(first):
         np.testing.assert_allclose(g, t_g)
     source = vg.source(w, np.array([np.nan, 0.0]))
     assert "except ValueError:" in source and "raised ValueError when traced" in source
+
+
+def test_a_try_or_errstate_around_the_call_is_not_the_functions():
+    def f(x, s, i):
+        y = x[i] * x
+        return np.sum(y) if float(s[0]) > 0 else np.sum(y * 2.0)
+    vg = value_and_grad(f, argnums=0)
+    try:  # the caller's `try:` and errstate: the function's lines are in neither
+        with np.errstate(all="raise"):
+            source = vg.source(np.ones(3), np.ones(2), 1)
+    except FloatingPointError:
+        raise AssertionError("no float error here") from None
+    assert "except Exception" not in source and "errstate" not in source
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
+        value_and_grad(lambda x: np.sum(1.0 / x))(np.zeros(2))  # the caller's setting holds

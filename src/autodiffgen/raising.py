@@ -16,9 +16,12 @@ make from it keep too) in `Graph.marks`: stack -> Mark. Functions without `try:`
 
 import ast
 import linecache
+import sys
 from typing import NamedTuple
 
 import numpy as np
+
+from .errors import is_internal
 
 
 class Mark(NamedTuple):
@@ -58,10 +61,26 @@ def _try_body_lines(filename):
     return found
 
 
-def in_try(stack):
-    """Whether a user frame on `stack` ((filename, line), innermost first) is executing
-    a line inside a `try:` body."""
-    return any(line in _try_body_lines(filename) for filename, line in stack)
+GENERATED = {}  # tracer.GENERATED_LOCS: generated code's lines -> the user's (file, line)
+STOPS = set()  # code objects where the traced call starts (tracer.trace): look no further
+
+
+def in_try():
+    """Whether a user frame between here and the start of the trace is executing a line
+    inside a `try:` body (a frame of generated code counts as the user's line it came
+    from). Frames beyond the traced call (the caller's, a test runner's) do not count."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code not in STOPS:
+        filename = frame.f_code.co_filename
+        generated = GENERATED.get(filename)
+        if generated is not None:
+            filename, line = generated.get(frame.f_lineno, (None, 0))
+        else:
+            line = 0 if is_internal(filename) else frame.f_lineno
+        if line and line in _try_body_lines(filename):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def errstate_diff(start):
@@ -76,7 +95,7 @@ def errstate_diff(start):
 def mark(trace, stack):
     """Note in `trace.marks` how the statement at `stack` must run; False if it is plain."""
     errstate = errstate_diff(trace.errstate)
-    tried = in_try(stack)
+    tried = in_try()
     if not (errstate or tried):
         return False
     trace.marks.setdefault(stack, Mark(errstate, tried))

@@ -657,6 +657,10 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
     return recording, boxed, out
 
 
+raising.STOPS.add(trace.__code__)
+raising.GENERATED = GENERATED_LOCS
+
+
 def _own_box(x):
     """The user's function gets Boxes of its own: a write into an argument (x[i] = v,
     x += v) rebinds that Box, while `boxed` keeps the inputs derivatives are taken of."""
