@@ -48,9 +48,12 @@ def _try_body_lines(filename):
     cached = _TRY_LINES.get(filename)
     if cached is not None and cached[0] is lines:
         return cached[1]
+    from .emit_ast import PARSE_LOCK  # (emit_ast imports the rules, which import us)
+
     found = set()
     try:
-        tree = ast.parse("".join(lines))
+        with PARSE_LOCK:  # CPython 3.11: no two threads may parse at once (gh-106905)
+            tree = ast.parse("".join(lines))
     except (SyntaxError, ValueError):  # not Python source (or none): nothing is known
         tree = None
     for node in ast.walk(tree) if tree is not None else ():
