@@ -307,3 +307,19 @@ def test_a_try_or_errstate_around_the_call_is_not_the_functions():
     assert "except Exception" not in source and "errstate" not in source
     with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
         value_and_grad(lambda x: np.sum(1.0 / x))(np.zeros(2))  # the caller's setting holds
+
+
+def test_python_float_arguments_keep_numpys_errors():
+    """Code for Python floats is written with the math module, whose errors are not
+    NumPy's (math.log(-1.0) is a ValueError): a line under an errstate stays NumPy."""
+    def f(x):
+        with np.errstate(invalid="raise", divide="raise"):
+            return np.log(x) * x
+    vg = value_and_grad(f)
+    np.testing.assert_allclose(vg(2.0), tape.value_and_grad(f)(2.0))
+    assert "math." not in vg.source(2.0)
+    with pytest.raises(FloatingPointError):
+        vg(-1.0)
+    vg2 = value_and_grad(log_or_square)
+    for x in (2.0, 0.0, -1.0, 3.0, 0.0):
+        np.testing.assert_allclose(vg2(x), tape.value_and_grad(log_or_square)(x))

@@ -95,7 +95,7 @@ class Emitter:
         self.local_constants = {}  # symbolic.SymArray -> name: made in the function, from n
         self.helpers = set()
         self.imports = set()  # modules other than NumPy that some primitive's template uses
-        self.scalar = graph.scalar and _all_python_floats(graph)
+        self.scalar = graph.scalar and _all_python_floats(graph) and not graph.marks
         self.pure = pure  # no writes into dead buffers (code an enclosing trace will read)
 
     def arg_ast(self, arg):
