@@ -292,7 +292,7 @@ class Emitter:
             where = _where(node.loc) if node.loc else "?"
             message = f"{where}: raised {{error!r}}, which it did not when traced"
             head.append(("try:", ""))
-            tail = [("except Exception as error:", ""),
+            tail = [(f"except {_VALUE_ERRORS} as error:", ""),
                     (f"    raise GuardFailure(f{message!r}) from None", "")]
         if mark.errstate:
             head.append(("    " * mark.tried + f"with {errstate_code(mark.errstate)}:", ""))
@@ -311,7 +311,7 @@ class Emitter:
         message = f"{where}: raised {{error!r}}, which it did not when traced"
         return [("try:", ""), *[("    " + code, comment) for code, comment in lines],
                 ("except GuardFailure:", ""), ("    raise", ""),
-                ("except Exception as error:", ""),
+                (f"except {_VALUE_ERRORS} as error:", ""),
                 (f"    raise GuardFailure(f{message!r}) from None", "")]
 
     def guard_lines(self, node):
@@ -345,7 +345,7 @@ class Emitter:
                        "does not now")
             return [("try:", f"guard: {code}" if code else "guard"), (f"    {read}", ""),
                     (f"except {_error_name(outcome.error)}:", ""), ("    pass", ""),
-                    *_other_raise(where), ("else:", ""),
+                    *_other_raise(where, outcome.error), ("else:", ""),
                     (f"    raise GuardFailure({message!r})", "")]
         if p["test"] in ("bool", "aliases"):
             test = f"not {read}" if outcome else read
@@ -389,7 +389,7 @@ class Emitter:
         error = p.get("error") or RAISES[p["call"].name]
         return [("try:", f"guard: {code}" if code else "guard"), *call,
                 (f"except {_error_name(error)}:", ""), ("    pass", ""),
-                *(_other_raise(where) if p.get("error") is not None else ()),
+                *(_other_raise(where, error) if p.get("error") is not None else ()),
                 ("else:", ""), (f"    raise GuardFailure({message!r})", "")]
 
     def captured_checks(self):
@@ -663,11 +663,18 @@ def _holder(read):
     return holder, "holder", f"the {type(holder).__name__} {read.label} ({where})"
 
 
-def _other_raise(where):
+# what NumPy raises on values (an index out of range, a NaN to int(), a FloatingPointError
+# under np.errstate, LinAlgError, a ValueError subclass): in a `try:` line, such a raise at
+# run time is a GuardFailure (raising.py)
+_VALUE_ERRORS = "(ArithmeticError, LookupError, TypeError, ValueError)"
+
+
+def _other_raise(where, error):
     """A raise of another class than the traced one: the user's `except` may not catch
     it, so the call traces again and finds out."""
     message = f"{where}: raised {{error!r}}, not what it raised when traced"
-    return [("except Exception as error:", ""),
+    others = ", ".join(n for n in _VALUE_ERRORS[1:-1].split(", ") if n != error.__name__)
+    return [(f"except ({others}) as error:", ""),
             (f"    raise GuardFailure(f{message!r}) from None", "")]
 
 
@@ -678,7 +685,7 @@ def _error_name(cls):
         return cls.__name__
     if module.startswith("numpy.") and getattr(np, module.split(".")[1], None) is not None:
         return f"np.{module.split('.', 1)[1]}.{cls.__name__}"
-    return "Exception"  # a class the code cannot name: any raise (a raise it did not trace)
+    return _VALUE_ERRORS  # a class the code cannot name: any raise NumPy makes on values
 
 
 def _import_groups(imports):
