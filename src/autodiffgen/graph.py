@@ -171,7 +171,7 @@ class Graph:
     batch: object = None  # a polymorphic graph's symbolic.Batch: where its size n comes from
     # user stack -> raising.Mark: statements run in `try:` or under an np.errstate
     marks: dict = field(default_factory=dict)
-    tried: frozenset = frozenset()  # nodes in a `try:` kept although nothing reads them
+    tried: frozenset = frozenset()  # nodes so marked, kept although nothing reads them
 
 
 class Slot:
