@@ -7,7 +7,8 @@ division or a log under `np.errstate(divide="raise", invalid="raise")`, each wit
 fallback in its `except`. The compiled value_and_grad is called on several data sets,
 each taking its own mix of paths; every call's value and gradient must equal eager
 NumPy's and the tape's, the first call's gradient must match central differences, and
-every third program is also run through jvp against the tape. Derandomized for CI;
+every third program is also run through jvp, and every third through vjp, against the
+tape. Derandomized for CI;
 AUTODIFFGEN_FUZZ=<n> runs n programs.
 """
 
@@ -17,7 +18,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autodiffgen import jvp, tape, value_and_grad
+from autodiffgen import jvp, tape, value_and_grad, vjp
 
 EXAMPLES = int(os.environ.get("AUTODIFFGEN_FUZZ", "60"))
 UNARY = [np.tanh, np.sin, lambda v: v * v]
@@ -138,6 +139,14 @@ def test_try_except_programs_follow_eager_numpy(steps, seed):
         e[k] = 1e-6
         fd[k] = (f(w + e, *w_args) - f(w - e, *w_args)) / 2e-6
     np.testing.assert_allclose(g, fd, rtol=1e-4, atol=1e-6)
+    if seed % 3 == 1:  # reverse mode as two generated functions (forward, backward)
+        for args in calls:
+            if isinstance(eager(f, w, *args), type):
+                continue
+            out, pullback = vjp(f, w, *args)
+            np.testing.assert_allclose(out, f(w, *args), rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(pullback(1.0)[0], tape.grad(f)(w, *args), rtol=1e-8,
+                                       atol=1e-10)
     if seed % 3 == 0:  # forward mode too, along a fixed direction of w
         t = np.array([0.3, -0.2, 0.5])
         for args in calls:
