@@ -275,14 +275,14 @@ class Emitter:
         """A statement of a user line in a `try:` body (a raise at run time, which the
         trace did not see, is a GuardFailure: the call traces the path it takes) and/or
         under the np.errstate it was traced in. Consecutive statements of one user line
-        share one block."""
+        share one block (of any lines, under an errstate alone: no message names a line)."""
         depth = bool(mark.errstate) + mark.tried
         lines = [("    " * depth + code, comment) for code, comment in lines]
-        block = self.block
-        if block is not None and block[0] == node.stack and block[1] == len(body):
+        block, key = self.block, node.stack if mark.tried else mark
+        if block is not None and block[0] == key and block[1] == len(body):
             at = len(body) - block[2]  # before the block's `except` lines
             body[at:at] = lines
-            self.block = (node.stack, len(body), block[2])
+            self.block = (key, len(body), block[2])
             if node.loc is not None and at not in locs:
                 locs[at] = node.loc
             return
@@ -299,7 +299,7 @@ class Emitter:
         if node.loc is not None:
             locs[len(body) + len(head)] = node.loc
         body += head + lines + tail
-        self.block = (node.stack, len(body), len(tail))
+        self.block = (key, len(body), len(tail))
 
     def tried_guard(self, node, lines):
         """A guard's read in a `try:` body (`int(x)` of a NaN raises): a raise, which the
