@@ -335,3 +335,18 @@ def test_the_generated_code_passes_ruff(tmp_path):
     for k, s0 in enumerate((1.0, np.nan)):
         (tmp_path / f"int_{k}.py").write_text(vg.source(np.ones(3), np.array([s0, 0.0])))
     assert run_ruff(tmp_path) == []
+
+
+def test_an_errstate_block_of_several_lines_is_one_with_block():
+    def f(x):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = 1.0 / x
+            r = np.where(np.isfinite(r), r, 0.0)
+            s = np.log(np.abs(x) + 1.0)
+        return np.sum(r * s)
+    vg = value_and_grad(f)
+    x = np.array([0.0, 1.0, -2.0])
+    source = vg.source(x)
+    assert source.count("with np.errstate(divide='ignore', invalid='ignore'):") == 1
+    np.testing.assert_allclose(vg(x)[0], f(x))
+    np.testing.assert_allclose(vg(x)[1], tape.grad(f)(x))
