@@ -345,7 +345,7 @@ def test_an_errstate_block_of_several_lines_is_one_with_block():
             s = np.log(np.abs(x) + 1.0)
         return np.sum(r * s)
     vg = value_and_grad(f)
-    x = np.array([0.0, 1.0, -2.0])
+    x = np.array([0.5, 1.0, -2.0])  # (at 0 the backward pass meets inf * 0, as the tape does)
     source = vg.source(x)
     assert source.count("with np.errstate(divide='ignore', invalid='ignore'):") == 1
     np.testing.assert_allclose(vg(x)[0], f(x))
