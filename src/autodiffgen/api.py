@@ -34,8 +34,28 @@ from .tracer import is_number_input
 from .tree import leaves
 
 _MAX_ARGS = 256
-MAX_VARIANTS = int(os.environ.get("AUTODIFFGEN_MAX_VARIANTS", "8"))
-MAX_ENTRIES = int(os.environ.get("AUTODIFFGEN_MAX_ENTRIES", "64"))
+
+
+def _count_setting(name, value, least=0):
+    """An int setting (max_entries=, $AUTODIFFGEN_MAX_ENTRIES) checked when it is given,
+    rather than failing later inside the cache with a message that does not name it."""
+    number = None if isinstance(value, (bool, np.bool_)) else \
+        getattr(value, "__index__", lambda: None)()
+    if number is None and type(value) is str and name.startswith("$"):
+        try:
+            number = int(value.strip())
+        except ValueError:
+            number = None
+    if number is None or number < least:
+        message = f"{name} must be an int of at least {least}, got {value!r}"
+        raise ValueError(message if name.startswith("$") else at(where(), message))
+    return number
+
+
+MAX_VARIANTS = _count_setting("$AUTODIFFGEN_MAX_VARIANTS",
+                              os.environ.get("AUTODIFFGEN_MAX_VARIANTS", "8"), 1)
+MAX_ENTRIES = _count_setting("$AUTODIFFGEN_MAX_ENTRIES",
+                             os.environ.get("AUTODIFFGEN_MAX_ENTRIES", "64"))
 
 
 def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, diff=None):
@@ -164,9 +184,11 @@ class GradFunction:
 
     def __init__(self, fun, argnums=0, with_value=True, example=None, max_variants=None,
                  max_entries=None):
+        _check_decorator_order(fun)
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.max_variants = MAX_VARIANTS if max_variants is None else max_variants
+        self.max_variants = MAX_VARIANTS if max_variants is None else \
+            _count_setting("max_variants", max_variants, 1)
         self.with_value = with_value
         self.example = example
         self._argnums = _normalize_argnums(argnums, fun)
@@ -179,7 +201,8 @@ class GradFunction:
             self._check_argnums(len(self._names))
         self._diff = [i in self._argnums for i in range(_MAX_ARGS)]
         self._needed = max(self._argnums) + 1  # fewer positional arguments: bind defaults
-        self.max_entries = MAX_ENTRIES if max_entries is None else max_entries
+        self.max_entries = MAX_ENTRIES if max_entries is None else \
+            _count_setting("max_entries", max_entries)
         self._entries = OrderedDict()  # least recently used first
         # the entry last used, last in _entries already: a run of calls with one signature
         # costs an identity test, not a reordering (batch sizes that share one polymorphic
@@ -315,7 +338,8 @@ class GradFunction:
         self._guarded_numbers |= _numbers_guarded(graph, args)
         guarded = graph.batch is not None or bool(graph.captured) or \
             any(is_guard(n) or n.prim is not None and n.prim.name in tracer.RAISES
-                for n in graph.nodes) or any(map(_reads_outside, graph.inputs))
+                for n in graph.nodes) or any(map(_reads_outside, graph.inputs)) or \
+            any(mark.tried for mark in graph.marks.values())
         return self._load(source, namespace, graph.name, locs), source, guarded, graph.batch
 
     def _load(self, source, namespace, name, locs):
@@ -514,10 +538,25 @@ def _caller():
     return where(user_frame(3))
 
 
+def _check_decorator_order(fun):
+    """@grad stacked above @classmethod or @staticmethod gets the descriptor, not the
+    function: a classmethod object is not callable, and a staticmethod one would be bound
+    to the instance it is read from, as a method."""
+    if type(fun) not in (classmethod, staticmethod):
+        return
+    kind = type(fun).__name__
+    how = ("argnums count cls as 0: @classmethod, then @grad(argnums=1) on the line below"
+           if kind == "classmethod" else "@staticmethod, then @grad on the line below")
+    raise TypeError(at(def_site(fun.__func__), f"@grad (or value_and_grad) is stacked above "
+                       f"@{kind}, so it got a {kind} object rather than the function. Put it "
+                       f"below: {how}"))
+
+
 def _decorator(with_value, cls=GradFunction):
     def make(fun=None, argnums=0, *, example=None, max_variants=None, max_entries=None):
         if fun is None:
             return lambda f: cls(f, argnums, with_value, example, max_variants, max_entries)
+        _check_decorator_order(fun)
         if not callable(fun):  # grad(argnums) used positionally by mistake
             raise ArgumentError(f"expected a function to differentiate, got {fun!r}")
         return cls(fun, argnums, with_value, example, max_variants, max_entries)

@@ -127,14 +127,14 @@ def fused_graph(name, params, trace, outputs):
     """The nodes the outputs (a tree of Boxes and constants) need, in creation order,
     with the inputs they read."""
     roots = [leaf.node for leaf in leaves(outputs) if type(leaf) is Box] + trace.guards + \
-        trace.effects
+        trace.effects + trace.tried
     order = toposort(roots)
     live = set(order)
     nodes = sorted((n for n in order if n.prim is not None), key=lambda n: n.id)
     inputs = [n for n in trace.inputs if n in live]
     return Graph(name, params, inputs, nodes,
                  map_tree(outputs, lambda b: b.node if type(b) is Box else b),
-                 captured=trace.captured)
+                 captured=trace.captured, marks=trace.marks, tried=frozenset(trace.tried))
 
 
 def split_graphs(name, params, trace, value, grads, seed):
@@ -153,13 +153,15 @@ def split_graphs(name, params, trace, value, grads, seed):
     needed |= {n.args[0] for n in counts}
     residuals = sorted((n for n in needed if n is not seed.node), key=lambda n: n.id)
     value_node = value.node if type(value) is Box else value
-    fwd_roots = [r for r in residuals if r.prim is not None] + trace.guards + trace.effects
+    fwd_roots = [r for r in residuals if r.prim is not None] + trace.guards + trace.effects + \
+        trace.tried
     if type(value_node) is Node:
         fwd_roots.append(value_node)
     fwd_order = set(toposort(fwd_roots)) if fwd_roots else set()
     fwd = Graph(f"{name}_fwd", params, [n for n in trace.inputs if n in fwd_order],
                 sorted((n for n in fwd_order if n.prim is not None), key=lambda n: n.id),
-                (value_node, tuple(residuals)), captured=trace.captured)
+                (value_node, tuple(residuals)), captured=trace.captured, marks=trace.marks,
+                tried=frozenset(trace.tried))
     paths = {r: (0, i) for i, r in enumerate(residuals)}
     paths[seed.node] = (1,)
     bwd = Graph(f"{name}_bwd", ["residuals", "g"], residuals + [seed.node], counts + bwd_nodes,

@@ -31,6 +31,7 @@ from .emit_ast import (
 from .graph import PYTHON_NUMBERS, Node, op, with_guards_first
 from .memory import reuse_plan, ufunc_of
 from .naming import RESERVED, Namespace
+from .raising import Raised, errstate_code
 from .rules.scalar import SCALAR
 from .runtime import HELPERS
 from .sizes import count_var
@@ -94,7 +95,7 @@ class Emitter:
         self.local_constants = {}  # symbolic.SymArray -> name: made in the function, from n
         self.helpers = set()
         self.imports = set()  # modules other than NumPy that some primitive's template uses
-        self.scalar = graph.scalar and _all_python_floats(graph)
+        self.scalar = graph.scalar and _all_python_floats(graph) and not graph.marks
         self.pure = pure  # no writes into dead buffers (code an enclosing trace will read)
 
     def arg_ast(self, arg):
@@ -179,9 +180,14 @@ class Emitter:
         reuse = {} if self.scalar or self.pure else reuse_plan(self.graph, last_use)
         section = None
         run_loc = None
+        self.block = None  # the `try:` or `with np.errstate` block last emitted (marked)
+        used = {a for n in self.graph.nodes for a in n.args if type(a) is Node} | \
+            set(leaves(self.graph.outputs)) if self.graph.marks else ()
         for i, node in enumerate(self.graph.nodes):
             if op(node) == "guard":
-                body += self.guard_lines(node)
+                mark = self.graph.marks.get(node.stack)
+                body += self.guard_lines(node) if mark is None or not mark.tried else \
+                    self.tried_guard(node, self.guard_lines(node))
                 dead = [self.names[n] for n in last_use.get(i, ())]
                 if dead:
                     body.append((f"del {', '.join(sorted(dead))}", ""))
@@ -219,15 +225,20 @@ class Emitter:
                 run_loc = node.loc
             body += self.pending
             self.pending = []
+            mark = self.graph.marks.get(node.stack) if node.grad_of is None else None
+            dead = [self.names[n] for n in last_use.get(i, ())]
+            dead = [(f"del {', '.join(sorted(dead))}", "")] if dead else []
             if node.prim.name in RAISES and node.grad_of is None:
-                body += self.raising(node, render(stmt), comment, locs, len(body))
+                body += self.raising(node, render(stmt), comment, locs, len(body)) + dead
+            elif mark is not None:  # in a `try:` or an np.errstate (raising.py)
+                if node not in used:  # kept for its raise alone (`try: x[i]`)
+                    stmt = ast.Expr(value)
+                self.marked(body, node, mark, [(render(stmt), comment)] + dead, locs)
             else:
                 if node.loc is not None:
                     locs[len(body)] = node.loc
                 body.append((render(stmt), comment))
-            dead = [self.names[n] for n in last_use.get(i, ())]
-            if dead:
-                body.append((f"del {', '.join(sorted(dead))}", ""))
+                body += dead
         returned = "return " + render(self.output_ast(self.graph.outputs))
         body += self.pending + [(returned, "")]
         body, locs = _used_counts(body, locs, self.counts)
@@ -265,6 +276,49 @@ class Emitter:
                 (f"except {_error_name(RAISES[node.prim.name])} as error:", ""),
                 (f"    raise GuardFailure(f{message!r}) from None", "")]
 
+    def marked(self, body, node, mark, lines, locs):
+        """A statement of a user line in a `try:` body (a raise at run time, which the
+        trace did not see, is a GuardFailure: the call traces the path it takes) and/or
+        under the np.errstate it was traced in. Consecutive statements of one user line
+        share one block (of any lines, under an errstate alone: no message names a line)."""
+        depth = bool(mark.errstate) + mark.tried
+        lines = [("    " * depth + code, comment) for code, comment in lines]
+        block, key = self.block, node.stack if mark.tried else mark
+        if block is not None and block[0] == key and block[1] == len(body):
+            at = len(body) - block[2]  # before the block's `except` lines
+            body[at:at] = lines
+            self.block = (key, len(body), block[2])
+            if node.loc is not None and at not in locs:
+                locs[at] = node.loc
+            return
+        head, tail = [], []
+        if mark.tried:
+            self.helpers.add("GuardFailure")
+            where = _where(node.loc) if node.loc else "?"
+            message = f"{where}: raised {{error!r}}, which it did not when traced"
+            head.append(("try:", ""))
+            tail = [(f"except {_VALUE_ERRORS} as error:", ""),
+                    (f"    raise GuardFailure(f{message!r}) from None", "")]
+        if mark.errstate:
+            head.append(("    " * mark.tried + f"with {errstate_code(mark.errstate)}:", ""))
+        if node.loc is not None:
+            locs[len(body) + len(head)] = node.loc
+        body += head + lines + tail
+        self.block = (key, len(body), len(tail))
+
+    def tried_guard(self, node, lines):
+        """A guard's read in a `try:` body (`int(x)` of a NaN raises): a raise, which the
+        trace did not see, is a GuardFailure too."""
+        p = node.params
+        if p["test"] == "raises" or type(p["outcome"]) is Raised:
+            return lines
+        where = _where(node.loc) if node.loc else "?"
+        message = f"{where}: raised {{error!r}}, which it did not when traced"
+        return [("try:", ""), *[("    " + code, comment) for code, comment in lines],
+                ("except GuardFailure:", ""), ("    raise", ""),
+                (f"except {_VALUE_ERRORS} as error:", ""),
+                (f"    raise GuardFailure(f{message!r}) from None", "")]
+
     def guard_lines(self, node):
         """`if <the value reads otherwise>: raise GuardFailure(...)`, the guard's check."""
         self.helpers.add("GuardFailure")
@@ -289,6 +343,15 @@ class Emitter:
         if p["test"] == "index":
             self.imports.add("operator")
         outcome = p["outcome"]
+        where = _where(node.loc) if node.loc else "?"
+        code = source_line(node.loc) if node.loc else ""
+        if type(outcome) is Raised:  # the read raised when traced, in a `try:`
+            message = (f"{where}: `{code}` raised {outcome.error.__name__} when traced, and "
+                       "does not now")
+            return [("try:", f"guard: {code}" if code else "guard"), (f"    {read}", ""),
+                    (f"except {_error_name(outcome.error)}:", ""), ("    pass", ""),
+                    *_other_raise(where, outcome.error), ("else:", ""),
+                    (f"    raise GuardFailure({message!r})", "")]
         if p["test"] in ("bool", "aliases"):
             test = f"not {read}" if outcome else read
         elif isinstance(outcome, float) and np.isnan(outcome):
@@ -330,8 +393,13 @@ class Emitter:
         where = _where(node.loc) if node.loc else "?"
         code = source_line(node.loc) if node.loc else ""
         message = f"{where}: `{code}` raised {p['outcome']} when traced, and does not now"
-        return [("try:", f"guard: {code}" if code else "guard"), (f"    {render(expr)}", ""),
-                (f"except {_error_name(RAISES[p['call'].name])}:", ""), ("    pass", ""),
+        call = [(f"    {render(expr)}", "")]
+        if p.get("errstate"):  # raised under np.errstate(...): checked under it (raising.py)
+            call = [(f"    with {errstate_code(p['errstate'])}:", ""), ("    " + call[0][0], "")]
+        error = p.get("error") or RAISES[p["call"].name]
+        return [("try:", f"guard: {code}" if code else "guard"), *call,
+                (f"except {_error_name(error)}:", ""), ("    pass", ""),
+                *(_other_raise(where, error) if p.get("error") is not None else ()),
                 ("else:", ""), (f"    raise GuardFailure({message!r})", "")]
 
     def captured_checks(self):
@@ -626,13 +694,29 @@ def _holder(read):
     return holder, "holder", f"the {type(holder).__name__} {read.label} ({where})"
 
 
+# what NumPy raises on values (an index out of range, a NaN to int(), a FloatingPointError
+# under np.errstate, LinAlgError, a ValueError subclass): in a `try:` line, such a raise at
+# run time is a GuardFailure (raising.py)
+_VALUE_ERRORS = "(ArithmeticError, LookupError, TypeError, ValueError)"
+
+
+def _other_raise(where, error):
+    """A raise of another class than the traced one: the user's `except` may not catch
+    it, so the call traces again and finds out."""
+    message = f"{where}: raised {{error!r}}, not what it raised when traced"
+    others = ", ".join(n for n in _VALUE_ERRORS[1:-1].split(", ") if n != error.__name__)
+    return [(f"except ({others}) as error:", ""),
+            (f"    raise GuardFailure(f{message!r}) from None", "")]
+
+
 def _error_name(cls):
     """How generated code names an exception class: np.linalg.LinAlgError, ValueError."""
     module = cls.__module__
     if module == "builtins":
         return cls.__name__
-    return f"np.{module.split('.', 1)[1]}.{cls.__name__}" if module.startswith("numpy.") \
-        else f"{module}.{cls.__name__}"
+    if module.startswith("numpy.") and getattr(np, module.split(".")[1], None) is not None:
+        return f"np.{module.split('.', 1)[1]}.{cls.__name__}"
+    return _VALUE_ERRORS  # a class the code cannot name: any raise NumPy makes on values
 
 
 def _import_groups(imports):

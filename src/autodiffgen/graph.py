@@ -137,9 +137,10 @@ def has_effect(node):
 
 
 def roots_of(graph):
-    """What a graph must compute: its outputs' nodes, its guards and its effects (draws)."""
+    """What a graph must compute: its outputs' nodes, its guards, its effects (draws) and
+    the calls in a `try:` whose raise decides the path (raising.py)."""
     return [leaf for leaf in leaves(graph.outputs) if type(leaf) is Node] + \
-        [n for n in graph.nodes if is_guard(n) or has_effect(n)]
+        [n for n in graph.nodes if is_guard(n) or has_effect(n) or n in graph.tried]
 
 
 @dataclass
@@ -168,6 +169,9 @@ class Graph:
     statics: dict = field(default_factory=dict)  # parameter -> the value it was traced at
     captured: list = field(default_factory=list)  # capture.Captured the code re-checks
     batch: object = None  # a polymorphic graph's symbolic.Batch: where its size n comes from
+    # user stack -> raising.Mark: statements run in `try:` or under an np.errstate
+    marks: dict = field(default_factory=dict)
+    tried: frozenset = frozenset()  # nodes so marked, kept although nothing reads them
 
 
 class Slot:

@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from . import errors
+from . import errors, raising
 from .capture import Capture
 from .diskdeps import user_code
 from .errors import (
@@ -85,6 +85,9 @@ class Trace:
         self.eager = False  # the tape: values are the user's (draws advance their generator)
         self.fun = None  # the user's function being traced
         self.refused = []  # errors.Refusal raised while it ran (the function may catch them)
+        self.errstate = np.geterr()  # np.errstate(...) in the function differs (raising.py)
+        self.marks = {}  # user stack -> raising.Mark: statements in a `try:` or an errstate
+        self.tried = []  # forward nodes marked so: kept although no output reads them
         self._outer = None
 
     def __enter__(self):
@@ -128,14 +131,18 @@ class Trace:
         params = {"test": test, "outcome": outcome, "index": tuple(index)}
         node = self.new_node(GUARD[0], (box.node, *[b.node for b in more]), params, True)
         self.guards.append(node)
+        if self.grad_of is None:  # read in a `try:`: a raise at run time is a GuardFailure
+            raising.mark(self, node.stack)
 
-    def raised(self, prim, args, params, error):
+    def raised(self, prim, args, params, error, stack=None):
         """Record that applying prim to these values raised `error` (which the user's code
-        may catch, `except LinAlgError:`): the generated code checks it still does."""
+        may catch, `except LinAlgError:`): the generated code checks it still does (under
+        the np.errstate the call ran in, raising.py)."""
         params = {"test": "raises", "outcome": type(error).__name__, "index": (),
-                  "call": prim, "call_params": params}
+                  "call": prim, "call_params": params, "error": type(error),
+                  "errstate": raising.errstate_diff(self.errstate)}
         args = tuple(a.node if type(a) is Box else a for a in args)
-        self.guards.append(self.new_node(GUARD[0], args, params, True))
+        self.guards.append(self.new_node(GUARD[0], args, params, True, stack))
 
     def box(self, prim, args, params, value):
         node = self.new_node(prim, tuple(a.node if type(a) is Box else a for a in args),
@@ -196,8 +203,9 @@ def bind(prim, args, params):
     try:
         value = prim.impl(*[a.value if type(a) is Box else a for a in args], **params)
     except Exception as error:  # NumPy's own message, plus where the user wrote it
-        if isinstance(error, RAISES.get(prim.name, ())):  # from the values: a branch
-            trace.raised(prim, args, params, error)
+        stack = user_stack() if trace.grad_of is None else ()
+        if isinstance(error, RAISES.get(prim.name, ())) or raising.mark(trace, stack):
+            trace.raised(prim, args, params, error, stack or None)  # from the values: a branch
         relocated = located(error, f"in {prim.name}, called at")
         if relocated is error:
             raise
@@ -207,6 +215,9 @@ def bind(prim, args, params):
         if same is not None:
             return same
     box = trace.box(prim, args, params, value)
+    if trace.grad_of is None and prim.name not in RAISES and \
+            raising.mark(trace, box.node.stack):  # in a `try:` or an np.errstate
+        trace.tried.append(box.node)
     for hook in RESULT_HOOKS:
         hook(trace, box, args)
     return box
@@ -340,6 +351,8 @@ def reader(test, convert, differentiable=False):
         try:
             outcome = convert(self.value, *args)
         except Exception as error:  # NumPy's own message, plus where the user wrote it
+            if trace.grad_of is None and raising.mark(trace, user_stack()):
+                trace.guard(self, test, raising.Raised(type(error)), args)  # a branch
             relocated = located(error, f"{label} of a traced value at")
             if relocated is error:
                 raise
@@ -665,6 +678,10 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
     return recording, boxed, out
 
 
+raising.STOPS.add(trace.__code__)
+raising.GENERATED = GENERATED_LOCS
+
+
 def _own_box(x):
     """The user's function gets Boxes of its own: a write into an argument (x[i] = v,
     x += v) rebinds that Box, while `boxed` keeps the inputs derivatives are taken of."""
@@ -734,6 +751,13 @@ def _box_tree(recording, x, path, name, diff):
     if is_container(x):
         return rebuild(x, [_box_tree(recording, child, path + (key,), f"{name}_{key}", diff)
                            for key, child in items(x)])
+    if diff is True and x is None and len(path) > 1:  # p = {"b": None}: failing where used
+        keys = "".join(f"[{k!r}]" for k in path[1:])
+        raise _argument_error(
+            f"argument {name!r} (entry {keys} of argument {path[0]}) is under argnums but is "
+            "None: every leaf of a differentiated argument must be a float or a "
+            "floating-point array. Leave the entry out, or pass it in an argument outside "
+            "argnums")
     if diff is True and len(path) == 1:  # None, a string: NumPy would fail on it, unnamed
         raise _argument_error(
             f"argument {name!r} is under argnums but is {_short(x)}, not a float or a "

@@ -73,6 +73,8 @@ def fuse(graph, min_elements=None):
             if type(arg) is Node:
                 uses[arg] = uses.get(arg, 0) + 1
     absorbed = guard_reads(graph)  # what guards read stays as traced
+    if graph.marks:  # and a `try:` or np.errstate line (numexpr knows no errstate)
+        absorbed |= {n for n in graph.nodes if n.grad_of is None and n.stack in graph.marks}
     computed = set(graph.nodes) - absorbed
     replace = {}
     for root in reversed(graph.nodes):  # consumers first: a tree is found from its root

@@ -12,6 +12,7 @@ import operator
 
 import numpy as np
 
+from ..raising import Raised
 from ..runtime import GuardFailure, _layout
 from ..tracer import GUARD, RAISES
 from . import defprimitive
@@ -42,19 +43,27 @@ def same(value, outcome):
 
 
 def holds(x, *more, test, outcome, index=(), call=None, call_params=None, source=None,
-          read=False, lo=0):
+          read=False, lo=0, error=None, errstate=()):
     """Whether the guard still holds for the value x (the guard primitive's meaning); for
     a "raises" guard, whether call(x, *more) still raises what it raised when traced.
     `source` numbers a mask's count guard (sizes.py), so that two are never merged into
     one; `read` says the user's Python read a size after it, `lo` the least count served."""
     if test == "raises":
+        expected = error if error is not None else RAISES[call.name]
         try:
-            call.impl(x, *more, **call_params)
-        except RAISES[call.name]:
+            with np.errstate(**dict(errstate)):
+                call.impl(x, *more, **call_params)
+        except expected:
             return True
         return False
     if test == "count_nonzero" and type(outcome) is not int:  # read at run time
         return True
+    if type(outcome) is Raised:  # the read raised when traced (in a `try:`, raising.py)
+        try:
+            READS[test](x, *more, *index)
+        except outcome.error:
+            return True
+        return False
     return same(READS[test](x, *more, *index), outcome)
 
 
