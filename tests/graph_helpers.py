@@ -4,22 +4,24 @@ value-and-grad graph as traced, before any pass, and a graph emitted as it is an
 import inspect
 
 from autodiffgen import passes
-from autodiffgen.api import _normalize_argnums, trace_gradient
+from autodiffgen.api import _normalize_argnums
 from autodiffgen.cache import load
 from autodiffgen.emit import emit_module
+from autodiffgen.pipeline import finish, gradient_graph
 
 
 def traced(fun, *args, argnums=0):
     """The graph, its values named after `fun`'s parameters as a real call names them."""
     names = list(inspect.signature(fun).parameters)[:len(args)]
-    return trace_gradient(fun, args, _normalize_argnums(argnums, fun), names)
+    return gradient_graph(fun, args, _normalize_argnums(argnums, fun), names)
 
 
 def emitted(graph):
-    """(source, function) of one graph emitted as it is: no further passes."""
+    """(source, function) of one graph emitted as it is: no further passes (only what
+    every emitted graph gets: pipeline.finish)."""
     enabled, passes.ENABLED = passes.ENABLED, False
     try:
-        source, injected, locs = emit_module([graph])
+        source, injected, locs = emit_module([finish(graph)])
     finally:
         passes.ENABLED = enabled
     return source, load(source, injected, graph.name, locs)

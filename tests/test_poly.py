@@ -3,6 +3,7 @@ generated code that serves every batch size it was checked for, and the cases th
 stay specialized (and right) at other sizes."""
 
 import ast
+import functools
 import inspect
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 from golden_models import mlp_args, mlp_loss
 
 import autodiffgen as ad
-from autodiffgen import api, passes, poly, tape
+from autodiffgen import api, passes, pipeline, poly, tape
 from autodiffgen.cache import load, signature_key
 from autodiffgen.emit import emit_module
 from autodiffgen.graph import Index, Node
@@ -45,8 +46,11 @@ class PolyGrad:
 
     def graph(self, args):
         def build(a):
-            return api.trace_gradient(self.fun, a, self.argnums, self.names)
-        return poly.compile_polymorphic(build, args, self.diff, self.names)
+            return pipeline.gradient_graph(self.fun, a, self.argnums, self.names)
+        optimize = functools.partial(pipeline.optimize, numexpr=False)
+        graph = pipeline.finish(pipeline.drive(
+            poly.generalize(build(args), args, self.diff, self.names, optimize), build))
+        return graph, graph.batch
 
     def compile(self, args):
         self.traces += 1
@@ -258,7 +262,7 @@ def test_a_wrong_formula_is_caught_by_the_check_at_the_low_size():
     f = PolyGrad(mean_loss)
     graph, _ = f.graph((w, x))
     def build(a):
-        return api.trace_gradient(mean_loss, a, f.argnums, f.names)
+        return pipeline.gradient_graph(mean_loss, a, f.argnums, f.names)
     low = build((w, x[:2]))
     assert poly.agrees(graph, low, (w, x[:2]), 2)
     wrong = {Dim: lambda d: Dim(d.a, d.b + 1),  # n + 1 for n, 1/(2n) for 1/n
@@ -359,7 +363,7 @@ def test_generated_source_parses_and_passes_ruff(tmp_path):
     assert lint.returncode == 0, lint.stdout
 
 
-def test_emit_module_leaves_an_optimized_graph_alone(monkeypatch):
+def test_emit_module_only_emits(monkeypatch):
     w, x = (_data()[a] for a in "wx")
     graph, _ = PolyGrad(mean_loss).graph((w, x))
     monkeypatch.setattr(passes, "ENABLED", True)
@@ -407,9 +411,12 @@ def test_numexpr_lowering_before_unification(monkeypatch):
         return np.sum(np.tanh(x @ w) * 3.0 + (x @ w) ** 2 - np.exp(-(x @ w)) / 2.0) / len(x)
     w, x = (_data()[a] for a in "wx")
     f = PolyGrad(loss)
-    graph, batch = poly.compile_polymorphic(
-        lambda a: api.trace_gradient(loss, a, f.argnums, f.names), (w, x), f.diff, f.names,
-        numexpr=True)
+    def build(a):
+        return pipeline.gradient_graph(loss, a, f.argnums, f.names)
+    optimize = functools.partial(pipeline.optimize, numexpr=True)
+    graph = pipeline.finish(pipeline.drive(
+        poly.generalize(build((w, x)), (w, x), f.diff, f.names, optimize), build))
+    batch = graph.batch
     source, namespace, locs = emit_module([graph])
     assert batch is not None and "numexpr" in source
     code = load(source, namespace, graph.name, locs)

@@ -14,8 +14,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import backward, diskcache, diskdeps, diskentry, naming, poly, retrace, sizes, tracer
-from .cache import CacheInfo, describe, leaf_key, load, signature_key
+from . import diskcache, diskdeps, diskentry, pipeline, poly, retrace, tracer
+from .cache import CacheInfo, leaf_key, load, signature_key
 from .emit import emit_module
 from .errors import (
     ArgumentError,
@@ -30,7 +30,6 @@ from .errors import (
 from .graph import Node, is_guard
 from .rules.random import states_kept
 from .runtime import GuardFailure
-from .tracer import is_number_input
 from .tree import leaves
 
 _MAX_ARGS = 256
@@ -58,52 +57,6 @@ MAX_ENTRIES = _count_setting("$AUTODIFFGEN_MAX_ENTRIES",
                              os.environ.get("AUTODIFFGEN_MAX_ENTRIES", "64"))
 
 
-def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, diff=None):
-    """Trace `fun` at `args` and return (source, namespace, graph, locs) of its
-    value-and-grad. With the per-argument `diff` flags, the graph serves every batch size
-    the code allows (poly.py) when it can (a flag None: the argument's numbers are static)."""
-    static = () if diff is None else {i for i in range(len(args)) if diff[i] is None}
-
-    def build(a):
-        return trace_gradient(fun, a, argnums, names, static, capture=not standalone)
-    if diff is None or pure:  # data-dependent sizes are read at run time where they can be
-        optimize = functools.partial(poly._optimized, numexpr=not (standalone or pure))
-        graph = sizes.general(build, args, optimize)
-    else:
-        graph = poly.compile_polymorphic(build, args, diff, names, numexpr=not standalone)[0]
-    source, namespace, locs = emit_module([graph], standalone, pure)
-    return source, namespace, graph, locs
-
-
-def trace_gradient(fun, args, argnums, names, static=(), capture=True):
-    """The fused value-and-grad Graph of `fun` at `args` (without `capture`, what it reads
-    besides its arguments is baked in: a standalone module)."""
-    trace, boxed, out = tracer.trace(fun, args, argnums, names, capture=capture,
-                                     static=static)
-    backward.check_output(out, fun, scalar=True)
-    naming.name_forward(list(trace.boxes))
-    if type(out) is tracer.Box and out.node.name is None:
-        out.node.name = function_name(fun)
-    wrt = boxed[argnums[0]] if len(argnums) == 1 and _single(argnums) else \
-        tuple(boxed[i] for i in argnums)
-    grads, cotangent_of = backward.traced_gradients(trace, out, wrt)
-    name = f"{function_name(fun)}_value_and_grad"
-    graph = backward.fused_graph(name, names, trace, (out, grads))
-    graph.signature = describe(args, names)
-    wrt = ", ".join(names[i] for i in argnums)
-    graph.doc = (f"Value of {function_name(fun)} and its gradient with respect to {wrt}, "
-                 f"traced at ({graph.signature}).")
-    graph.statics = {names[i]: a for i, a in enumerate(args)  # Python numbers are inputs
-                     if i not in argnums and (type(a) in (bool, str, type(None)) or
-                                              type(a) in (int, float) and not
-                                              is_number_input(a, None if i in static else False))}
-    graph.derivative_of = cotangent_of
-    graph.fresh_from = 1  # (value, gradients): the gradients are the caller's
-    arrays = [leaf for leaf in leaves(args) if isinstance(leaf, (np.ndarray, np.generic))]
-    graph.scalar = not arrays and any(type(leaf) is float for leaf in leaves(args))
-    return graph
-
-
 def emit_functions(calls, standalone=True):
     """One module with the value-and-grad of several (GradFunction, args) pairs, and the
     functions' names: the CLI's `-o`. A name already taken gets a `_1` suffix rather than
@@ -111,8 +64,9 @@ def emit_functions(calls, standalone=True):
     graphs = []
     for gf, args in calls:
         gf._check_argnums(len(args))
-        graph = trace_gradient(gf.fun, args, gf._argnums, gf._arg_names(len(args)),
-                               capture=not standalone)
+        graph = pipeline.finish(pipeline.optimize(pipeline.gradient_graph(
+            gf.fun, args, gf._argnums, gf._arg_names(len(args)), capture=not standalone),
+            numexpr=not standalone))
         base, n, taken = graph.name, 0, {g.name for g in graphs}
         while graph.name in taken:
             n += 1
@@ -444,7 +398,7 @@ class GradFunction:
     def _build(self, args, names, pure=False):
         """(source, injected constants, graph, source locations) of the generated function
         for `args`."""
-        return compile_gradient(self.fun, args, self._argnums, names, pure=pure,
+        return pipeline.compile_gradient(self.fun, args, self._argnums, names, pure=pure,
                                 diff=self._diff)
 
     def _arg_names(self, n):
@@ -586,4 +540,4 @@ def emit(fun, *args, argnums=0, standalone=False):
     names = gf._arg_names(len(args))
     gf._check_argnums(len(args))
     diff = None if standalone else gf._diff  # in memory: what the cached call would run
-    return compile_gradient(fun, args, gf._argnums, names, standalone, diff=diff)[0]
+    return pipeline.compile_gradient(fun, args, gf._argnums, names, standalone, diff=diff)[0]

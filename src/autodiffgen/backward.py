@@ -123,9 +123,10 @@ def _zeros(leaf):
     return np.zeros(np.shape(value), result_dtype(value)) if type(leaf) is Box else None
 
 
-def fused_graph(name, params, trace, outputs):
+def fused_graph(name, params, trace, outputs, **fields):
     """The nodes the outputs (a tree of Boxes and constants) need, in creation order,
-    with the inputs they read."""
+    with the inputs they read; `fields` are the Graph's other fields (its doc, kind...),
+    so that the Graph is complete when it is made."""
     roots = [leaf.node for leaf in leaves(outputs) if type(leaf) is Box] + trace.guards + \
         trace.effects + trace.tried
     order = toposort(roots)
@@ -134,12 +135,14 @@ def fused_graph(name, params, trace, outputs):
     inputs = [n for n in trace.inputs if n in live]
     return Graph(name, params, inputs, nodes,
                  map_tree(outputs, lambda b: b.node if type(b) is Box else b),
-                 captured=trace.captured, marks=trace.marks, tried=frozenset(trace.tried))
+                 captured=trace.captured, marks=trace.marks, tried=frozenset(trace.tried),
+                 **fields)
 
 
-def split_graphs(name, params, trace, value, grads, seed):
+def split_graphs(name, params, trace, value, grads, seed, fwd_fields=None, bwd_fields=None):
     """A forward function returning (value, residuals) and a backward function of
-    (residuals, g): the forward values the backward reads are computed once and saved."""
+    (residuals, g): the forward values the backward reads are computed once and saved.
+    `fwd_fields`, `bwd_fields`: the Graphs' other fields (doc...), complete when made."""
     grad_roots = [leaf.node for leaf in leaves(grads) if type(leaf) is Box]
     order = toposort(grad_roots) if grad_roots else []
     bwd_nodes = sorted((n for n in order if n.prim is not None and n.grad_of is not None),
@@ -161,11 +164,12 @@ def split_graphs(name, params, trace, value, grads, seed):
     fwd = Graph(f"{name}_fwd", params, [n for n in trace.inputs if n in fwd_order],
                 sorted((n for n in fwd_order if n.prim is not None), key=lambda n: n.id),
                 (value_node, tuple(residuals)), captured=trace.captured, marks=trace.marks,
-                tried=frozenset(trace.tried))
+                tried=frozenset(trace.tried), **(fwd_fields or {}))
     paths = {r: (0, i) for i, r in enumerate(residuals)}
     paths[seed.node] = (1,)
     bwd = Graph(f"{name}_bwd", ["residuals", "g"], residuals + [seed.node], counts + bwd_nodes,
-                map_tree(grads, lambda b: b.node if type(b) is Box else b), paths=paths)
+                map_tree(grads, lambda b: b.node if type(b) is Box else b), paths=paths,
+                **(bwd_fields or {}))
     return fwd, bwd
 
 

@@ -16,7 +16,6 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from . import passes
 from ._version import __version__
 from .capture import chain_text, is_globals, read_traced, same_contents
 from .emit_ast import (
@@ -28,7 +27,7 @@ from .emit_ast import (
     render,
     symbolic_array_ast,
 )
-from .graph import PYTHON_NUMBERS, Node, op, with_guards_first
+from .graph import PYTHON_NUMBERS, Node, op
 from .memory import reuse_plan, ufunc_of
 from .naming import RESERVED, Namespace
 from .raising import Raised, errstate_code
@@ -756,11 +755,8 @@ def emit_module(graphs, standalone=False, pure=False):
     constant out); `locs` maps a source line number to the user's (file, line) it came
     from, so that tracing generated code (for higher derivatives) points at the user's
     lines. Runtime helpers are copied into the module, so the source runs as it reads.
+    The graphs are final (pipeline.finish): the emitter only writes them out.
     """
-    if passes.ENABLED:  # a graph poly.py made is optimized already
-        graphs = [g if getattr(g, "optimized", False)
-                  else passes.optimize(g, numexpr=not (standalone or pure)) for g in graphs]
-    graphs = [with_guards_first(passes.ensure_fresh(graph)) for graph in graphs]
     functions, function_locs, helpers, imports, constants = [], [], set(), set(), {}
     shared = Namespace(p for graph in graphs for p in graph.params)  # no constant shadows one
     for graph in graphs:

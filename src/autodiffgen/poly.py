@@ -25,7 +25,6 @@ Closing that needs the tracer to hand out sizes that record their comparisons as
 """
 
 import dataclasses
-import functools
 
 import numpy as np
 
@@ -148,69 +147,66 @@ class Shared:
         self.entries.clear()
 
 
-# ---- the pipeline -----------------------------------------------------------------------
-def compile_polymorphic(build_graph, args, diff_flags, names, numexpr=False):
-    """(graph, batch) to emit for `args`. `build_graph(args)` traces a graph (not yet
-    optimized). The graph is optimized (`graph.optimized`, so emit_module leaves it; with
-    `numexpr`, as emit_module would for code that may use numexpr), and polymorphic when
-    `batch` is not None: it then serves every call whose poly_key is this call's and
-    whose batch size is in batch.lo..batch.hi. A graph with data-dependent sizes (a mask's
+# ---- generalizing a traced graph over the batch size ------------------------------------
+def generalize(raw, args, diff_flags, names, optimize):
+    """The graph to emit for `args`, made from `raw` (as traced, not yet optimized): a
+    generator that yields a Retrace for each other size it needs traced and is sent that
+    graph (or None: the function does not run there), so that it never calls the tracer
+    (pipeline.drive runs it). The graph returned is optimized, and polymorphic when its
+    `batch` is not None: it then serves every call whose poly_key is this call's and whose
+    batch size is in batch.lo..batch.hi. A graph with data-dependent sizes (a mask's
     count) stays specialized per shape, its counts read at run time where they fit."""
-    optimized = functools.partial(_optimized, numexpr=numexpr)
     from . import sizes  # sizes builds on this module's unifier
 
-    raw = build_graph(args)
     if sizes.counted(raw):  # data-dependent sizes: specialized per shape (sizes.py)
-        return sizes.general(build_graph, args, optimized, raw), None
-    graph = optimized(raw)
+        return (yield from sizes.general(args, optimize, raw))
+    graph = optimize(raw)
     batch = batch_of(args, diff_flags)
     if batch is None or batch.n <= LOWS[0] or graph.paths:
-        return graph, None
-    general = _generalize(build_graph, args, raw, graph, batch, optimized)
+        return graph
+    general = yield from _generalize(args, raw, graph, batch, optimize)
     if general is None:
-        return graph, None
-    _describe(general, graph, args, names)
-    return general, general.batch
+        return graph
+    return _described(general, graph, args, names)
 
 
-def _generalize(build_graph, args, raw, graph, batch, optimized):
+def _generalize(args, raw, graph, batch, optimize):
     """The polymorphic graph, or None: the program from n and n-1 rows, checked at a low
     size (LOWS[0], else LOWS[1] when a derived size such as n-1 is 1 at the first)."""
     n, var = batch.n, _fresh_var(graph.params)
     # first a cheap look at a small size: a program whose length depends on the size (a
     # loop over rows) is refused before the costly trace at n-1
-    early = _trace(build_graph, args, batch, LOWS[-1]) if LOWS[-1] < n - 1 else None
+    early = (yield Retrace(cut(args, batch, LOWS[-1]))) if LOWS[-1] < n - 1 else None
     if early is not None and len(early.nodes) != len(raw.nodes):
         return None
-    near = _trace(build_graph, args, batch, n - 1)
-    general = near and unify([graph, optimized(near)], [n, n - 1], var)
+    near = yield Retrace(cut(args, batch, n - 1))
+    general = near and unify([graph, optimize(near)], [n, n - 1], var)
     if general is None:
         return None
     for low in (low for low in LOWS if low <= n - 1):
         probe = near if low == n - 1 else early if low == LOWS[-1] and early is not None \
-            else _trace(build_graph, args, batch, low)
+            else (yield Retrace(cut(args, batch, low)))
         sizes = [n, n - 1] + ([low] if low < n - 1 else [])
         if probe is not None and unify([raw, near, probe][:len(sizes)], sizes, var) \
                 and agrees(general, probe, cut(args, batch, low), low):
-            general.batch = Batch(n, batch.paths, low, n, var)
-            general.optimized = True
-            return general
+            return dataclasses.replace(general, batch=Batch(n, batch.paths, low, n, var))
     return None
 
 
-def _trace(build_graph, args, batch, m):
-    """The graph traced with m rows, or None if the function does not run at m rows."""
-    try:
-        return build_graph(cut(args, batch, m))
-    except Exception:  # noqa: BLE001  a size the user's code does not handle: not served
-        return None
+@dataclasses.dataclass
+class Retrace:
+    """A generalizing stage's request: trace the function again at `args` (inside
+    `context`, e.g. a mask's count changed) and send back the graph; a size or count the
+    function does not run at is sent back as None, or thrown in when `errors` is set."""
+
+    args: tuple
+    context: object = None
+    errors: bool = False
 
 
-def _optimized(graph, numexpr):
-    if passes.ENABLED:
-        graph = passes.optimize(graph, numexpr=numexpr)
-    graph.optimized = True
-    return graph
+def optimize(graph, numexpr):
+    """The passes, when on (AUTODIFFGEN_PASSES=0 turns them off)."""
+    return passes.optimize(graph, numexpr=numexpr) if passes.ENABLED else graph
 
 
 def _fresh_var(params):
@@ -220,7 +216,7 @@ def _fresh_var(params):
     return var
 
 
-def _describe(general, graph, args, names):
+def _described(general, graph, args, names):
     """The docstring shows n for the batch leaves' leading size, and the sizes served."""
     batch = general.batch
     parts = []
@@ -230,9 +226,10 @@ def _describe(general, graph, args, names):
             parts.append(f"{name}: {arg.dtype}[{dims}]")
         else:
             parts.append(describe([arg], [name]))
-    general.signature = ", ".join(parts)
-    general.doc = graph.doc.replace(f"({graph.signature})", f"({general.signature})") + \
+    signature = ", ".join(parts)
+    doc = graph.doc.replace(f"({graph.signature})", f"({signature})") + \
         f" Serves every batch size {batch.lo} <= {batch.var} <= {batch.hi}."
+    return dataclasses.replace(general, signature=signature, doc=doc)
 
 
 # ---- unification ------------------------------------------------------------------------

@@ -45,7 +45,7 @@ import numpy as np
 
 from . import tracer
 from .graph import PYTHON_NUMBERS, Node, is_guard
-from .poly import _Unifier
+from .poly import Retrace, _Unifier
 from .symbolic import COUNT, Dim, NoFit, fit, same
 
 TEST = "count_nonzero"  # the guard test a count source records
@@ -189,18 +189,18 @@ def count_var(node):
 
 
 # ---- generalizing ---------------------------------------------------------------------------
-def general(build, args, optimize, raw=None):
+def general(args, optimize, raw):
     """The graph to emit for `args`: counts read at run time where they fit, guarded where
-    not. `build(args)` traces an unoptimized graph, or a tuple of graphs of one trace (a
+    not. `raw` is the graph as traced, not optimized, or a tuple of graphs of one trace (a
     VJP's forward and backward functions: the first holds the count guards); `optimize(graph)`
-    optimizes one."""
-    raw = build(args) if raw is None else raw
+    optimizes one. A generator, as poly.generalize: it yields a poly.Retrace for each count
+    it probes and is sent back the graph traced there (pipeline.drive runs it)."""
     main = _each(optimize, raw)
     if not counted(_first(raw)):
         return main
     for low in _LOWS:  # a small mask is tried at count 1, else at 0 (see _probe_counts)
         try:
-            return _generalize(build, args, raw, main, optimize, low)
+            return (yield from _generalize(args, raw, main, optimize, low))
         except NoFit:
             if not any(_tries_below_2(g, low) for g in _counts(_first(raw))):
                 break  # no count below 2 was tried: the other order would change nothing
@@ -233,7 +233,7 @@ def _total(guard):
     return int(np.prod(guard.args[0].shape))
 
 
-def _generalize(build, args, raw, main, optimize, low):
+def _generalize(args, raw, main, optimize, low):
     guards = _counts(_first(raw))
     taken = {p for g in (raw if type(raw) is tuple else (raw,)) for p in g.params}
     read = any(g.params["read"] for g in guards)
@@ -243,7 +243,7 @@ def _generalize(build, args, raw, main, optimize, low):
     names = [_fresh(f"{COUNT}{index or ''}", taken) for index in range(len(guards))]
     traced = [g.params["outcome"] for g in guards]
     try:
-        graphs, _, at = _around(build, args, main, raw, {}, traced, optimize, low, read)
+        graphs, _, at = yield from _around(args, main, raw, {}, traced, optimize, low, read)
         return _unify_all(graphs, names, at, lo)
     except NoFit:
         # two counts that meet (x[m] and x[~m] at half the elements) or nearly: the passes
@@ -253,23 +253,23 @@ def _generalize(build, args, raw, main, optimize, low):
         base = _apart(guards, lo)
         if base is None:
             raise
-        base_raw = _probed(build, args, base)
+        base_raw = yield from _probed(args, base)
         if [g.params["outcome"] for g in _counts(_first(base_raw))] != list(base.values()):
             raise NoFit from None
-        graphs, raws, at = _around(build, args, _each(optimize, base_raw), base_raw, base,
-                                   list(base.values()), optimize, low, read)
+        graphs, raws, at = yield from _around(args, _each(optimize, base_raw), base_raw, base,
+                                              list(base.values()), optimize, low, read)
         _unify_all([raw] + raws, names, [traced] + at, lo)  # raises NoFit if not the same
     return _unify_all(graphs, names, at, lo)
 
 
-def _around(build, args, main, raw, base, traced, optimize, low, read):
+def _around(args, main, raw, base, traced, optimize, low, read):
     """(optimized graphs, raw graphs, their counts): `main` and, for each source in turn,
     traces with its count changed from `base` (the traced counts if empty)."""
     graphs, raws, at = [main], [raw], [traced]
     for index, guard in enumerate(_counts(_first(raw))):
         avoid = set(traced[:index] + traced[index + 1:])
         for count in _probe_counts(traced[index], _total(guard), read, low, avoid):
-            probe = _probed(build, args, {**base, index: count})
+            probe = yield from _probed(args, {**base, index: count})
             moved = [g.params["outcome"] for g in _counts(_first(probe))]
             if len(moved) != len(traced) or moved[index] != count:
                 raise NoFit  # the program changed
@@ -314,7 +314,6 @@ def _unified(graphs, names, at, lo):
     for node in unified.nodes:
         if is_count(node):
             node.params["lo"] = lo
-    unified.optimized = True
     return unified
 
 
@@ -350,17 +349,25 @@ def _probe_counts(traced, total, read, low=(1, 0), avoid=()):
 _EVERY = 24
 
 
-def _probed(build, args, counts):
+def _probed(args, counts):
+    """The graph traced with the sources' counts changed to `counts` (a generator: the
+    trace is a poly.Retrace for pipeline.drive); NoFit where the code does not run."""
+    try:
+        return (yield Retrace(args, _probing(counts), errors=True))
+    except NoFit:
+        raise
+    except Exception:  # noqa: BLE001  the code does not run at that count: not served
+        raise NoFit from None
+
+
+@contextlib.contextmanager
+def _probing(counts):
     probe = _Probe(counts)
     outer = getattr(_state, "probe", None)
     _state.probe = probe
     try:
         with np.errstate(all="ignore"), _quiet():
-            return build(args)
-    except NoFit:
-        raise
-    except Exception:  # noqa: BLE001  the code does not run at that count: not served
-        raise NoFit from None
+            yield
     finally:
         _state.probe = outer
 

@@ -15,7 +15,7 @@ import weakref
 
 import numpy as np
 
-from . import backward, forward, naming, poly, sizes, tracer
+from . import backward, forward, naming, pipeline, sizes, tracer
 from .api import GradFunction, _index, grad
 from .cache import describe
 from .emit import emit_module
@@ -60,9 +60,8 @@ class _Transformed(GradFunction):
         primals = super()._arg_names(self._n_primals(n))
         return primals + [self.extra_prefix + name for name in primals][:n - len(primals)]
 
-    def _emit(self, graph, names_of, pure):
-        graph.derivative_of = names_of
-        source, injected, locs = emit_module([graph], pure=pure)
+    def _emit(self, graph, pure):
+        source, injected, locs = emit_module([pipeline.finish(graph)], pure=pure)
         return source, injected, graph, locs
 
 
@@ -73,10 +72,13 @@ class JVPFunction(_Transformed):
         return n // 2
 
     def _build(self, args, names, pure=False):
-        """A mask's count in f is read at run time where it can be (sizes.py)."""
-        optimize = functools.partial(poly._optimized, numexpr=not pure)
-        graph = sizes.general(lambda a: self._graph(a, names), args, optimize)
-        return self._emit(graph, graph.derivative_of, pure)
+        """Trace, forward mode, optimize, generalize over masks' counts (read at run time
+        where they can be: sizes.py), emit: the stages of pipeline.py."""
+        def trace(a):
+            return self._graph(a, names)
+        optimize = functools.partial(pipeline.optimize, numexpr=not pure)
+        graph = pipeline.drive(sizes.general(args, optimize, trace(args)), trace)
+        return self._emit(graph, pure)
 
     def _graph(self, args, names):
         n = len(args) // 2
@@ -96,14 +98,11 @@ class JVPFunction(_Transformed):
             t_out = backward.map_tree(out, lambda o: backward.or_zeros(found.get(o.node), o)
                                       if type(o) is tracer.Box
                                       else np.zeros(np.shape(o), np.result_type(o)))
-        name = f"{function_name(self.fun)}_jvp"
-        graph = backward.fused_graph(name, names, trace, (out, t_out))
-        graph.kind = "jvp"
-        graph.fresh_from = 1
-        graph.doc = (f"Value of {function_name(self.fun)} and its directional derivative "
-                     f"along the tangents, traced at ({describe(primals, names)}).")
-        graph.derivative_of = tangent_of
-        return graph
+        return backward.fused_graph(
+            f"{function_name(self.fun)}_jvp", names, trace, (out, t_out), kind="jvp",
+            fresh_from=1, derivative_of=tangent_of,
+            doc=(f"Value of {function_name(self.fun)} and its directional derivative along "
+                 f"the tangents, traced at ({describe(primals, names)})."))
 
 
 class VJPFunction(_Transformed):
@@ -146,11 +145,14 @@ class VJPFunction(_Transformed):
         return run
 
     def _build(self, primals, names, pure=False):
-        """A mask's count in f is read at run time where it can be (sizes.py), by both
-        functions."""
-        optimize = functools.partial(poly._optimized, numexpr=not pure)
-        fwd, bwd = sizes.general(lambda a: self._split(a, names), primals, optimize)
-        source, injected, locs = emit_module([fwd, sizes.checked_before(bwd)], pure=pure)
+        """The stages of pipeline.py for two functions of one trace; a mask's count in f
+        is read at run time where it can be (sizes.py), by both functions."""
+        def trace(a):
+            return self._split(a, names)
+        optimize = functools.partial(pipeline.optimize, numexpr=not pure)
+        fwd, bwd = pipeline.drive(sizes.general(primals, optimize, trace(primals)), trace)
+        graphs = [pipeline.finish(fwd), pipeline.finish(sizes.checked_before(bwd))]
+        source, injected, locs = emit_module(graphs, pure=pure)
         return source, injected, fwd, locs
 
     def _split(self, primals, names):
@@ -164,16 +166,14 @@ class VJPFunction(_Transformed):
         wrt = tuple(boxed[i] for i in argnums)
         grads, cotangent_of = backward.traced_gradients(trace, out, wrt, seed)
         outputs = tuple(grads)
-        fwd, bwd = backward.split_graphs(f"{function_name(self.fun)}", names, trace, out,
-                                         outputs, seed)
         traced_at = describe(primals, names)
-        fwd.doc = (f"Value of {function_name(self.fun)} and the forward values its backward "
-                   f"pass reads, traced at ({traced_at}).")
-        bwd.doc = (f"The cotangents of {function_name(self.fun)}'s arguments for the output "
-                   f"cotangent g, traced at ({traced_at}).")
-        bwd.derivative_of = cotangent_of
-        bwd.fresh_from = 0
-        return fwd, bwd
+        return backward.split_graphs(
+            f"{function_name(self.fun)}", names, trace, out, outputs, seed,
+            fwd_fields={"doc": f"Value of {function_name(self.fun)} and the forward values "
+                               f"its backward pass reads, traced at ({traced_at})."},
+            bwd_fields={"doc": f"The cotangents of {function_name(self.fun)}'s arguments for "
+                               f"the output cotangent g, traced at ({traced_at}).",
+                        "derivative_of": cotangent_of, "fresh_from": 0})
 
 
 def pair_tangents(primal, tangent, name, seeds):

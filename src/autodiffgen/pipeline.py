@@ -1,0 +1,104 @@
+"""What a cache miss runs: the compile pipeline, one stage per call, top to bottom.
+
+    trace       tracer.trace: run the user's function once on Boxes
+    backward    backward.traced_gradients, fused_graph: the rules' derivatives, one Graph
+    optimize    passes.optimize: dce, cse, fold, ... to a fixed point
+    generalize  poly.generalize, sizes.general: one graph for every batch size and mask
+                count the code allows (they ask for traces at other sizes: see drive)
+    finish      passes.ensure_fresh, guards first: what the emitter takes as given
+    emit        emit.emit_module: Graph -> Python source
+    load        cache.load: source -> a function (api.py, which keeps it)
+
+Generalizing needs the function traced again at other sizes and counts. Rather than call
+back into the tracer, those stages are generators that yield a poly.Retrace and are sent
+the graph; `drive` performs the traces, so every stage only takes data and returns data.
+"""
+
+import contextlib
+
+import numpy as np
+
+from . import backward, naming, passes, poly, sizes, tracer
+from .cache import describe
+from .emit import emit_module
+from .errors import function_name
+from .graph import with_guards_first
+from .tracer import is_number_input
+from .tree import leaves
+
+
+def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, diff=None):
+    """(source, namespace, graph, locs) of `fun`'s value-and-grad at `args`. With the
+    per-argument `diff` flags, the graph serves every batch size the code allows (a flag
+    None: that argument's numbers are static); `pure`: code an enclosing trace will run."""
+    static = () if diff is None else {i for i in range(len(args)) if diff[i] is None}
+
+    def trace(a):
+        return gradient_graph(fun, a, argnums, names, static, capture=not standalone)
+    numexpr = not (standalone or pure)
+    raw = trace(args)
+    if diff is None or pure:  # no batch sharing; a mask's count still read at run time
+        graph = drive(sizes.general(args, lambda g: optimize(g, numexpr), raw), trace)
+    else:
+        graph = drive(poly.generalize(raw, args, diff, names, lambda g: optimize(g, numexpr)),
+                      trace)
+    graph = finish(graph)
+    source, namespace, locs = emit_module([graph], standalone, pure)
+    return source, namespace, graph, locs
+
+
+def gradient_graph(fun, args, argnums, names, static=(), capture=True):
+    """Trace and backward: the complete value-and-grad Graph of `fun` at `args`, not yet
+    optimized (without `capture`, what it reads besides its arguments is baked in)."""
+    trace, boxed, out = tracer.trace(fun, args, argnums, names, capture=capture,
+                                     static=static)
+    backward.check_output(out, fun, scalar=True)
+    naming.name_forward(list(trace.boxes))
+    if type(out) is tracer.Box and out.node.name is None:
+        out.node.name = function_name(fun)
+    wrt = boxed[argnums[0]] if len(argnums) == 1 and type(argnums).__name__ == "_Single" \
+        else tuple(boxed[i] for i in argnums)
+    grads, cotangent_of = backward.traced_gradients(trace, out, wrt)
+    signature = describe(args, names)
+    arrays = [leaf for leaf in leaves(args) if isinstance(leaf, (np.ndarray, np.generic))]
+    return backward.fused_graph(
+        f"{function_name(fun)}_value_and_grad", names, trace, (out, grads),
+        signature=signature,
+        doc=(f"Value of {function_name(fun)} and its gradient with respect to "
+             f"{', '.join(names[i] for i in argnums)}, traced at ({signature})."),
+        statics={names[i]: a for i, a in enumerate(args)  # Python numbers are inputs
+                 if i not in argnums and (type(a) in (bool, str, type(None)) or
+                                          type(a) in (int, float) and not
+                                          is_number_input(a, None if i in static else False))},
+        derivative_of=cotangent_of,
+        fresh_from=1,  # (value, gradients): the gradients are the caller's
+        scalar=not arrays and any(type(leaf) is float for leaf in leaves(args)))
+
+
+def optimize(graph, numexpr):
+    """The passes (when on: AUTODIFFGEN_PASSES=0 turns them off); `numexpr`: the code may
+    use numexpr (not in a standalone module, nor in code an enclosing trace runs)."""
+    return poly.optimize(graph, numexpr)
+
+
+def finish(graph):
+    """What the emitter takes as given: outputs that own their memory, guards first."""
+    return with_guards_first(passes.ensure_fresh(graph))
+
+
+def drive(stage, trace):
+    """Run a generalizing stage (a generator, see the module docstring): trace each
+    poly.Retrace it yields, send back the graph, and return what it returns."""
+    try:
+        request = next(stage)
+        while True:
+            graph = error = None
+            with request.context or contextlib.nullcontext():
+                try:
+                    graph = trace(request.args)
+                except Exception as failed:  # noqa: BLE001  a size the code does not run at
+                    error = failed
+            request = stage.throw(error) if error is not None and request.errors \
+                else stage.send(graph)
+    except StopIteration as done:
+        return done.value
