@@ -107,3 +107,23 @@ def test_type_of_self_reads_the_class_as_self_does():
     finally:
         Scaled.SCALE = 1.5
     assert vg.cache_info().misses == 1  # a float: an input of the code
+
+
+class ScaledByClass:
+    SCALE = 1.5
+
+    def loss(self, x):
+        assert isinstance(self, ScaledByClass)  # isinstance still sees the real class
+        return np.sum(x ** 2) * self.__class__.SCALE
+
+
+def test_self_dot_class_reads_the_class_as_self_does():
+    model = ScaledByClass()
+    vg = value_and_grad(ScaledByClass.loss, argnums=1)
+    try:
+        for scale in (1.5, 2.0, -3.0):
+            ScaledByClass.SCALE = scale
+            verify(vg, ScaledByClass.loss, model, X, argnums=1)
+    finally:
+        ScaledByClass.SCALE = 1.5
+    assert vg.cache_info().misses == 1

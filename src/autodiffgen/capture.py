@@ -18,6 +18,7 @@ Functions the code reaches are cloned in turn, so helpers at any depth see Boxes
 """
 
 import builtins
+import dis
 import enum
 import functools
 import os
@@ -585,7 +586,17 @@ class Proxy:
         set_(self, "_adg_own", {})
         set_(self, "_adg_fetched", {})  # attribute name -> what the trace read
 
-    __class__ = property(lambda self: type(object.__getattribute__(self, "_adg_obj")))
+    @property
+    def __class__(self):
+        """The object's class: the real one for isinstance() and library code, and the
+        class seen through a proxy where the user's code reads `self.__class__.SCALE`."""
+        real = type(object.__getattribute__(self, "_adg_obj"))
+        if isinstance(object.__getattribute__(self, "_adg_obj"), type) or \
+                not _reads_class_attribute(sys._getframe(1)):
+            return real
+        read = object.__getattribute__(self, "_adg_read")
+        return Proxy(object.__getattribute__(self, "_adg_capture"), real,
+                     read and read.then("attr", "__class__"))
 
     def __getattr__(self, name):
         own = object.__getattribute__(self, "_adg_own")
@@ -673,6 +684,23 @@ _MAPPING_READS = {  # what reads a dict subclass's values, through the proxy's [
     "values": lambda proxy, obj: lambda: [proxy[k] for k in obj],
     "get": lambda proxy, obj: lambda k, default=None: proxy[k] if k in obj else default,
 }
+
+
+_CLASS_READS = {}  # code -> offsets of its `.__class__` attribute reads
+
+
+def _reads_class_attribute(frame):
+    """Whether `frame` (user code) is reading `.__class__` as an attribute, as opposed to
+    calling isinstance() or a library reading it."""
+    code = frame.f_code
+    if is_internal(code.co_filename):
+        return False
+    offsets = _CLASS_READS.get(code)
+    if offsets is None:
+        offsets = _CLASS_READS[code] = frozenset(
+            i.offset for i in dis.get_instructions(code)
+            if i.opname.startswith("LOAD_ATTR") and i.argval == "__class__")
+    return frame.f_lasti in offsets
 
 
 def _lookup(obj, name):
