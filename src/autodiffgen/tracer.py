@@ -41,8 +41,8 @@ from .tree import is_container, items, leaves, map_tree, rebuild
 UFUNCS = {}  # np.ufunc -> Primitive, for ufunc(...) calls
 UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)
 FUNCTIONS = {}  # NumPy function -> handler(*args, **kwargs)
-RESULT_HOOKS = []  # hook(trace, box, args) on every recorded result (rules.mutation: views)
-INPUT_HOOKS = []  # hook(trace, box) on every new input (rules.mutation: aliasing)
+RESULT_HOOKS = []  # hook(trace, box, args) on every recorded result (rules.numpy_api.views)
+INPUT_HOOKS = []  # hook(trace, box) on every new input (rules.numpy_api.views: aliasing)
 GUARD = []  # [the guard Primitive], filled in by the rules package
 INPUT_KINDS = {}  # argument type -> handler(trace, value, name, path): a non-array input
 TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (rules.random)
@@ -365,7 +365,7 @@ def reader(test, convert, differentiable=False):
 class Box:
     """A traced value. Shape queries are concrete; everything else is recorded."""
 
-    __slots__ = ("__weakref__", "node", "value")  # weakref: rules.mutation's view registry
+    __slots__ = ("__weakref__", "node", "value")  # weakref: rules.numpy_api.views registry
     __array_priority__ = 1000.0
     __hash__ = None  # like ndarray: == is elementwise
 
