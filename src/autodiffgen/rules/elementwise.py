@@ -3,7 +3,9 @@ where, clip, sinc, nan_to_num, conj of real values; astype, copy and the seed `o
 
 One entry per primitive: its NumPy form, how it is written, and one VJP per argument
 (elementwise VJPs `g * df/dx` are also the JVPs). How np.where, np.clip, x.astype(),
-round(x), np.real ... reach these is in numpy_api/elementwise.py. Rules return the cotangent in the broadcast shape; `unbroadcast` brings it back to each
+round(x), np.real ... reach these is in numpy_api/elementwise.py.
+
+Rules return the cotangent in the broadcast shape; `unbroadcast` brings it back to each
 argument's shape. Python scalars in the rules are weakly typed (NEP 50), so a float32
 gradient stays float32.
 """
@@ -169,11 +171,11 @@ for _uf, _template in [
         (np.floor_divide, "{0} // {1}"),
         (np.logical_and, "np.logical_and({0}, {1})"), (np.logical_or, "np.logical_or({0}, {1})"),
         (np.logical_xor, "np.logical_xor({0}, {1})"), (np.logical_not, "np.logical_not({0})"),
-        (np.sign, "np.sign({0})"), (np.heaviside, "np.heaviside({0}, {1})"), (np.floor, "np.floor({0})"), (np.ceil, "np.ceil({0})"),
+        (np.sign, "np.sign({0})"), (np.heaviside, "np.heaviside({0}, {1})"),
+        (np.floor, "np.floor({0})"), (np.ceil, "np.ceil({0})"),
         (np.rint, "np.rint({0})"), (np.trunc, "np.trunc({0})"), (np.isnan, "np.isnan({0})"),
         (np.isfinite, "np.isfinite({0})"), (np.isinf, "np.isinf({0})")]:
     ufunc(_uf, _template)
-
 
 
 # ---- where, clip, round, sinc, nan_to_num -------------------------------------------------
