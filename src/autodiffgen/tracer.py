@@ -45,8 +45,8 @@ RESULT_HOOKS = []  # hook(trace, box, args) on every recorded result (rules.nump
 INPUT_HOOKS = []  # hook(trace, box) on every new input (rules.numpy_api.views: aliasing)
 GUARD = []  # [the guard Primitive], filled in by the rules package
 INPUT_KINDS = {}  # argument type -> handler(trace, value, name, path): a non-array input
-TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (rules.random)
-GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (rules.random: no guard on a draw)
+TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (numpy_api.random)
+GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (numpy_api.random: none on a draw)
 RAISES = {}  # primitive name -> what it raises on some values (rules/control.py)
 COUNT_READS = []  # [hook(trace, box) -> int or None]: sizes.read_count, for int() of a count
 

@@ -14,9 +14,9 @@ Kept apart from rules/ because it changes for different reasons: the rules say w
 primitive's derivative is, these modules say which NumPy spellings mean that primitive.
 One module per family of rules/ that NumPy spells in more than one way, named alike,
 plus `composed` (functions with no primitive of their own) and `writes` and `views`
-(NumPy's in-place writes and aliasing, done functionally with setitem). The ufuncs, the
-random draws (rules/random.py) and scipy.special need no module here. rules/__init__
-imports this package after every primitive is registered.
+(NumPy's in-place writes and aliasing, done functionally with setitem), and `random`
+(np.random and generators). The ufuncs and scipy.special need no module here.
+rules/__init__ imports this package after every primitive is registered.
 """
 
 import functools
@@ -92,6 +92,7 @@ from . import (  # noqa: F401
     indices,
     linalg,
     products,
+    random,
     reductions,
     shapes,
     views,
