@@ -1,4 +1,4 @@
-"""The functions written through other primitives (rules/extras.py and their neighbours):
+"""The functions written through other primitives (rules/numpy_api/composed.py and their neighbours):
 sort, partition, diff, trapezoid, kron, cross, rot90, rollaxis, nan_to_num, linspace, and
 real / imag / conj of real values.
 

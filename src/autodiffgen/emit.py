@@ -27,11 +27,11 @@ from .emit_ast import (
     render,
     symbolic_array_ast,
 )
+from .emit_scalar import SCALAR
 from .graph import PYTHON_NUMBERS, Node, op
 from .memory import reuse_plan, ufunc_of
 from .naming import RESERVED, Namespace
 from .raising import Raised, errstate_code
-from .rules.scalar import SCALAR
 from .runtime import HELPERS
 from .sizes import count_var
 from .symbolic import Dim, Scale, SymArray
@@ -364,7 +364,7 @@ class Emitter:
         code = source_line(node.loc) if node.loc else ""
         message = f"{where}: `{code}` was {outcome!r} when traced" if p["test"] == "bool" \
             else f"{where}: `{code}` read {p['test']}() = {outcome!r} when traced"
-        if p["test"] == "layout":  # the write is traced for this layout (mutation.py)
+        if p["test"] == "layout":  # the write is traced for this layout (rules/numpy_api/writes.py)
             self.helpers.add("_layout")
             message = f"{where}: `{code}` was traced with {x} " + _LAYOUTS.get(
                 outcome, f"non-contiguous, strides {outcome}")
@@ -651,7 +651,7 @@ def _mentions(value, names):
 
 
 def _all_python_floats(graph):
-    """Every value is a Python-float scalar with a math-module form (rules.scalar)."""
+    """Every value is a Python-float scalar with a math-module form (emit_scalar.py)."""
     def scalar_constant(a):
         return type(a) is Node or np.ndim(a) == 0 and not isinstance(a, (str, bytes))
     return all(op(n) == "guard" or n.shape == () and n.dtype == np.float64 and op(n) in SCALAR

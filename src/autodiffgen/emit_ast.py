@@ -15,8 +15,8 @@ import warnings
 
 import numpy as np
 
+from .emit_scalar import SCALAR
 from .graph import Index, Slot
-from .rules.scalar import SCALAR
 from .symbolic import Dim, Scale, is_count_var
 
 _INLINE_LIMIT = 16  # constant arrays up to this size are written out as literals
@@ -182,7 +182,7 @@ def _long_ast(value):
 
 
 def expression(node, arg_asts, param_ast=literal_ast, scalar=False):
-    """The right-hand side for a node; `scalar`: its Python-float form (rules.scalar)."""
+    """The right-hand side for a node; `scalar`: its Python-float form (emit_scalar.py)."""
     prim = node.prim
     if scalar:
         return _Fill(arg_asts, node.params, param_ast).visit(

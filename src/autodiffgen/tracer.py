@@ -41,12 +41,12 @@ from .tree import is_container, items, leaves, map_tree, rebuild
 UFUNCS = {}  # np.ufunc -> Primitive, for ufunc(...) calls
 UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)
 FUNCTIONS = {}  # NumPy function -> handler(*args, **kwargs)
-RESULT_HOOKS = []  # hook(trace, box, args) on every recorded result (rules.mutation: views)
-INPUT_HOOKS = []  # hook(trace, box) on every new input (rules.mutation: aliasing)
+RESULT_HOOKS = []  # hook(trace, box, args) on every recorded result (rules.numpy_api.views)
+INPUT_HOOKS = []  # hook(trace, box) on every new input (rules.numpy_api.views: aliasing)
 GUARD = []  # [the guard Primitive], filled in by the rules package
 INPUT_KINDS = {}  # argument type -> handler(trace, value, name, path): a non-array input
-TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (rules.random)
-GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (rules.random: no guard on a draw)
+TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (numpy_api.random)
+GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (numpy_api.random: none on a draw)
 RAISES = {}  # primitive name -> what it raises on some values (rules/control.py)
 COUNT_READS = []  # [hook(trace, box) -> int or None]: sizes.read_count, for int() of a count
 
@@ -365,7 +365,7 @@ def reader(test, convert, differentiable=False):
 class Box:
     """A traced value. Shape queries are concrete; everything else is recorded."""
 
-    __slots__ = ("__weakref__", "node", "value")  # weakref: rules.mutation's view registry
+    __slots__ = ("__weakref__", "node", "value")  # weakref: rules.numpy_api.views registry
     __array_priority__ = 1000.0
     __hash__ = None  # like ndarray: == is elementwise
 

@@ -1,5 +1,13 @@
 """The primitive registry: each primitive's NumPy forward, its emitted form, VJPs and JVPs.
 
+The modules here hold the derivative rules, one family each: elementwise, reductions,
+shapes, indexing (getitem, scatter_add, setitem), assembly (tile, repeat, pad, triu,
+tril), products (matmul, einsum), linalg (np.linalg), indices (argmax, argsort,
+nonzero: no derivative), special (scipy.special), random (draws), control (guards).
+How NumPy's functions and ndarray methods reach these primitives (argument
+normalization, aliases, functions composed of other primitives, in-place writes) is
+the subpackage numpy_api/.
+
 A VJP rule is an ordinary function of NumPy-level operations, `rule(g, ans, *args,
 **params)`, returning the cotangent contribution for one argument. Called on Boxes while
 tracing, it records the backward pass as more nodes of the same primitives; called on
@@ -20,22 +28,11 @@ arguments, {*} all of them and {name} a parameter; parameters listed in `default
 added as keyword arguments when they differ from the default.
 """
 
-import functools
-
 import numpy as np
 
-from ..errors import TracingError, UnsupportedOperationError, at
+from ..errors import UnsupportedOperationError, at
 from ..runtime import HELPERS
-from ..tracer import (
-    FUNCTIONS,
-    UFUNC_METHODS,
-    UFUNCS,
-    Box,
-    bind,
-    result_dtype,
-    shape_args,
-    user_loc,
-)
+from ..tracer import UFUNCS, bind, result_dtype, user_loc
 
 PRIMITIVES = {}
 TRACEABLE_HELPERS = {}  # runtime helper name -> a version that records a primitive on Boxes
@@ -166,69 +163,10 @@ def register_helper(name, plain, traceable):
 
 
 def register_ufunc(ufunc, prim):
+    """A ufunc is its primitive: np.add(x, y) on traced values records `prim` with the same
+    arguments (functions and methods, which need their arguments normalized, are
+    registered in numpy_api/)."""
     UFUNCS[ufunc] = prim
-
-
-def register_function(*funcs):
-    """Decorator: handle these NumPy functions (via __array_function__) with `handler`."""
-    def decorate(handler):
-        for func in funcs:
-            FUNCTIONS[func] = handler
-        return handler
-    return decorate
-
-
-def boxmethod(*names):
-    """Decorator: make `handler` a method (or property) of traced values."""
-    def decorate(handler):
-        for name in names:
-            setattr(Box, name, handler if name.startswith("__") or not callable(handler)
-                    else _reading_ints(handler))
-        return handler
-    return decorate
-
-
-def _reading_ints(handler):
-    """An ndarray method's traced int arguments (x.reshape(k, -1), x.sum(k)) read as
-    guarded Python ints, as a NumPy function's shapes are (tracer.shape_args)."""
-    @functools.wraps(handler)
-    def method(self, *args, **kwargs):
-        args, kwargs = shape_args(args, kwargs, bare=True)
-        return handler(self, *args, **kwargs)
-    return method
-
-
-def register_ufunc_method(ufunc, method):
-    """Decorator: handle `ufunc.method(...)` (e.g. np.add.reduce) on traced values."""
-    def decorate(handler):
-        UFUNC_METHODS[(ufunc, method)] = handler
-        return handler
-    return decorate
-
-
-def check_no_out(out, name, kwargs=None):
-    """Refuse out= and keyword arguments that a traced call cannot honour."""
-    if out is not None:
-        raise TracingError(at(user_loc(), f"{name}(..., out=...) on a traced value: in-place "
-                              "results are not supported; assign the result instead"))
-    if kwargs:
-        raise UnsupportedOperationError(at(user_loc(), f"{name} with keyword arguments "
-                                           f"{sorted(kwargs)} is not supported when traced"))
-
-
-def normalize_axis(axis, ndim):
-    """None, or an int / sorted tuple of non-negative axes (an int when there is one)."""
-    if axis is None:
-        return None
-    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
-    axes = tuple(sorted(int(a) % ndim if ndim else int(a) for a in axes))
-    return axes[0] if len(axes) == 1 else axes
-
-
-def axes_tuple(axis, ndim):
-    if axis is None:
-        return tuple(range(ndim))
-    return (axis,) if isinstance(axis, int) else axis
 
 
 def unbroadcast(g, target, dtype):
@@ -266,22 +204,22 @@ def broadcast_up(t, shape, dtype):
     return t
 
 
-# each module registers its primitives when imported
+# each module registers its primitives when imported; then numpy_api routes NumPy's
+# functions and ndarray methods to them
 from . import (  # noqa: F401
     assembly,
     control,
-    decompositions,
     elementwise,
-    extras,
     indexing,
+    indices,
     linalg,
-    mutation,
-    passthrough,
+    products,
     random,
     reductions,
     shapes,
     special,
 )
+from .numpy_api import boxmethod, register_function  # re-exported: how users add one
 
 __all__ = ["PRIMITIVES", "Primitive", "boxmethod", "broadcast_up", "defjvp", "defprimitive",
            "defvjp", "register_function", "register_helper", "register_ufunc", "unbroadcast"]

@@ -25,7 +25,7 @@ READS = {  # test -> how the user's code read the value (x, *index) -> Python ob
     "index": operator.index,
     "item": lambda x, *index: np.asarray(x).item(*index),
     "round": lambda x: round(x),
-    # what an in-place write's meaning depends on (rules/mutation.py): whether a reshape
+    # what an in-place write's meaning depends on (numpy_api/writes.py): whether a reshape
     # of an argument is a view (its memory layout), and whether two arguments are one
     "layout": _layout,
     "aliases": lambda x, y: bool(np.may_share_memory(x, y)),

@@ -1,5 +1,9 @@
 """Elementwise primitives: arithmetic, transcendental functions, comparisons, rounding,
-where, clip, sinc, nan_to_num; real, imag and conj of real values.
+where, clip, sinc, nan_to_num, conj of real values; astype, copy and the seed `ones`.
+
+One entry per primitive: its NumPy form, how it is written, and one VJP per argument
+(elementwise VJPs `g * df/dx` are also the JVPs). How np.where, np.clip, x.astype(),
+round(x), np.real ... reach these is in numpy_api/elementwise.py.
 
 Rules return the cotangent in the broadcast shape; `unbroadcast` brings it back to each
 argument's shape. Python scalars in the rules are weakly typed (NEP 50), so a float32
@@ -10,9 +14,9 @@ import math
 
 import numpy as np
 
-from ..errors import TracingError, UnsupportedOperationError, at
-from ..tracer import Box, bind, reader, user_loc
-from . import boxmethod, check_no_out, defprimitive, register_function, register_ufunc
+from ..errors import UnsupportedOperationError, at
+from ..tracer import Box, user_loc
+from . import defprimitive, register_ufunc
 
 
 def ufunc(ufunc_, template, *vjps, name=None, **options):
@@ -167,32 +171,14 @@ for _uf, _template in [
         (np.floor_divide, "{0} // {1}"),
         (np.logical_and, "np.logical_and({0}, {1})"), (np.logical_or, "np.logical_or({0}, {1})"),
         (np.logical_xor, "np.logical_xor({0}, {1})"), (np.logical_not, "np.logical_not({0})"),
-        (np.sign, "np.sign({0})"), (np.heaviside, "np.heaviside({0}, {1})"), (np.floor, "np.floor({0})"), (np.ceil, "np.ceil({0})"),
+        (np.sign, "np.sign({0})"), (np.heaviside, "np.heaviside({0}, {1})"),
+        (np.floor, "np.floor({0})"), (np.ceil, "np.ceil({0})"),
         (np.rint, "np.rint({0})"), (np.trunc, "np.trunc({0})"), (np.isnan, "np.isnan({0})"),
         (np.isfinite, "np.isfinite({0})"), (np.isinf, "np.isinf({0})")]:
     ufunc(_uf, _template)
 
 
-# ---- where and clip ---------------------------------------------------------------------
-def _where_impl(cond, x, y):
-    return np.where(cond, x, y)
-
-
-where = defprimitive("where", _where_impl, "np.where({0}, {1}, {2})", vjps=[
-    None, lambda g, ans, c, x, y: np.where(c, g, 0), lambda g, ans, c, x, y: np.where(c, 0, g)],
-    jvp_from="vjp")
-
-
-@register_function(np.where)
-def _where(condition, x=None, y=None):
-    if x is None and y is None:  # indices, as many as the data says (rules.passthrough)
-        return np.nonzero(condition)
-    if x is None or y is None:
-        raise TracingError(at(user_loc(), "np.where takes one argument (the indices where it "
-                              "is true) or three (condition, x, y), not two"))
-    return bind(where, (condition, x, y), {})
-
-
+# ---- where, clip, round, sinc, nan_to_num -------------------------------------------------
 def _clip_x(g, ans, x, lo, hi):
     inside = True
     if lo is not None:
@@ -202,77 +188,26 @@ def _clip_x(g, ans, x, lo, hi):
     return g * inside
 
 
-clip = defprimitive("clip", np.clip, "np.clip({0}, {1}, {2})", vjps=[
-    _clip_x, lambda g, ans, x, lo, hi: g * (x < lo), lambda g, ans, x, lo, hi: g * (x > hi)],
-    jvp_from="vjp")
-
-
-@register_function(np.clip)
-def _clip(a, a_min=None, a_max=None, out=None, **kwargs):
-    a_min = kwargs.pop("min", a_min)
-    a_max = kwargs.pop("max", a_max)
-    check_no_out(out, "np.clip", kwargs)
-    return bind(clip, (a, a_min, a_max), {})
-
-
-@boxmethod("clip")
-def _clip_method(self, min=None, max=None, out=None):
-    return _clip(self, min, max, out)
-
-
-@boxmethod("astype")
-def _astype_method(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
-    return bind(astype, (self,), {"dtype": np.dtype(dtype)})
-
-
-@boxmethod("copy")
-def _copy_method(self, order="C"):
-    return bind(copy, (self,), {})
-
-
-@register_function(np.copy)
-def _copy(a, order="K", subok=False):
-    return bind(copy, (a,), {})
-
-
-# ---- round: a Python function in NumPy, so it arrives through __array_function__ -----------
-round_ = defprimitive("round", lambda x, decimals: np.round(x, decimals), "np.round({0})",
-                      {"decimals": 0})
-
-
-@register_function(np.round, np.around)
-def _round(a, decimals=0, out=None):
-    check_no_out(out, "np.round")
-    return bind(round_, (a,), {"decimals": int(decimals)})
-
-
-@boxmethod("round")
-def _round_method(self, decimals=0, out=None):
-    return _round(self, decimals, out)
-
-
-_round_to_int = reader("round", round)
-
-
-@boxmethod("__round__")
-def _python_round(self, ndigits=None):
-    """Python's round(): an int for a NumPy scalar (read, and guarded), like NumPy's."""
-    if ndigits is None and not isinstance(self.value, np.ndarray):
-        return _round_to_int(self)
-    return _round(self, 0 if ndigits is None else ndigits)
-
-
-# ---- sinc: sin(pi x) / (pi x), with its removable singularity at 0 ------------------------
 def _sinc_vjp(g, ans, x):
     """(cos(pi x) - sinc(x)) / x, whose limit at 0 is 0: the numerator is exactly 0 there."""
     return g * ((np.cos(math.pi * x) - ans) / _safe(x))
 
 
+def _where_impl(cond, x, y):
+    return np.where(cond, x, y)
+
+
+where = defprimitive("where", _where_impl, "np.where({0}, {1}, {2})", vjps=[
+    None, lambda g, ans, c, x, y: np.where(c, g, 0), lambda g, ans, c, x, y: np.where(c, 0, g)],
+    jvp_from="vjp")
+clip = defprimitive("clip", np.clip, "np.clip({0}, {1}, {2})", vjps=[
+    _clip_x, lambda g, ans, x, lo, hi: g * (x < lo), lambda g, ans, x, lo, hi: g * (x > hi)],
+    jvp_from="vjp")
+# round is a Python function in NumPy, so it arrives through __array_function__
+round_ = defprimitive("round", lambda x, decimals: np.round(x, decimals), "np.round({0})",
+                      {"decimals": 0})
 sinc = defprimitive("sinc", np.sinc, "np.sinc({0})", vjps=[_sinc_vjp], jvp_from="vjp")
-register_function(np.sinc)(lambda x: bind(sinc, (x,), {}))
-
-
-# ---- nan_to_num: the gradient passes where the input was finite ---------------------------
+# the gradient passes where the input was finite
 nan_to_num = defprimitive(
     "nan_to_num", lambda x, nan, posinf, neginf: np.nan_to_num(x, nan=nan, posinf=posinf,
                                                                neginf=neginf),
@@ -281,43 +216,16 @@ nan_to_num = defprimitive(
     jvp_from="vjp")
 
 
-def _real_only(x, name):
+# ---- conj of a real value: the value itself (real and imag: numpy_api.elementwise) ----------
+def real_only(x, name):
+    """x, refused if complex: complex numbers are not supported."""
     if np.issubdtype(x.dtype, np.complexfloating):
         raise UnsupportedOperationError(at(user_loc(), f"{name} of a complex traced value: "
                                            "complex numbers are not supported"))
     return x
 
 
-@register_function(np.nan_to_num)
-def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-    """copy=False cannot write into a traced array; the result is the same either way."""
-    if any(type(v) is Box for v in (nan, posinf, neginf)):
-        raise UnsupportedOperationError(at(user_loc(), "np.nan_to_num with traced "
-                                           "replacement values is not supported"))
-    if not np.issubdtype(_real_only(x, "np.nan_to_num").dtype, np.floating):
-        return x  # integers and booleans are always finite
-    return bind(nan_to_num, (x,), {"nan": float(nan),
-                                   "posinf": None if posinf is None else float(posinf),
-                                   "neginf": None if neginf is None else float(neginf)})
-
-
-# ---- real, imag, conj of real values: the value itself, zeros, the value itself ------------
 conj = defprimitive("conj", np.conjugate, "np.conj({0})", vjps=[lambda g, ans, x: g],
                     linear_in=(0,),
-                    simplify=lambda args, params, value: _real_only(args[0], "np.conj"))
+                    simplify=lambda args, params, value: real_only(args[0], "np.conj"))
 register_ufunc(np.conjugate, conj)
-boxmethod("conj", "conjugate")(lambda self: _real_only(self, ".conj()"))
-
-
-@register_function(np.real)
-def _real(val):
-    return _real_only(val, "np.real")
-
-
-@register_function(np.imag)
-def _imag(val):
-    return np.zeros(np.shape(val), _real_only(val, "np.imag").dtype)
-
-
-boxmethod("real")(property(_real))
-boxmethod("imag")(property(_imag))

@@ -1,23 +1,25 @@
-"""Indexing: basic slicing, integer-array and boolean-mask indexing, and its transpose.
+"""Indexing: getitem (basic slicing, integer arrays, boolean masks), its transpose
+scatter_add, and setitem, the functional form of a write `x[index] = v`.
 
 The cotangent of `x[index]` is `scatter_add`: zeros of x's shape with the cotangent added
 at `index`. Repeated integer indices accumulate, as np.add.at does; when the index can
 be seen to select each element at most once (basic slices, masks, or an index that
 contains a constant array of distinct values, such as np.arange(n)), plain assignment
-is used instead, which is much faster.
+is used instead, which is much faster. setitem is a copy of x with x[index] = v; how the
+user's writes, views and in-place operators become setitem is numpy_api/writes.py and
+numpy_api/views.py, how x[...] keys become an Index numpy_api/indexing.py.
 """
 
 import numpy as np
 
-from .. import sizes
-from ..errors import TracingError, at
 from ..graph import Index, Slot
-from ..runtime import _getitem as _getitem_helper
+from ..runtime import _setitem as _setitem_impl
 from ..runtime import scatter_add as _scatter_add_impl
-from ..tracer import Box, concrete, current_trace, result_dtype, user_loc
-from . import boxmethod, defprimitive, register_helper
+from ..tracer import Box, result_dtype
+from . import defprimitive
 
 
+# ---- getitem and scatter_add ---------------------------------------------------------------
 def _getitem_impl(x, *arrays, index):
     return x[index.fill((x,) + arrays)]
 
@@ -59,77 +61,40 @@ def selects_once(index, args):
     return False
 
 
-def parse_index(key):
-    """An Index and the arrays it refers to, from whatever the user put in x[...]."""
-    items, arrays = [], []
-    for item in key if type(key) is tuple else (key,):
-        if type(item) is Box or isinstance(item, (np.ndarray, list)):  # a probed mask: seen
-            arrays.append(sizes.seen(current_trace(), item) if type(item) is Box
-                          else _index_array(item))
-            items.append(Slot(len(arrays)))
-        elif isinstance(item, (bool, np.bool_)):
-            arrays.append(np.asarray(item))
-            items.append(Slot(len(arrays)))
-        elif isinstance(item, (int, np.integer)):
-            items.append(int(item))
-        elif type(item) is slice:
-            items.append(slice(*[_slice_bound(b) for b in (item.start, item.stop, item.step)]))
-        elif item is None or item is Ellipsis:
-            items.append(item)
-        else:
-            raise TracingError(at(user_loc(), f"unsupported index {item!r} of type "
-                                  f"{type(item).__name__} on a traced array"))
-    return Index(items), arrays
+# ---- setitem: a copy of x with x[index] = v ------------------------------------------------
+def shifted(index, by):
+    """The Index with its Slots renumbered: setitem's arrays come after (x, v), getitem's
+    after x alone."""
+    return Index(Slot(i.k + by) if type(i) is Slot else i for i in index.items)
 
 
-def _index_array(item):
-    try:
-        return np.asarray(item)
-    except TracingError:
-        raise TracingError(at(user_loc(), "a list of traced values used as an index: "
-                              "build the index with np.stack instead")) from None
+def _setitem_fill(x, v, *arrays, index):
+    return _setitem_impl(x, index.fill((x, v) + arrays), v)
 
 
-def _slice_bound(b):
-    if type(b) is Box and type(b.value) is int:  # from an int argument: read, and guarded
-        return concrete(b)
-    if type(b) is Box:
-        raise TracingError(at(user_loc(), "a slice bound that depends on traced values: "
-                              "slice sizes must be known when tracing"))
-    return None if b is None else int(b)
+def _setitem_vjp(i, g, ans, x, v, *arrays, index):
+    if i == 0:  # the elements written over get nothing from the old value
+        return setitem(g, 0.0, *arrays, index=index)
+    if i == 1:
+        return _kept_writes(g, x, arrays, shifted(index, -1))
+    return None
 
 
-@boxmethod("__getitem__")
-def _getitem(self, key):
-    index, arrays = parse_index(key)
-    # a traced mask: how many elements it selects is data (sizes.py)
-    arrays = [sizes.observe(current_trace(), a) if type(a) is Box and result_dtype(a) == np.bool_
-              else a for a in arrays]
-    if any(type(i) is slice and (i.start is not None or i.stop is not None)
-           for i in index.items):  # x[m][:3] is 3 long, or fewer: a size decided on
-        sizes.mark_read(current_trace())
-    return getitem(self, *arrays, index=index)
+def _kept_writes(g, x, arrays, index):
+    """g at the elements of v (broadcast to x[index]) that NumPy's write kept.
+
+    With repeated integer indices only one write to an element survives (NumPy makes no
+    promise which; in practice the last). Which one is found by writing the positions of
+    v's elements the same way and reading them back: the other writes get no gradient.
+    """
+    picked = getitem(g, *arrays, index=index)
+    if selects_once(index, (x,) + tuple(arrays)):
+        return picked
+    shape = np.shape(picked)
+    order = np.arange(int(np.prod(shape)), dtype=np.intp).reshape(shape)
+    slots = setitem(np.full(np.shape(x), -1, np.intp), order, *arrays, index=shifted(index, 1))
+    return np.where(getitem(slots, *arrays, index=index) == order, picked, 0)
 
 
-def _traceable_scatter_add(g, index, shape, unique=False):
-    """runtime._scatter_add for generated code, recorded as a primitive when traced."""
-    if type(g) is not Box and not any(type(i) is Box for i in index):
-        return _scatter_add_impl(g, index, shape, unique)
-    parsed, arrays = parse_index(index)
-    return scatter_add(g, *arrays, index=parsed, shape=tuple(shape), unique=unique)
-
-
-register_helper("_scatter_add", _scatter_add_impl, _traceable_scatter_add)
-
-
-def _traceable_getitem(x, index):
-    """runtime._getitem for generated code (a constant indexed by computed arrays),
-    recorded as a primitive when traced."""
-    key = index if type(index) is tuple else (index,)
-    if not any(type(i) is Box for i in key) and type(x) is not Box:
-        return _getitem_helper(x, index)
-    parsed, arrays = parse_index(index)
-    return getitem(x, *arrays, index=parsed)
-
-
-register_helper("_getitem", _getitem_helper, _traceable_getitem)
+setitem = defprimitive("setitem", _setitem_fill, "_setitem({0}, np.s_[{index}], {1})",
+                       variadic_vjp=_setitem_vjp, helper="_setitem", linear_in=(0, 1))

@@ -1,181 +1,228 @@
-"""Linear algebra: matmul (1-D, 2-D and batched operands), einsum, and dot, vdot, inner,
-outer and tensordot written as one of the two.
+"""np.linalg's primitives: inv, det, slogdet, solve, cholesky, eigh, pinv, svd.
 
-matmul's rules follow its promotion of 1-D operands; batch dimensions that broadcasting
-added are summed away by `unbroadcast`. An einsum cotangent is another einsum: the
-primitive always holds explicit subscripts (no '...', an output after '->'), and an index
-repeated within one operand ('ii->i') gets its cotangent back onto the diagonal by one
-more operand, an identity matrix.
+Every primitive works on stacks of matrices (the last two axes), as NumPy does, and its
+rules are written with matmul, solve and inv, so a rule is itself differentiable (second
+derivatives). Functions that return several arrays (slogdet, eigh, svd) are one
+primitive per part, each with its own rules. cholesky and eigh read one triangle of a
+symmetric input; like Autograd and JAX, their derivatives treat the input as symmetric:
+a tangent is symmetrized first and a cotangent comes out symmetric. svd is the reduced
+one, differentiable where the singular values are distinct and nonzero. How the
+np.linalg functions reach these, and np.linalg.norm (composed of traced ops, no rule of
+its own), is numpy_api/linalg.py.
 """
-
-import string
 
 import numpy as np
 
-from ..errors import UnsupportedOperationError, at
-from ..tracer import result_dtype, user_loc
-from . import boxmethod, check_no_out, defprimitive, register_function, register_ufunc
+from ..tracer import result_dtype
+from . import defprimitive
 
 
-def _matmul_a(g, ans, a, b):
-    if np.ndim(b) == 1:
-        return g * b if np.ndim(a) == 1 else np.expand_dims(g, -1) * b
-    if np.ndim(a) == 1:
-        return np.squeeze(b @ np.expand_dims(g, -1), -1)
-    return g @ np.swapaxes(b, -1, -2)
+def _T(x):
+    return np.swapaxes(x, -1, -2)
 
 
-def _matmul_b(g, ans, a, b):
-    if np.ndim(a) == 1:
-        return g * a if np.ndim(b) == 1 else np.expand_dims(a, -1) * np.expand_dims(g, -2)
-    if np.ndim(b) == 1:
-        if np.ndim(a) == 2:  # a matrix-vector product's weights: one vector-matrix product
-            return g @ a
-        return np.squeeze(np.swapaxes(a, -1, -2) @ np.expand_dims(g, -1), -1)
-    if np.ndim(b) == 2 and np.ndim(a) > 2:  # shared weights: one matmul over all batches
-        return np.reshape(a, (-1, np.shape(a)[-1])).T @ np.reshape(g, (-1, np.shape(g)[-1]))
-    return np.swapaxes(a, -1, -2) @ g
+def _sym(x):
+    return (x + _T(x)) / 2
 
 
-matmul = defprimitive("matmul", np.matmul, "{0} @ {1}", vjps=[_matmul_a, _matmul_b],
-                      jvp_from="multilinear")
-register_ufunc(np.matmul, matmul)
+def _mat(x):
+    """A stack of scalars as a stack of 1x1 matrices, to broadcast against matrices."""
+    return np.expand_dims(x, (-2, -1))
 
 
-# ---- einsum ------------------------------------------------------------------------------
-def _split(subscripts):
-    ins, _, out = subscripts.partition("->")
-    return ins.split(","), out
+def _trace_of_product(a, b):
+    """trace(a @ b) over the last two axes, without forming the product."""
+    return np.sum(_T(a) * b, axis=(-2, -1))
 
 
-def _unused(*texts):
-    """Letters einsum accepts that none of `texts` uses, in a fixed order."""
-    used = set("".join(texts))
-    return (c for c in string.ascii_letters if c not in used)
+def _eye(x):
+    return np.eye(np.shape(x)[-1], dtype=result_dtype(x))
 
 
-def _explicit(subscripts, operands):
-    """'...ij,...jk' -> 'abij,bjk->abik': ellipses spelled out with unused letters
-    (right-aligned, as NumPy broadcasts them) and the implicit output made explicit."""
-    subscripts = subscripts.replace(" ", "")
-    ins, out = _split(subscripts)
-    if len(ins) != len(operands):
-        raise ValueError(at(user_loc(), f"einsum subscripts {subscripts!r} name {len(ins)} "
-                            f"operands but {len(operands)} were given"))
-    fresh = _unused(subscripts)
-    ranks = [np.ndim(op) - len(term.replace("...", "")) for term, op in zip(ins, operands)]
-    dots = "".join(next(fresh) for _ in range(max([r for r, t in zip(ranks, ins)
-                                                   if "..." in t], default=0)))
-    ins = [t.replace("...", dots[len(dots) - r:] if r else "") for t, r in zip(ins, ranks)]
-    if "->" in subscripts:
-        out = out.replace("...", dots)
-    else:
-        letters = "".join(t for t in ins)
-        out = dots + "".join(sorted(c for c in set(letters) - set(dots)
-                                    if letters.count(c) == 1))
-    return ",".join(ins) + "->" + out
+# ---- inverse, determinant, solve ----------------------------------------------------------
+inv = defprimitive("inv", np.linalg.inv, "np.linalg.inv({0})",
+                   vjps=[lambda g, ans, a: -(_T(ans) @ g @ _T(ans))],
+                   jvps=[lambda t, ans, a: -(ans @ t @ ans)])
+det = defprimitive("det", np.linalg.det, "np.linalg.det({0})",
+                   vjps=[lambda g, ans, a: _mat(g * ans) * _T(inv(a))],
+                   jvps=[lambda t, ans, a: ans * _trace_of_product(inv(a), t)])
+slogdet_sign = defprimitive("slogdet_sign", lambda a: np.linalg.slogdet(a)[0],
+                            "np.linalg.slogdet({0})[0]")
+logabsdet = defprimitive("logabsdet", lambda a: np.linalg.slogdet(a)[1],
+                         "np.linalg.slogdet({0})[1]",
+                         vjps=[lambda g, ans, a: _mat(g) * _T(inv(a))],
+                         jvps=[lambda t, ans, a: _trace_of_product(inv(a), t)])
 
 
-def _einsum_vjp(i, g, ans, *operands, subscripts, optimize=False):
-    """The einsum of the other operands and g; an index that operand i repeats gets an
-    identity operand (its cotangent lives on the diagonal), and an index summed within
-    operand i alone is broadcast back."""
-    ins, out = _split(subscripts)
-    shape = np.shape(operands[i])
-    fresh = _unused(subscripts)
-    terms = [t for j, t in enumerate(ins) if j != i] + [out]
-    ops = [op for j, op in enumerate(operands) if j != i] + [g]
-    term = ""
-    for c, n in zip(ins[i], shape):
-        if c in term:  # a repeated index: a new letter tied to the first by an identity
-            d = next(fresh)
-            terms.append(c + d)
-            ops.append(np.eye(n, dtype=result_dtype(g)))
-            c = d
-        term += c
-    seen = set("".join(terms))
-    keep = "".join(c for c in term if c in seen)
-    r = einsum(*ops, subscripts=",".join(terms) + "->" + keep, optimize=optimize)
-    if keep != term:
-        axes = tuple(k for k, c in enumerate(term) if c not in seen)
-        r = np.expand_dims(r, axes[0] if len(axes) == 1 else axes)
-        full = tuple(n if c not in seen else m  # r's sizes: broadcasting may have grown them
-                     for c, n, m in zip(term, shape, np.shape(r)))
-        r = np.broadcast_to(r, full)
-    return r
+def _column(b, x):
+    """solve's right-hand side as a stack of matrices: a vector b becomes one column."""
+    return np.expand_dims(x, -1) if np.ndim(b) == 1 else x
 
 
-einsum = defprimitive("einsum", lambda *ops, subscripts, optimize=False:
-                      np.einsum(subscripts, *ops, optimize=optimize),
-                      "np.einsum({subscripts}, {*})", {"optimize": False},
-                      variadic_vjp=_einsum_vjp, jvp_from="multilinear")
+def _uncolumn(b, x):
+    return np.squeeze(x, -1) if np.ndim(b) == 1 else x
 
 
-@register_function(np.einsum)
-def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
-    if out is not None or kwargs or not isinstance(subscripts, str):
-        raise UnsupportedOperationError(at(user_loc(), "np.einsum is supported with a "
-                                           "subscripts string and operands only"))
-    optimize = optimize if isinstance(optimize, (bool, str)) else bool(optimize)
-    return einsum(*operands, subscripts=_explicit(subscripts, operands), optimize=optimize)
+def _solve_a(g, ans, a, b):
+    gb = solve(_T(a), _column(b, g))
+    return -(gb @ _T(_column(b, ans)))
 
 
-# ---- dot, vdot, inner, outer, tensordot: einsums (or matmul) ------------------------------
-def _tensordot_subscripts(na, nb, axes_a, axes_b):
-    letters = iter(string.ascii_lowercase)
-    ta = [next(letters) for _ in range(na)]
-    tb = [None] * nb
-    for i, j in zip(axes_a, axes_b):
-        tb[j] = ta[i]
-    tb = [c or next(letters) for c in tb]
-    contracted = {ta[i] for i in axes_a}
-    out = [c for c in ta if c not in contracted] + [c for c in tb if c not in contracted]
-    return "".join(ta) + "," + "".join(tb) + "->" + "".join(out)
+def _solve_b(g, ans, a, b):
+    return _uncolumn(b, solve(_T(a), _column(b, g)))
 
 
-@register_function(np.tensordot)
-def _tensordot(a, b, axes=2):
-    na, nb = np.ndim(a), np.ndim(b)
-    if np.ndim(axes) == 0:
-        axes_a, axes_b = list(range(na - int(axes), na)), list(range(int(axes)))
-    else:
-        axes_a, axes_b = ([x] if np.ndim(x) == 0 else list(x) for x in axes)
-    if len(axes_a) != len(axes_b):
-        raise ValueError(at(user_loc(), f"np.tensordot axes {axes!r}: both lists must "
-                            "have the same length"))
-    axes_a = [int(x) % na for x in axes_a]
-    axes_b = [int(x) % nb for x in axes_b]
-    return einsum(a, b, subscripts=_tensordot_subscripts(na, nb, axes_a, axes_b),
-                  optimize=True)  # optimize: NumPy contracts with BLAS, as tensordot does
+solve = defprimitive("solve", np.linalg.solve, "np.linalg.solve({0}, {1})",
+                     vjps=[_solve_a, _solve_b],
+                     jvps=[lambda t, ans, a, b: -_uncolumn(b, solve(a, t @ _column(b, ans))),
+                           lambda t, ans, a, b: solve(a, t)])
 
 
-@register_function(np.dot)
-def _dot(a, b, out=None):
-    check_no_out(out, "np.dot")
-    na, nb = np.ndim(a), np.ndim(b)
-    if na == 0 or nb == 0:
-        return a * b
-    if na <= 2 and nb <= 2:
-        return matmul(a, b)
-    return _tensordot(a, b, ([na - 1], [max(nb - 2, 0)]))
+# ---- cholesky ----------------------------------------------------------------------------
+def _phi(x):
+    """The lower triangle of x with its diagonal halved."""
+    n = np.shape(x)[-1]
+    return x * (np.tri(n, dtype=result_dtype(x)) - 0.5 * np.eye(n, dtype=result_dtype(x)))
 
 
-boxmethod("dot")(_dot)
+def _cholesky_vjp(g, ans, a):
+    """sym(L^-T phi(L^T g) L^-1) (Murray 2016), with the triangular solves done by solve."""
+    lt = _T(ans)
+    return _sym(solve(lt, _T(solve(lt, _T(_phi(lt @ g))))))
 
 
-@register_function(np.inner)
-def _inner(a, b):
-    if np.ndim(a) == 0 or np.ndim(b) == 0:
-        return a * b
-    return _tensordot(a, b, ([-1], [-1]))
+def _cholesky_jvp(t, ans, a):
+    """L phi(L^-1 sym(t) L^-T)."""
+    return ans @ _phi(solve(ans, _T(solve(ans, _sym(t)))))
 
 
-@register_function(np.vdot)
-def _vdot(a, b):
-    return einsum(np.reshape(a, (-1,)), np.reshape(b, (-1,)), subscripts="i,i->", optimize=True)
+cholesky = defprimitive("cholesky", np.linalg.cholesky, "np.linalg.cholesky({0})",
+                        vjps=[_cholesky_vjp], jvps=[_cholesky_jvp])
 
 
-@register_function(np.outer)
-def _outer(a, b, out=None):
-    check_no_out(out, "np.outer")
-    return einsum(np.reshape(a, (-1,)), np.reshape(b, (-1,)), subscripts="i,j->ij")
+# ---- eigh --------------------------------------------------------------------------------
+def _gaps(w):
+    """F[i, j] = 1 / (w[j] - w[i]) off the diagonal, 0 on it (distinct eigenvalues)."""
+    eye = _eye(w)
+    return (1 - eye) / (np.expand_dims(w, -2) - np.expand_dims(w, -1) + eye)
+
+
+def _eigh_vectors_vjp(g, ans, a, UPLO):
+    w = eigh_values(a, UPLO=UPLO)
+    return _sym(ans @ (_gaps(w) * (_T(ans) @ g)) @ _T(ans))
+
+
+def _eigh_vectors_jvp(t, ans, a, UPLO):
+    w = eigh_values(a, UPLO=UPLO)
+    return ans @ (_gaps(w) * (_T(ans) @ _sym(t) @ ans))
+
+
+def _eigh_values_vjp(g, ans, a, UPLO):
+    v = eigh_vectors(a, UPLO=UPLO)
+    return (v * np.expand_dims(g, -2)) @ _T(v)
+
+
+def _eigh_values_jvp(t, ans, a, UPLO):
+    v = eigh_vectors(a, UPLO=UPLO)
+    return np.sum(v * (t @ v), axis=-2)
+
+
+def _eigh_template(part):
+    def template(params):
+        uplo = "" if params["UPLO"] == "L" else ", UPLO={UPLO}"
+        return f"np.linalg.eigh({{0}}{uplo})[{part}]"
+    return template
+
+
+eigh_values = defprimitive("eigh_values", lambda a, UPLO: np.linalg.eigh(a, UPLO)[0],
+                           _eigh_template(0), vjps=[_eigh_values_vjp], jvps=[_eigh_values_jvp])
+eigh_vectors = defprimitive("eigh_vectors", lambda a, UPLO: np.linalg.eigh(a, UPLO)[1],
+                            _eigh_template(1), vjps=[_eigh_vectors_vjp],
+                            jvps=[_eigh_vectors_jvp])
+
+
+# ---- pinv (full rank) --------------------------------------------------------------------
+def _pinv_vjp(g, ans, a):
+    """The transpose of the JVP below (Golub and Pereyra 1973), for full-rank a."""
+    x, gt = ans, _T(g)
+    xxt, xtx = x @ _T(x), _T(x) @ x
+    return (-(_T(x) @ g @ _T(x)) + (gt - a @ (x @ gt)) @ xxt
+            + xtx @ (gt - (gt @ x) @ a))
+
+
+def _pinv_jvp(t, ans, a):
+    """-X t X + X X^T t^T (I - A X) + (I - X A) t^T X^T X, with X = pinv(a)."""
+    x, tt = ans, _T(t)
+    return (-(x @ t @ x) + x @ _T(x) @ (tt - (tt @ a) @ x)
+            + (tt - x @ (a @ tt)) @ _T(x) @ x)
+
+
+pinv = defprimitive("pinv", np.linalg.pinv, "np.linalg.pinv({0})", vjps=[_pinv_vjp],
+                    jvps=[_pinv_jvp])
+
+
+# ---- svd (reduced; distinct, nonzero singular values) ------------------------------------
+def _svd_gaps(s):
+    """F[i, j] = 1 / (s[j]**2 - s[i]**2) off the diagonal, 0 on it."""
+    eye = _eye(s)
+    row, col = np.expand_dims(s, -2), np.expand_dims(s, -1)
+    return (1 - eye) / ((row + col) * (row - col) + eye)
+
+
+def _svd_values_vjp(g, ans, a):
+    return (svd_u(a) * np.expand_dims(g, -2)) @ svd_vh(a)
+
+
+def _svd_values_jvp(t, ans, a):
+    return np.sum(svd_u(a) * (t @ _T(svd_vh(a))), axis=-2)
+
+
+def _svd_u_vjp(g, ans, a):
+    u, s, vh = ans, svd_values(a), svd_vh(a)
+    x = _svd_gaps(s) * (_T(u) @ g)
+    grad = u @ ((x + _T(x)) * np.expand_dims(s, -2)) @ vh
+    if np.shape(a)[-2] > np.shape(a)[-1]:  # U's columns do not span the output space
+        grad = grad + ((g - u @ (_T(u) @ g)) / np.expand_dims(s, -2)) @ vh
+    return grad
+
+
+def _svd_u_jvp(t, ans, a):
+    u, s, v = ans, svd_values(a), _T(svd_vh(a))
+    p = _T(u) @ t @ v
+    ps = p * np.expand_dims(s, -2)
+    du = u @ (_svd_gaps(s) * (ps + _T(ps)))
+    if np.shape(a)[-2] > np.shape(a)[-1]:
+        tv = t @ v
+        du = du + (tv - u @ (_T(u) @ tv)) / np.expand_dims(s, -2)
+    return du
+
+
+def _svd_vh_vjp(g, ans, a):
+    u, s, v, gv = svd_u(a), svd_values(a), _T(ans), _T(g)
+    y = _svd_gaps(s) * (ans @ gv)
+    grad = u @ ((y + _T(y)) * np.expand_dims(s, -1)) @ ans
+    if np.shape(a)[-1] > np.shape(a)[-2]:  # V's columns do not span the input space
+        grad = grad + u @ _T((gv - v @ (ans @ gv)) / np.expand_dims(s, -2))
+    return grad
+
+
+def _svd_vh_jvp(t, ans, a):
+    u, s, v = svd_u(a), svd_values(a), _T(ans)
+    p = _T(u) @ t @ v
+    sp = np.expand_dims(s, -1) * p
+    dv = v @ (_svd_gaps(s) * (sp + _T(sp)))
+    if np.shape(a)[-1] > np.shape(a)[-2]:
+        tu = _T(t) @ u
+        dv = dv + (tu - v @ (ans @ tu)) / np.expand_dims(s, -2)
+    return _T(dv)
+
+
+svd_values = defprimitive("svd_values", lambda a: np.linalg.svd(a, compute_uv=False),
+                          "np.linalg.svd({0}, compute_uv=False)", vjps=[_svd_values_vjp],
+                          jvps=[_svd_values_jvp])
+svd_u = defprimitive("svd_u", lambda a: np.linalg.svd(a, full_matrices=False)[0],
+                     "np.linalg.svd({0}, full_matrices=False)[0]", vjps=[_svd_u_vjp],
+                     jvps=[_svd_u_jvp])
+svd_vh = defprimitive("svd_vh", lambda a: np.linalg.svd(a, full_matrices=False)[2],
+                      "np.linalg.svd({0}, full_matrices=False)[2]", vjps=[_svd_vh_vjp],
+                      jvps=[_svd_vh_jvp])

@@ -28,35 +28,19 @@ trace time, that gives bit for bit what NumPy draws; otherwise the trace is refu
 a message saying to write it. Python control flow on a drawn value (`if rng.random() <
 p:`) is refused: re-checking it would need a second draw.
 
-For the capture machinery (globals and closures read at call time): `input_handle(trace,
-generator, name, path)` makes any Generator or RandomState an input of the recording,
-exactly as an argument is; `is_generator(value)` says which values need it. Until a
-captured generator is hooked in that way, a traced function that reads one from a global
-or closure is refused with a message naming it.
+This module holds the draw primitives, the generators' method signatures, the private
+streams and the reparameterization; how np.random's functions, Generator arguments and
+np.random.default_rng inside the function reach `draw` is numpy_api/random.py.
 """
 
 import contextlib
 import copy
-import functools
 import threading
-import types
 
 import numpy as np
 
-from ..errors import TracingError, UnsupportedOperationError, at
-from ..graph import Node
-from ..tracer import (
-    GUARD_HOOKS,
-    HANDLE_METHODS,
-    INPUT_KINDS,
-    TRACE_HOOKS,
-    Box,
-    Handle,
-    carries_gradient,
-    current_trace,
-    located,
-    user_loc,
-)
+from ..errors import TracingError, at
+from ..tracer import Box, carries_gradient, current_trace, located, user_loc
 from . import defprimitive
 
 GENERATORS = (np.random.Generator, np.random.RandomState)
@@ -99,17 +83,6 @@ LEGACY_METHODS = {
     "standard_gamma": _spec("shape:d size:s"), "randint": _spec("low:d high:d size:s dtype:s"),
     "choice": _spec("a:d size:s replace:s p:d"), "permutation": _spec("x:d"),
 }
-# np.random functions that change or read the global state rather than draw from it
-_STATE = ("the generated code would not do it as the trace did. Seed outside the function, "
-          "or create a generator inside it with np.random.default_rng(seed)")
-_REFUSED = {
-    "seed": f"seeds NumPy's global generator: {_STATE}",
-    "set_state": f"sets NumPy's global generator's state: {_STATE}",
-    "get_state": f"reads NumPy's global generator's state: {_STATE}",
-    "shuffle": "shuffles an array in place: write x = x[np.random.permutation(len(x))]",
-}
-
-
 # ---- streams: which generator object a draw advances ----------------------------------------
 _local = threading.local()
 
@@ -316,156 +289,3 @@ def _reparameterized(trace, handle, fn, bound, dist, api):
 def _identical(a, b):
     a, b = np.asarray(a), np.asarray(b)
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-
-
-# ---- generators as inputs, and made inside ---------------------------------------------------------
-def input_handle(trace, generator, name, path):
-    """`generator` as an input of the recording at `path` of the arguments: the generated
-    function takes it there and calls its methods. (The capture machinery can call this
-    for a generator read from a global or a closure that it passes in as an input.)"""
-    node = trace.new_node(None, (), {"path": path}, np.empty((), object),
-                          stack=())
-    node.name = name
-    handle = Handle(generator, node)
-    trace.boxes[node] = handle
-    trace.inputs.append(node)
-    return handle
-
-
-for _kind in GENERATORS:
-    INPUT_KINDS[_kind] = input_handle
-
-
-def _method(fn, api):
-    return lambda handle, *args, **kwargs: draw(handle, fn, args, kwargs, api)
-
-
-for _fn in GENERATOR_METHODS:
-    HANDLE_METHODS[(np.random.Generator, _fn)] = _method(_fn, "generator")
-for _fn in LEGACY_METHODS:
-    HANDLE_METHODS[(np.random.RandomState, _fn)] = _method(_fn, "legacy")
-
-
-def _default_rng(*seed):
-    """A generator made inside the function. A seed that is a traced Python int (an int
-    argument, or a global or closure int read as an input) is an input of the node, so
-    the code makes `np.random.default_rng(seed)` from the seed of each call, no retrace."""
-    trace = current_trace()
-    if len(seed) > 1 or not all(s is None or _int_seed(s) for s in seed):
-        raise TracingError(at(user_loc(), "np.random.default_rng(seed) in a traced function "
-                              "takes one seed, an int (or None): a Python int, which may be "
-                              "an argument or a global"))
-    plain = [s.value if type(s) is Box else s for s in seed]
-    if trace.eager:
-        return DEFAULT_RNG(*plain)
-    args = tuple(s.node if type(s) is Box else s for s in seed)
-    node = trace.new_node(MAKE_RNG, args, {}, np.empty((), object))
-    handle = Handle(DEFAULT_RNG(*plain), node)
-    trace.boxes[node] = handle
-    return handle
-
-
-def _int_seed(seed):
-    """An int, or the trace of a Python int (not of an array or a float)."""
-    if type(seed) is Box:
-        return type(seed.value) is int and seed.node.trace_id == current_trace().id
-    return isinstance(seed, (int, np.integer))
-
-
-# ---- np.random's module functions, intercepted while some thread traces ------------------------------
-_ORIGINALS = {name: getattr(np.random, name) for name in
-              [*LEGACY_METHODS, *_REFUSED, "default_rng"] if hasattr(np.random, name)}
-_patch_lock = threading.Lock()
-_tracing = [0]  # how many traces (in any thread) are running
-
-
-def _wrapper(name, original):
-    @functools.wraps(original)
-    def intercepted(*args, **kwargs):
-        trace = current_trace()
-        if trace is None or trace.eager and name not in (*LEGACY_METHODS, "default_rng"):
-            return original(*args, **kwargs)  # another thread, or the tape
-        if name in _REFUSED:
-            raise UnsupportedOperationError(at(user_loc(), f"np.random.{name}() in a traced "
-                                               f"function {_REFUSED[name]}"))
-        if name == "default_rng":
-            return _default_rng(*args, *kwargs.values())
-        return draw(None, name, args, kwargs, "legacy")
-    return intercepted
-
-
-_WRAPPERS = {name: _wrapper(name, fn) for name, fn in _ORIGINALS.items()}
-
-
-@contextlib.contextmanager
-def intercepting():
-    """np.random's functions record while any trace runs (see _wrapper); restored after."""
-    with _patch_lock:
-        if _tracing[0] == 0:
-            for name, fn in _WRAPPERS.items():
-                setattr(np.random, name, fn)
-        _tracing[0] += 1
-    try:
-        yield
-    finally:
-        with _patch_lock:
-            _tracing[0] -= 1
-            if _tracing[0] == 0:
-                for name, fn in _ORIGINALS.items():
-                    setattr(np.random, name, fn)
-
-
-@contextlib.contextmanager
-def _during_trace(trace):
-    if not trace.eager:
-        _refuse_captured(trace)
-    with private_streams(eager=trace.eager), intercepting():
-        yield
-
-
-def _refuse_captured(trace):
-    """Without capture.py's clones (a standalone module keeps what it reads as constants),
-    a generator read from a global or closure would draw once, when traced: refused."""
-    fun = trace.fun
-    if trace.capture is not None or not isinstance(fun, types.FunctionType):
-        return
-    code, names = fun.__code__, []
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        names += c.co_names
-        stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
-    found = [(n, fun.__globals__.get(n)) for n in names]
-    found += [(n, c.cell_contents) for n, c in zip(code.co_freevars, fun.__closure__ or ())
-              if c.cell_contents is not None]
-    for name, value in found:
-        if is_generator(value):
-            raise TracingError(f"{code.co_filename}: the traced function reads the random "
-                               f"generator {name!r} from a global or closure variable; a "
-                               "standalone module would draw from it once, when generated. "
-                               "Pass the generator to the function as an argument")
-
-
-TRACE_HOOKS.append(_during_trace)
-
-
-def _no_guard_on_draws(trace, box):
-    """A guard on a drawn value would need the generated code to draw twice to check it."""
-    if trace.eager or not trace.effects:
-        return
-    seen, stack = set(), [box.node]
-    while stack:
-        node = stack.pop()
-        if node in seen or type(node) is not Node:
-            continue
-        seen.add(node)
-        if node.prim is DRAW:
-            raise TracingError(at(user_loc(), "Python control flow (if, float(), int(), "
-                                  ".item()) on a randomly drawn value: the generated code "
-                                  "cannot re-check it without drawing again. Decide with "
-                                  "array operations instead (np.where(u < p, a, b))"))
-        if node.prim is not None:
-            stack.extend(node.args)
-
-
-GUARD_HOOKS.append(_no_guard_on_draws)

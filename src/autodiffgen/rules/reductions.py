@@ -1,5 +1,6 @@
-"""Reductions: sum, mean, max, min, prod, with axis None / int / negative / tuple and
-keepdims; cumsum and cumprod; var, std and average written with these.
+"""Reductions: sum, mean, max, min, prod over an axis (None, an int or a sorted tuple,
+as numpy_api/reductions.py normalizes it), with keepdims; cumsum and cumprod; std_root,
+the square root that ends np.std.
 
 Every rule first puts the cotangent back into the reduced array's rank (`_kept`), then
 broadcasts it; max and min share the gradient equally among tied maxima, as Autograd does.
@@ -8,20 +9,17 @@ prod's and cumprod's rules are products of the other elements, exact at zeros.
 
 import numpy as np
 
-from ..errors import UnsupportedOperationError, at
 from ..graph import Index
-from ..tracer import Box, user_loc
-from . import (
-    axes_tuple,
-    boxmethod,
-    check_no_out,
-    defprimitive,
-    normalize_axis,
-    register_function,
-    register_helper,
-    register_ufunc_method,
-)
+from ..tracer import Box
+from . import defprimitive, register_helper
 from .indexing import getitem
+
+
+def axes_tuple(axis, ndim):
+    """A normalized axis (None, an int or a tuple) as a tuple of axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    return (axis,) if isinstance(axis, int) else axis
 
 
 def _kept(v, x, axis, keepdims):
@@ -34,17 +32,19 @@ def _kept(v, x, axis, keepdims):
     return np.reshape(v, tuple(shape))
 
 
-def _count(x, axis):
+def count(x, axis):
+    """How many elements of x each result of a reduction over `axis` reduces."""
     shape = np.shape(x)
     return int(np.prod([shape[a] for a in axes_tuple(axis, len(shape))]))
 
 
+# ---- sum, mean, max, min --------------------------------------------------------------------
 def _sum_vjp(g, ans, x, axis, keepdims, dtype):
     return np.broadcast_to(_kept(g, x, axis, keepdims), np.shape(x))
 
 
 def _mean_vjp(g, ans, x, axis, keepdims, dtype):
-    return np.broadcast_to(_kept(g, x, axis, keepdims) / _count(x, axis), np.shape(x))
+    return np.broadcast_to(_kept(g, x, axis, keepdims) / count(x, axis), np.shape(x))
 
 
 def _extremum_vjp(g, ans, x, axis, keepdims):
@@ -74,7 +74,7 @@ min_ = defprimitive("min", lambda x, axis, keepdims: np.min(x, axis=axis, keepdi
                     "np.min({0})", _REDUCE, vjps=[_extremum_vjp], jvps=[_extremum_jvp])
 
 
-
+# ---- prod -----------------------------------------------------------------------------------
 def _others(x, axis):
     """Each element's product of the others in its group, exact when the group has zeros:
     with no zero it is prod / x, with one zero it is prod of the rest at the zero and 0
@@ -86,16 +86,12 @@ def _others(x, axis):
     return np.where(zeros == 0, rest / safe, np.where(zero & (zeros == 1), rest, 0))
 
 
-def _prod_vjp(g, ans, x, axis, keepdims):
-    return _kept(g, x, axis, keepdims) * _others(x, axis)
-
-
-def _prod_jvp(t, ans, x, axis, keepdims):
-    return np.sum(t * _others(x, axis), axis=axis, keepdims=keepdims)
-
-
-prod = defprimitive("prod", lambda x, axis, keepdims: np.prod(x, axis=axis, keepdims=keepdims),
-                    "np.prod({0})", _REDUCE, vjps=[_prod_vjp], jvps=[_prod_jvp])
+prod = defprimitive(
+    "prod", lambda x, axis, keepdims: np.prod(x, axis=axis, keepdims=keepdims),
+    "np.prod({0})", _REDUCE,
+    vjps=[lambda g, ans, x, axis, keepdims: _kept(g, x, axis, keepdims) * _others(x, axis)],
+    jvps=[lambda t, ans, x, axis, keepdims:
+          np.sum(t * _others(x, axis), axis=axis, keepdims=keepdims)])
 
 
 # ---- cumulative sums and products -------------------------------------------------------
@@ -137,101 +133,8 @@ cumsum = defprimitive("cumsum", lambda x, axis: np.cumsum(x, axis=axis),
 cumprod = defprimitive("cumprod", lambda x, axis: np.cumprod(x, axis=axis),
                        "np.cumprod({0}, axis={axis})", vjps=[_cumprod_vjp], jvps=[_cumprod_jvp])
 
-def _reducer(prim, name, with_dtype):
-    """The handler for np.<name>(a, axis, ...) and for the method a.<name>(axis, ...)."""
-    def handler(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-        check_no_out(out, f"np.{name}", {k: v for k, v in kwargs.items() if v is not np._NoValue})
-        axis = normalize_axis(axis, np.ndim(a))
-        params = {"axis": axis, "keepdims": bool(keepdims)}
-        if with_dtype:
-            params["dtype"] = None if dtype is None else np.dtype(dtype)
-        return prim(a, **params)
-    return handler
 
-
-def _extremum(prim, name):
-    def handler(a, axis=None, out=None, keepdims=False, **kwargs):
-        check_no_out(out, f"np.{name}", {k: v for k, v in kwargs.items() if v is not np._NoValue})
-        return prim(a, axis=normalize_axis(axis, np.ndim(a)), keepdims=bool(keepdims))
-    return handler
-
-
-register_function(np.sum)(boxmethod("sum")(_reducer(sum_, "sum", True)))
-register_function(np.mean)(boxmethod("mean")(_reducer(mean, "mean", True)))
-register_function(np.max, np.amax)(boxmethod("max")(_extremum(max_, "max")))
-register_function(np.min, np.amin)(boxmethod("min")(_extremum(min_, "min")))
-
-
-@register_ufunc_method(np.add, "reduce")
-def _add_reduce(a, axis=0, dtype=None, out=None, keepdims=False):
-    return _reducer(sum_, "add.reduce", True)(a, axis, dtype, out, keepdims)
-
-
-@register_ufunc_method(np.maximum, "reduce")
-def _maximum_reduce(a, axis=0, out=None, keepdims=False):
-    return _extremum(max_, "maximum.reduce")(a, axis, out, keepdims)
-
-
-@register_ufunc_method(np.minimum, "reduce")
-def _minimum_reduce(a, axis=0, out=None, keepdims=False):
-    return _extremum(min_, "minimum.reduce")(a, axis, out, keepdims)
-
-
-@register_ufunc_method(np.multiply, "reduce")
-def _multiply_reduce(a, axis=0, dtype=None, out=None, keepdims=False):
-    return _prod(a, axis, dtype, out, keepdims)
-
-
-def _refuse_dtype(dtype, name):
-    if dtype is not None:
-        raise UnsupportedOperationError(at(user_loc(), f"{name}(..., dtype=...) is not supported "
-                                           "on traced values; cast with .astype() first"))
-
-
-@register_function(np.prod)
-@boxmethod("prod")
-def _prod(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-    check_no_out(out, "np.prod", {k: v for k, v in kwargs.items() if v is not np._NoValue})
-    _refuse_dtype(dtype, "np.prod")
-    return prod(a, axis=normalize_axis(axis, np.ndim(a)), keepdims=bool(keepdims))
-
-
-def _cumulative(prim, name):
-    """np.<name>(a, axis=None): axis None works on the flattened array, as NumPy does."""
-    def handler(a, axis=None, dtype=None, out=None):
-        check_no_out(out, f"np.{name}")
-        _refuse_dtype(dtype, f"np.{name}")
-        if axis is None:
-            a, axis = np.reshape(a, (-1,)), 0
-        return prim(a, axis=int(axis) % max(np.ndim(a), 1))
-    return handler
-
-
-register_function(np.cumsum)(boxmethod("cumsum")(_cumulative(cumsum, "cumsum")))
-register_function(np.cumprod)(boxmethod("cumprod")(_cumulative(cumprod, "cumprod")))
-
-
-# ---- var, std and average: written with the primitives above ----------------------------
-@register_function(np.var)
-@boxmethod("var")
-def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np._NoValue,
-         mean=np._NoValue, correction=np._NoValue):
-    """As NumPy computes it: the mean of the squared deviations, divided by n - ddof."""
-    check_no_out(out, "np.var", {k: v for k, v in {"where": where, "mean": mean}.items()
-                                 if v is not np._NoValue})
-    _refuse_dtype(dtype, "np.var")
-    ddof = ddof if correction is np._NoValue else correction
-    axis = normalize_axis(axis, np.ndim(a))
-    centered = a - np.mean(a, axis=axis, keepdims=True)
-    return np.sum(np.square(centered), axis=axis, keepdims=keepdims) / (_count(a, axis) - ddof)
-
-
-@register_function(np.std)
-@boxmethod("std")
-def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
-    return std_root(_var(a, axis, dtype, out, ddof, keepdims, **kwargs))
-
-
+# ---- std_root: np.std's square root ---------------------------------------------------------
 def _std_root_vjp(g, ans, v):
     """g / (2 * std), but g / 2 where std is 0 (one value, or all values equal): the
     variance's own derivative is exactly 0 there, so the gradient is 0 (as Autograd and
@@ -253,26 +156,3 @@ def _traceable_std_root(v):
 std_root = defprimitive("std_root", np.sqrt, "_std_root({0})", vjps=[_std_root_vjp],
                         jvp_from="vjp", helper="_std_root")
 register_helper("_std_root", _std_root, _traceable_std_root)
-
-
-@register_function(np.average)
-def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
-    """sum(a * w) / sum(w), with 1-D weights laid along `axis` as NumPy does."""
-    axis = normalize_axis(axis, np.ndim(a))
-    if weights is None:
-        avg = np.mean(a, axis=axis, keepdims=keepdims)
-        total = np.full(np.shape(avg), _count(a, axis), dtype=avg.dtype)
-    else:
-        if np.shape(weights) != np.shape(a):
-            if axis is None:
-                raise TypeError(at(user_loc(), "np.average: weights of a shape different "
-                                   "from a's need an axis"))
-            shape = [1] * np.ndim(a)
-            for ax, n in zip(axes_tuple(axis, np.ndim(a)), np.shape(weights), strict=True):
-                shape[ax] = n
-            weights = np.reshape(weights, tuple(shape))
-        total = np.sum(weights, axis=axis, keepdims=keepdims)
-        avg = np.sum(a * weights, axis=axis, keepdims=keepdims) / total
-        if returned and np.shape(total) != np.shape(avg):
-            total = np.broadcast_to(total, np.shape(avg))
-    return (avg, total) if returned else avg

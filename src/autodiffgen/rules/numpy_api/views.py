@@ -1,27 +1,11 @@
-"""Mutation: `x[i] = v`, `x[mask] += v`, `h += v` and writes through views, done functionally.
+"""Views and rebinding: which traced arrays look into which, so that a write reaches every
+array NumPy would see it through (the design is in writes.py's docstring).
 
-NumPy arrays are mutable and shared; generated code is not. A write becomes the primitive
-`setitem`, a copy of x with x[index] = v (emitted as `_setitem(x, np.s_[index], v)`), and
-the Box the user holds is *rebound* to that copy: the object stays, its node and value
-change. So every name bound to that Box sees the write, as every name bound to one ndarray
-would (`z = y; z += v` changes y too), while the array behind the old node, perhaps the
-caller's, is never written. Python runs `x[mask] += v` as `t = x[mask]; t += v;
-x[mask] = t`, so it needs nothing of its own.
-
-Aliasing follows NumPy's, read off the values computed while tracing (NumPy's own):
-- A result that shares memory with a traced argument is a *view* of it. Views made by
-  basic indexing (ints, slices, None, Ellipsis) are followed both ways: a write into the
-  view is written back into its base (`x[1:3] *= 2`, `row = x[0]; row += 1`), and a
-  write into a base refreshes its live views (`v = x[:2]; x[0] = 5` changes v).
-- Other views (reshape, transpose, ravel, broadcast_to, ...) are refreshed when their
-  base is written; a write into one is refused with an error, since it would have to be
-  carried back through the operation that made the view.
-- In-place operators on a NumPy scalar (x[0, 0] of a 2-d array) or a Python float rebind
-  the name, as in NumPy: scalars are immutable.
-- An argument that shares memory with another argument (f(x, x), f(x, x[0])) cannot be
-  written into: NumPy would change both.
-Views are held weakly, so a view the user dropped (`h[t - 1]` in a loop) costs nothing
-when its base is written next.
+`write(box, new)` rebinds the Box the user holds to the new value and carries the write
+up to the bases of a view made by basic indexing (written back) and down to their live
+views (remade from the new value); a result that shares memory with a traced argument is
+noted as a view by a tracer hook. Aliasing between the function's inputs is refused or
+guarded here, and so is the layout of the arguments a write depends on.
 """
 
 import contextlib
@@ -30,137 +14,13 @@ import weakref
 
 import numpy as np
 
-from ..errors import TracingError, at
-from ..graph import Index, Slot
-from ..runtime import _setitem as _setitem_impl
-from ..tracer import INPUT_HOOKS, RESULT_HOOKS, Box, bind, current_trace, source_line, user_loc
-from . import astype, boxmethod, defprimitive, register_function, register_helper
-from .control import READS
-from .indexing import getitem, parse_index, selects_once
+from ...errors import TracingError, at
+from ...tracer import INPUT_HOOKS, RESULT_HOOKS, Box, bind, current_trace, source_line, user_loc
+from ..control import READS
+from ..indexing import getitem, setitem, shifted
 
 
-# ---- the primitive: a copy of x with x[index] = v ---------------------------------------
-def shifted(index, by):
-    """The Index with its Slots renumbered: setitem's arrays come after (x, v), getitem's
-    after x alone."""
-    return Index(Slot(i.k + by) if type(i) is Slot else i for i in index.items)
-
-
-def _impl(x, v, *arrays, index):
-    return _setitem_impl(x, index.fill((x, v) + arrays), v)
-
-
-def _vjp(i, g, ans, x, v, *arrays, index):
-    if i == 0:  # the elements written over get nothing from the old value
-        return setitem(g, 0.0, *arrays, index=index)
-    if i == 1:
-        return _kept_writes(g, x, arrays, shifted(index, -1))
-    return None
-
-
-def _kept_writes(g, x, arrays, index):
-    """g at the elements of v (broadcast to x[index]) that NumPy's write kept.
-
-    With repeated integer indices only one write to an element survives (NumPy makes no
-    promise which; in practice the last). Which one is found by writing the positions of
-    v's elements the same way and reading them back: the other writes get no gradient.
-    """
-    picked = getitem(g, *arrays, index=index)
-    if selects_once(index, (x,) + tuple(arrays)):
-        return picked
-    shape = np.shape(picked)
-    order = np.arange(int(np.prod(shape)), dtype=np.intp).reshape(shape)
-    slots = setitem(np.full(np.shape(x), -1, np.intp), order, *arrays, index=shifted(index, 1))
-    return np.where(getitem(slots, *arrays, index=index) == order, picked, 0)
-
-
-setitem = defprimitive("setitem", _impl, "_setitem({0}, np.s_[{index}], {1})",
-                       variadic_vjp=_vjp, helper="_setitem", linear_in=(0, 1))
-
-
-def _traceable_setitem(x, index, v):
-    """runtime._setitem for generated code, recorded as a primitive when traced."""
-    key = index if type(index) is tuple else (index,)
-    if not any(type(a) is Box for a in (x, v) + key):
-        return _setitem_impl(x, index, v)
-    parsed, arrays = parse_index(index)
-    return setitem(x, v, *arrays, index=shifted(parsed, 1))
-
-
-register_helper("_setitem", _setitem_impl, _traceable_setitem)
-
-
-# ---- what the user writes ---------------------------------------------------------------
-@boxmethod("__setitem__")
-def _assign(self, key, value):
-    _check_mutable(self, "item assignment")
-    index, arrays = parse_index(key)
-    index = shifted(index, 1)
-    if _writes_back(self, value, index, arrays):
-        return
-    if not isinstance(value, (Box, np.ndarray, np.generic, int, float, complex, bool)):
-        value = np.asarray(value)  # a list of traced values is refused here, with a hint
-    write(self, setitem(self, value, *arrays, index=index), assign=True)
-
-
-def _writes_back(x, value, index, arrays):
-    """`x[1:3] *= 2` ends with `x[1:3] = t`, where t is the view whose write already
-    went into x: x holds exactly t there, so writing it again changes nothing."""
-    node = x.node
-    return (not arrays and type(value) is Box and node.prim is setitem
-            and node.args[1] is value.node and node.params["index"] == index)
-
-
-_INPLACE = {"__iadd__": np.add, "__isub__": np.subtract, "__imul__": np.multiply,
-            "__itruediv__": np.true_divide, "__ifloordiv__": np.floor_divide,
-            "__imod__": np.remainder, "__ipow__": np.power, "__imatmul__": np.matmul,
-            "__iand__": np.bitwise_and, "__ior__": np.bitwise_or}
-
-
-def _inplace(ufunc):
-    """`h op= v`: NumPy's `ufunc(h, v, out=h)`, computed as a new value that h is rebound to."""
-    def method(self, other):
-        result = ufunc(self, other)
-        if type(self.value) is not np.ndarray:  # immutable: the name is rebound, as in NumPy
-            return result
-        write(self, _as_output(self, result, ufunc))
-        return self
-    return method
-
-
-for _name, _ufunc in _INPLACE.items():
-    boxmethod(_name)(_inplace(_ufunc))
-
-
-def _as_output(out, result, ufunc):
-    """The result as NumPy's out=h would hold it: h's shape, cast to h's dtype."""
-    if np.shape(result) != out.shape:
-        raise ValueError(at(user_loc(), f"non-broadcastable output operand with shape "
-                            f"{out.shape} doesn't match the broadcast shape "
-                            f"{np.shape(result)} (in-place np.{ufunc.__name__})"))
-    dtype = np.result_type(result.dtype)
-    if dtype != out.dtype:
-        if not np.can_cast(dtype, out.dtype, "same_kind"):
-            raise TypeError(at(user_loc(), f"Cannot cast ufunc '{ufunc.__name__}' output "
-                               f"from {dtype!r} to {out.dtype!r} with casting rule "
-                               "'same_kind' (an in-place operator keeps its array's dtype)"))
-        result = astype(result, out.dtype)
-    layout = READS["layout"]
-    if type(result) is Box and type(result.value) is np.ndarray \
-            and layout(result.value) != layout(out.value):  # NumPy writes into h, keeping
-        # its layout (a Fortran-ordered h stays so): written into a copy of h, likewise
-        result = setitem(out, result, index=Index((Ellipsis,)))
-    return result
-
-
-def _check_mutable(box, what):
-    if type(box.value) is not np.ndarray:
-        raise TypeError(at(user_loc(), f"'{type(box.value).__name__}' object does not support "
-                           f"{what} (indexing every axis with an integer gives a NumPy "
-                           "scalar, a copy; index with x[i:i + 1] or x[..., i] for a view)"))
-
-
-# ---- rebinding a Box, and the arrays that share its memory ------------------------------
+# ---- rebinding a Box, and the arrays that share its memory ---------------------------------
 def write(box, new, assign=False):
     """Rebind `box` to `new`, as an in-place write leaves it, and bring every traced array
     NumPy would see the write through up to date: the bases of `box` (written back) and
@@ -252,43 +112,6 @@ def _check_pair(trace, written, other):
                               f"which shares memory with {what}: NumPy would change both. "
                               "Pass a copy (np.copy) of the argument"))
     trace.guard(root, "aliases", False, more=(other,))
-
-
-def _flags(self):
-    """x.flags of a traced value (generated code that writes checks its arguments' layout,
-    and an enclosing trace runs that code): read, and a guard of the enclosing trace."""
-    _current_trace_of(self).guard(self, "layout", READS["layout"](self.value))
-    return self.value.flags
-
-
-def _may_share_memory(a, b, max_work=None):
-    """np.may_share_memory of traced values (the check of generated code that writes,
-    run by an enclosing trace): read, and a guard of that trace."""
-    boxes = [x for x in (a, b) if type(x) is Box]
-    value = bool(np.may_share_memory(*[x.value if type(x) is Box else x for x in (a, b)]))
-    if len(boxes) == 2:
-        _current_trace_of(a).guard(a, "aliases", value, more=(b,))
-    return value
-
-
-def _current_trace_of(box):
-    trace = current_trace()
-    if trace is None or box.node.trace_id != trace.id:
-        raise TracingError(at(user_loc(), "the memory layout of a value traced by another "
-                              "transformation was read"))
-    return trace
-
-
-def _strides(self):
-    """x.strides of a traced value (the layout check of generated code that writes, run by
-    an enclosing trace): read, and a guard of the enclosing trace, as x.flags."""
-    _current_trace_of(self).guard(self, "layout", READS["layout"](self.value))
-    return self.value.strides
-
-
-boxmethod("flags")(property(_flags))
-boxmethod("strides")(property(_strides))
-register_function(np.may_share_memory)(_may_share_memory)
 
 
 def _guard_layouts(trace):

@@ -1,12 +1,12 @@
 """NumPy functions that are a few other primitives in a row: sort and partition, diff and
 trapezoid, kron and cross, linspace.
 
-Nothing here has a rule of its own. sort and partition are an index (argsort, or
-argpartition, which has no derivative) and take_along_axis, so the cotangent is scattered
-back through the permutation; diff and trapezoid are slices and sums; kron is an einsum
-and a reshape; cross is products of rotated components; linspace is start and stop
-weighted by constants. Their gradients, second derivatives included, come from those
-primitives.
+Nothing here has a primitive of its own, nor a rule. sort and partition are an index
+(argsort, or argpartition, which has no derivative) and take_along_axis, so the
+cotangent is scattered back through the permutation; diff and trapezoid are slices and
+sums; kron is an einsum and a reshape; cross is products of rotated components;
+linspace is start and stop weighted by constants. Their gradients, second derivatives
+included, come from those primitives.
 """
 
 import operator
@@ -14,11 +14,12 @@ import string
 
 import numpy as np
 
-from ..errors import TracingError, UnsupportedOperationError, at
-from ..tracer import Box, bind, user_loc
-from . import boxmethod, defprimitive, normalize_axis, register_function
+from ...errors import TracingError, UnsupportedOperationError, at
+from ...tracer import Box, bind, user_loc
+from ..indices import argpartition
+from . import boxmethod, normalize_axis, register_function
 from .assembly import _axis, _take_along_axis
-from .passthrough import _argsort
+from .indices import _argsort
 from .shapes import _moveaxis, _ravel
 
 
@@ -39,11 +40,6 @@ def _in_place(name):
 
 boxmethod("sort")(_in_place("sort"))
 boxmethod("partition")(_in_place("partition"))
-
-argpartition = defprimitive(
-    "argpartition", lambda x, kth, axis: np.argpartition(x, kth, axis=axis),
-    "np.argpartition({0}, {kth})", {"axis": -1})
-
 
 @register_function(np.partition)
 def _partition(a, kth, axis=-1, kind="introselect", order=None):
