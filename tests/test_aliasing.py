@@ -1,6 +1,7 @@
 """Aliasing and memory layout (issue 10): code whose meaning depends on them (it writes in
-place, rules/numpy_api/writes.py and views.py) checks the arguments' layout and that a written argument shares
-no memory with another, and traces again otherwise; code that does not write checks
+place, rules/numpy_api/writes.py and views.py) checks the arguments' layout and that a
+written argument shares no memory with another, and traces again otherwise; code that
+does not write checks
 nothing."""
 
 import numpy as np
