@@ -5,7 +5,7 @@ import inspect
 
 from autodiffgen import passes
 from autodiffgen.api import _normalize_argnums, trace_gradient
-from autodiffgen.cache import load
+from autodiffgen.cache.loader import load
 from autodiffgen.emit import emit_module
 
 
