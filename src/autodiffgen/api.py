@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from . import backward, naming, poly, sizes, tracer
-from .cache.entries import Entries
+from .cache.entries import FunctionCache
 from .cache.keys import describe, leaf_key, signature_key
 from .cache.loader import load
 from .emit import emit_module
@@ -170,9 +170,9 @@ class GradFunction:
         self._needed = max(self._argnums) + 1  # fewer positional arguments: bind defaults
         max_entries = MAX_ENTRIES if max_entries is None else \
             _count_setting("max_entries", max_entries)
-        self._cache = Entries(fun, self._diff, self._compile, self._load, self._arg_names,
-                              (type(self).__name__, tuple(self._argnums),
-                               _single(self._argnums)), max_entries, max_variants)
+        disk_extra = (type(self).__name__, tuple(self._argnums), _single(self._argnums))
+        self._cache = FunctionCache(fun, self._diff, self._compile, self._load,
+                                    self._arg_names, disk_extra, max_entries, max_variants)
 
     def __call__(self, *args, **kwargs):
         """Key, look up, call: the hot path. A run of calls with one signature costs the

@@ -53,7 +53,7 @@ class Variants:
         return self.grow(self, args, failure)
 
 
-class Entries:
+class FunctionCache:
     """The cache of one function (see the module docstring). `names(n)` names n arguments
     for the explain log; `disk_extra` is what the disk key adds to the signature."""
 
