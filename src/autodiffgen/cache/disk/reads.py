@@ -403,7 +403,7 @@ def check(fun, manifest):
 
 
 def text_of(value):
-    """_text of a value alone (an array handed over), for diskentry."""
+    """_text of a value alone (an array handed over), for entry.py."""
     return _text(value, frozenset(), 0)
 
 
