@@ -59,8 +59,8 @@ def main():
     for args, label in [((2.0, 5.0), "Python floats"),
                         ((np.float64(2.0), np.float64(5.0)), "0-d float64 scalars")]:
         cached(*args)
-        generated = next(iter(cached._entries.values())) if len(cached._entries) == 1 else \
-            list(cached._entries.values())[-1]
+        generated = next(iter(cached._cache.entries.values())) if len(cached._cache.entries) == 1 else \
+            list(cached._cache.entries.values())[-1]
         m = report(f"seed function f(x1, x2) = log x1 + x1*x2 - sin x2, {label}", {
             "hand-written NumPy gradient": (seed_by_hand, args),
             "autodiffgen cached call": (cached, args),

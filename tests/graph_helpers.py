@@ -5,7 +5,7 @@ import inspect
 
 from autodiffgen import passes
 from autodiffgen.api import _normalize_argnums
-from autodiffgen.cache import load
+from autodiffgen.cache.loader import load
 from autodiffgen.emit import emit_module
 from autodiffgen.pipeline import finish, gradient_graph
 

@@ -259,7 +259,7 @@ def test_source_passes_ruff():
 def test_tracebacks_show_generated_lines():
     f = value_and_grad(lambda x: np.log(x).sum())
     f(np.ones(3))
-    compiled = next(iter(f._entries.values()))
+    compiled = next(iter(f._cache.entries.values()))
     with pytest.raises(ValueError) as info:
         compiled(np.ones((2, 5)) @ np.ones((4, 1)))
     frames = traceback.extract_tb(info.tb)
@@ -272,7 +272,7 @@ def test_tracebacks_show_generated_lines():
 def test_generated_frames_are_in_linecache():
     f = value_and_grad(lambda x: np.log(x).sum())
     f(np.ones(3))
-    compiled = next(iter(f._entries.values()))
+    compiled = next(iter(f._cache.entries.values()))
     filename = compiled.__code__.co_filename
     assert filename.startswith("<autodiffgen-")
     with np.errstate(divide="raise"), pytest.raises(FloatingPointError) as info:

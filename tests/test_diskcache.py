@@ -20,7 +20,10 @@ import pytest
 
 import autodiffgen
 from autodiffgen import _version, diskcache, passes
-from autodiffgen.cache import signature_key
+from autodiffgen.cache.disk import files as disk_files
+from autodiffgen.cache.disk import key as disk_key
+from autodiffgen.cache.disk import reads, record, store
+from autodiffgen.cache.keys import signature_key
 from autodiffgen.diskcache import CacheDirError, DiskCacheWarning, Variant
 
 KEY = hashlib.sha256(b"one").hexdigest()
@@ -32,10 +35,10 @@ Point = namedtuple("Point", "x y")
 def fresh_state(monkeypatch):
     """No test sees another's settings, reports or the user's environment."""
     monkeypatch.delenv(diskcache.ENV_DIR, raising=False)
-    monkeypatch.setattr(diskcache, "_explicit", False)
-    monkeypatch.setattr(diskcache, "_path", None)
-    monkeypatch.setattr(diskcache, "_max_bytes", diskcache.MAX_BYTES)
-    monkeypatch.setattr(diskcache, "_reported", set())
+    monkeypatch.setattr(store, "_explicit", False)
+    monkeypatch.setattr(store, "_path", None)
+    monkeypatch.setattr(store, "_max_bytes", diskcache.MAX_BYTES)
+    monkeypatch.setattr(store, "_reported", set())
 
 
 @pytest.fixture
@@ -163,7 +166,7 @@ def test_a_symlinked_secret_is_replaced_and_never_trusted(cache, tmp_path):
     attacker = b"k" * 32
     (tmp_path / "their.key").write_bytes(attacker)
     (cache / "hmac.key").symlink_to(tmp_path / "their.key")
-    (cache / f"{KEY}.adg").write_bytes(diskcache._seal(KEY, [variant(666)], attacker))
+    (cache / f"{KEY}.adg").write_bytes(store._seal(KEY, [variant(666)], attacker))
     with pytest.warns(DiskCacheWarning) as record:
         assert diskcache.load(KEY) is None
     messages = " ".join(str(w.message) for w in record)
@@ -240,14 +243,14 @@ def test_entries_are_only_valid_under_the_secret_they_were_signed_with(cache):
 def test_a_process_that_loses_the_race_to_create_the_secret_uses_the_winners(cache,
                                                                                monkeypatch):
     diskcache.store(KEY, [variant(2)])
-    read, raced = diskcache._read, []
+    read, raced = disk_files.read, []
 
     def late(d, name, private=False):  # as if another process created it just after we looked
         if name == "hmac.key" and not raced:
             raced.append(name)
             raise FileNotFoundError(name)
         return read(d, name, private)
-    monkeypatch.setattr(diskcache, "_read", late)
+    monkeypatch.setattr(disk_files, "read", late)
     assert no_warnings(diskcache.load, KEY)[0].source == variant(2).source
     assert raced
 
@@ -286,8 +289,8 @@ def test_temporary_files_of_crashed_writers_are_cleaned_up(cache):
 
 
 def test_without_o_nofollow_or_dir_fd_links_are_still_refused(cache, tmp_path, monkeypatch):
-    monkeypatch.setattr(diskcache, "_NOFOLLOW", 0)
-    monkeypatch.setattr(diskcache, "_DIR_FD", False)
+    monkeypatch.setattr(disk_files, "_NOFOLLOW", 0)
+    monkeypatch.setattr(disk_files, "_DIR_FD", False)
     diskcache.store(KEY, [variant(3)])
     assert no_warnings(diskcache.load, KEY)[0].source == variant(3).source
     (cache / f"{KEY}.adg").rename(tmp_path / "outside.adg")
@@ -468,7 +471,7 @@ def test_entry_key_changes_with_signature_version_settings_and_extra(monkeypatch
     assert key_of(extra=("value_and_grad", (0, 1))) != base
     changes = [(_version, "__version__", "99.0"), (np, "__version__", "0.0.1"),
                (passes, "ENABLED", not passes.ENABLED),
-               (diskcache, "_library_digest", lambda: "edited")]
+               (disk_key, "_library_digest", lambda: "edited")]
     for owner, name, value in changes:
         with monkeypatch.context() as m:
             m.setattr(owner, name, value)
@@ -498,7 +501,7 @@ def test_keys_are_the_same_in_another_process(tmp_path):
         sys.path.insert(0, sys.argv[1])
         import model
         from autodiffgen import diskcache
-        from autodiffgen.cache import signature_key
+        from autodiffgen.cache.keys import signature_key
         from test_diskcache import ARGS, DIFF
         fp = diskcache.fingerprint(model.f)
         print(fp, diskcache.entry_key(fp, signature_key(ARGS, DIFF), ("x", 1)))
@@ -524,13 +527,15 @@ SECOND = """
     import numpy as np
     sys.path.insert(0, sys.argv[1])
     import model
-    from autodiffgen import cache, diskcache, tracer
+    from autodiffgen import diskcache, tracer
+    from autodiffgen.cache.keys import signature_key
+    from autodiffgen.cache.loader import load
     tracer.trace = None  # a trace in this process would fail
     fp = diskcache.fingerprint(model.f)
     x = np.linspace(-1, 1, 60).reshape(2, 30)
-    key = diskcache.entry_key(fp, cache.signature_key((x,), (True,)))
+    key = diskcache.entry_key(fp, signature_key((x,), (True,)))
     (source, arrays, name, locs, *_), = diskcache.load(key)
-    value, (g,) = cache.load(source, arrays, name, locs)(x)
+    value, (g,) = load(source, arrays, name, locs)(x)
     print(json.dumps([value, g.tolist()]))
 """
 
@@ -891,10 +896,11 @@ NUMEXPR = """
         sys.modules["numexpr"] = None  # as if numexpr were not installed
     import autodiffgen
     from autodiffgen import diskcache, tape
+    from autodiffgen.cache.disk import key
     fuse = sys.modules["autodiffgen.passes.fuse"]
     fuse.MIN_ELEMENTS[np.dtype(np.float64)] = (1, 1)  # fuse small arrays too
     if "same key" in sys.argv[2]:
-        diskcache._optional_imports = lambda: "the same everywhere"
+        key._optional_imports = lambda: "the same everywhere"
     log = []
     handler = logging.Handler()
     handler.emit = lambda record: log.append(record.getMessage())
@@ -912,7 +918,7 @@ NUMEXPR = """
 """
 
 
-@pytest.mark.skipif(not passes.ENABLED or diskcache._importable("numexpr") is False,
+@pytest.mark.skipif(not passes.ENABLED or disk_key._importable("numexpr") is False,
                     reason="needs numexpr and the passes")
 @pytest.mark.parametrize("key", ["", "same key"])
 def test_an_entry_that_imports_numexpr_is_not_used_where_numexpr_is_missing(cache, tmp_path, key):
@@ -1035,7 +1041,6 @@ def test_under_a_debugger_or_coverage_the_recorder_uses_the_profile_hook(cache):
 def test_the_recorder_sees_only_user_code_in_its_own_thread_and_restores_the_hooks():
     import threading
 
-    from autodiffgen import diskdeps
 
     def other():
         return sum(range(3))
@@ -1045,20 +1050,20 @@ def test_the_recorder_sees_only_user_code_in_its_own_thread_and_restores_the_hoo
     def before():
         return 2
     old_trace = sys.gettrace()  # coverage's, under pytest-cov
-    with diskdeps.Recorder() as recorder:
+    with record.Recorder() as recorder:
         before()  # the library's own work, outside the user's function
-        with diskdeps.user_code():
+        with record.user_code():
             thread = threading.Thread(target=other)
             thread.start()
             thread.join()
             mine()
-            with diskdeps.user_code():  # nested: the same hook
+            with record.user_code():  # nested: the same hook
                 pass
             assert sys.gettrace() is not old_trace or sys.getprofile() is not None
     assert sys.gettrace() is old_trace and sys.getprofile() is None
     assert mine.__code__ in recorder.codes and other.__code__ not in recorder.codes
     assert before.__code__ not in recorder.codes
-    with diskdeps.user_code():  # no recorder waits: no hook
+    with record.user_code():  # no recorder waits: no hook
         assert sys.gettrace() is old_trace and sys.getprofile() is None
 
 
@@ -1165,12 +1170,11 @@ def test_an_installed_package_s_object_is_not_stored_and_the_log_says_why(cache,
 ], ids=["OrderedDict", "str subclass", "masked array", "os.environ", "poly1d",
         "nested object"])
 def test_check_finds_each_kind_of_change(tmp_path, monkeypatch, source, edit, why):
-    from autodiffgen import diskdeps
     monkeypatch.delenv("ADG_FLAG_TEST", raising=False)
     f = module(tmp_path, source, name="m_check").f
-    with diskdeps.Recorder() as recorder, diskdeps.user_code():
+    with record.Recorder() as recorder, record.user_code():
         f(np.ones(2))
-    manifest = json.loads(json.dumps(diskdeps.manifest(f, recorder.codes)))  # as stored
-    assert diskdeps.check(f, manifest) is None
+    manifest = json.loads(json.dumps(reads.manifest(f, recorder.codes)))  # as stored
+    assert reads.check(f, manifest) is None
     exec(edit, f.__globals__)  # noqa: S102  our test
-    assert re.search(why, diskdeps.check(f, manifest))
+    assert re.search(why, reads.check(f, manifest))

@@ -209,7 +209,7 @@ def test_no_warning_when_numbers_change():
     w, x = np.ones((3, 2)), np.ones((4, 3))
     for t in np.linspace(0.5, 2.0, 20):
         vg(w, x, float(t))
-    assert not vg._churn.warned
+    assert not vg._cache.churn.warned
 
 
 @pytest.mark.parametrize("bad", [2**70, True])

@@ -214,7 +214,7 @@ def test_a_module_collected_inside_linecache_checkcache_does_not_break_it(monkey
     linecache.getline(__file__, 1)  # a real file's entry, stat-ed before the generated one
     f = ad.grad(lambda x: np.tanh(x).sum())
     f(np.ones(2))
-    filename = next(iter(f._entries.values())).__code__.co_filename
+    filename = next(iter(f._cache.entries.values())).__code__.co_filename
     gc.collect()
     gc.disable()  # the module is freed inside checkcache(), not before
     try:

@@ -14,7 +14,9 @@ from golden_models import mlp_args, mlp_loss
 
 import autodiffgen as ad
 from autodiffgen import api, passes, pipeline, poly, tape
-from autodiffgen.cache import load, signature_key
+from autodiffgen.cache.keys import signature_key
+from autodiffgen.cache.loader import load
+from autodiffgen.cache.shared import Shared
 from autodiffgen.emit import emit_module
 from autodiffgen.graph import Index, Node
 from autodiffgen.runtime import GuardFailure
@@ -30,7 +32,7 @@ class PolyGrad:
         self.fun, self.argnums = fun, api._normalize_argnums(argnums, fun)
         self.names = list(inspect.signature(fun).parameters)
         self.diff = [i in self.argnums for i in range(len(self.names))]
-        self.exact, self.shared, self.traces, self.sources = {}, poly.Shared(), 0, {}
+        self.exact, self.shared, self.traces, self.sources = {}, Shared(), 0, {}
 
     def __call__(self, *args):
         key = signature_key(args, self.diff)

@@ -442,8 +442,9 @@ def test_interception_is_undone_on_every_exit_and_other_threads_draw_normally():
 
 def test_code_from_the_disk_cache_draws_as_eager(tmp_path, monkeypatch):
     from autodiffgen import diskcache, tracer
+    from autodiffgen.cache.disk import store
     for name in ("_explicit", "_path", "_max_bytes"):  # put back after the test
-        monkeypatch.setattr(diskcache, name, getattr(diskcache, name))
+        monkeypatch.setattr(store, name, getattr(store, name))
     diskcache.enable(tmp_path / "cache")
     rng = seeded()
     first = value_and_grad(dropout_rng)(W, B, XS[0], rng)  # traced, stored

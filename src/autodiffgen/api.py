@@ -4,33 +4,19 @@
     -> collect the fused graph -> emit source -> compile -> cache by signature
 """
 
-import contextlib
 import functools
 import inspect
 import operator
 import os
-import threading
-from collections import OrderedDict
 
 import numpy as np
 
-from . import diskcache, diskdeps, diskentry, pipeline, poly, retrace, tracer
-from .cache import CacheInfo, leaf_key, load, signature_key
+from . import pipeline
+from .cache.entries import FunctionCache
+from .cache.keys import leaf_key, signature_key
+from .cache.loader import load
 from .emit import emit_module
-from .errors import (
-    ArgumentError,
-    GuardError,
-    TracingError,
-    at,
-    def_site,
-    function_name,
-    user_frame,
-    where,
-)
-from .graph import Node, is_guard
-from .rules.random import states_kept
-from .runtime import GuardFailure
-from .tree import leaves
+from .errors import ArgumentError, at, def_site, function_name, user_frame, where
 
 _MAX_ARGS = 256
 
@@ -109,26 +95,6 @@ def _index(i):
         return None
 
 
-class Variants:
-    """The generated functions of one signature, one per path through the user's
-    data-dependent branches: the first whose guards hold answers the call; when none
-    does, `grow` traces the path these arguments take and adds it."""
-
-    __slots__ = ("functions", "grow", "key", "sources")
-
-    def __init__(self, function, source, key, grow):
-        self.functions, self.sources, self.key, self.grow = [function], [source], key, grow
-
-    def __call__(self, *args):
-        failure = None
-        for function in self.functions:
-            try:
-                return function(*args)
-            except GuardFailure as failed:
-                failure = failed
-        return self.grow(self, args, failure)
-
-
 class GradFunction:
     """A differentiated function: call it like the original; it caches generated code.
 
@@ -141,7 +107,7 @@ class GradFunction:
         _check_decorator_order(fun)
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.max_variants = MAX_VARIANTS if max_variants is None else \
+        max_variants = MAX_VARIANTS if max_variants is None else \
             _count_setting("max_variants", max_variants, 1)
         self.with_value = with_value
         self.example = example
@@ -155,37 +121,24 @@ class GradFunction:
             self._check_argnums(len(self._names))
         self._diff = [i in self._argnums for i in range(_MAX_ARGS)]
         self._needed = max(self._argnums) + 1  # fewer positional arguments: bind defaults
-        self.max_entries = MAX_ENTRIES if max_entries is None else \
+        max_entries = MAX_ENTRIES if max_entries is None else \
             _count_setting("max_entries", max_entries)
-        self._entries = OrderedDict()  # least recently used first
-        # the entry last used, last in _entries already: a run of calls with one signature
-        # costs an identity test, not a reordering (batch sizes that share one polymorphic
-        # function count as used together)
-        self._recent = None
-        self._sources = {}
-        self._churn = retrace.Churn()  # which arguments keep causing traces
-        self._guarded_numbers = set()  # Python-number arguments some guard reads
-        self._shared = poly.Shared()  # polymorphic functions, for other batch sizes
-        self._fingerprint = None  # of the function's code, for the opt-in disk cache
-        self._persisted = {}  # disk key -> the variants stored under it
-        self._lock = threading.RLock()  # a miss may trace code that misses again
-        self.hits = self.misses = 0
+        disk_extra = (type(self).__name__, tuple(self._argnums), _single(self._argnums))
+        self._cache = FunctionCache(fun, self._diff, self._compile, self._load,
+                                    self._arg_names, disk_extra, max_entries, max_variants)
 
     def __call__(self, *args, **kwargs):
-        """The hot path: a signature key, one dict lookup, the generated function."""
+        """Key, look up, call: the hot path. A run of calls with one signature costs the
+        key and a tuple comparison with the last call's."""
         if kwargs or not self._needed <= len(args) <= _MAX_ARGS:
             args = self._positional(args, kwargs)
-        key = tuple(map(leaf_key, args, self._diff))  # signature_key, inlined: hot path
-        try:
-            entry = self._entries[key]
-        except KeyError:  # the miss runs outside: a tracing error is not chained to it
-            entry = None
-        if entry is None:
-            entry = self._miss(args, key)  # the key is computed once, hit or miss
+        key = tuple(map(leaf_key, args, self._diff))  # keys.signature_key, inlined
+        cache = self._cache
+        last_key, entry = cache.last
+        if key == last_key:
+            cache.hits += 1
         else:
-            if entry is not self._recent:  # another signature than last time's
-                self._touch(key, entry)
-            self.hits += 1
+            entry = cache.look_up(args, key)
         out = entry(*args)
         return out if self.with_value else out[1]
 
@@ -193,207 +146,43 @@ class GradFunction:
         """The compiled function for these arguments' signature (compiled on a miss)."""
         if len(args) > _MAX_ARGS:
             raise ArgumentError(at(_caller(), f"at most {_MAX_ARGS} positional arguments"))
-        key = signature_key(args, self._diff)
-        entry = self._entries.get(key)
-        if entry is None:
-            return self._miss(args, key)
-        if entry is not self._recent:
-            self._touch(key, entry)
-        self.hits += 1
-        return entry
-
-    def _touch(self, key, entry):
-        """Make `key` the most recently used entry, dropped last."""
-        try:
-            self._entries.move_to_end(key)
-        except KeyError:  # dropped meanwhile by another thread's miss: it has run anyway
-            return
-        self._recent = entry
+        return self._cache.look_up(args, signature_key(args, self._diff))
 
     def source(self, *args, **kwargs):
         """The generated Python source for these arguments' signature."""
         if kwargs:
             args = self._positional(args, kwargs)
-        key = signature_key(args, self._diff)
-        entry = self._entries.get(key) or self._miss(args, key)
-        if type(entry) is not Variants:
-            return self._sources[key]
-        with states_kept(leaves(args)):  # running it to see must not draw for real
-            for function, source in zip(entry.functions, entry.sources):
-                try:  # the variant whose guards these arguments pass
-                    function(*args)
-                except GuardFailure:
-                    continue
-                return source
-            entry(*args)
-        return entry.sources[-1]
+        return self._cache.source(args)
 
     def cache_info(self):
-        return CacheInfo(self.hits, self.misses, len(self._entries))
+        return self._cache.info()
 
     def cache_clear(self):
-        with self._lock:
-            self._entries.clear()
-            self._recent = None
-            self._sources.clear()
-            self._shared.clear()
-            self.hits = self.misses = 0
+        self._cache.clear()
 
-    def _miss(self, args, key):
+    @property
+    def max_entries(self):
+        return self._cache.max_entries
+
+    @max_entries.setter
+    def max_entries(self, value):
+        self._cache.max_entries = _count_setting("max_entries", value)
+
+    @property
+    def max_variants(self):
+        return self._cache.max_variants
+
+    @max_variants.setter
+    def max_variants(self, value):
+        self._cache.max_variants = _count_setting("max_variants", value, 1)
+
+    def _compile(self, args, pure):
+        """The compile path of a miss: (source, namespace, graph, locs) for `args`."""
         self._check_argnums(len(args))
-        with self._lock:
-            if any(d is None for d in self._diff[:len(args)]):  # a number made static since
-                key = signature_key(args, self._diff)  # the caller's key (_numbers_static)
-            entry = self._entries.get(key)  # another thread may have compiled it meanwhile
-            if entry is not None:
-                return entry
-            disk_key = self._disk_key(key, args)
-            loaded = self._from_disk(disk_key, key) if disk_key else None
-            if loaded:  # written by an earlier process: no trace
-                entry, source = loaded
-            else:
-                shared, found = (None, None) if _traced(args) else \
-                    self._shared.find(args, self._diff)
-                if found is None:  # no polymorphic function serves this batch size: trace
-                    self._explain(args, key)
-                    found = self._compile(args, disk_key)
-                    self._shared.add(shared, found[3], found)
-                function, source, guarded, _ = found
-                entry = Variants(function, source, key, self._grow) if guarded else function
-            self._entries[key] = entry
-            self._sources[key] = source
-            self._recent = entry
-            while len(self._entries) > max(self.max_entries, 1):  # the least recently used
-                self._sources.pop(self._entries.popitem(last=False)[0], None)
-        return entry
-
-    def _explain(self, args, key):
-        """Before a trace for a new signature: the opt-in log of why, and a warning, once
-        per argument, when the same argument keeps changing (a trace per call)."""
-        if not self.misses:
-            return
-        names, known = self._arg_names(len(args)), list(self._entries)
-        if retrace.enabled():
-            retrace.report(function_name(self.fun), retrace.new_signature(names, key, known))
-        self._churn.count(function_name(self.fun), names, key, known)
-
-    def _compile(self, args, disk_key=None):
-        """(function, source, whether it has guards, its batch range or None) for these
-        arguments."""
-        # called on an enclosing trace's Boxes: code that never writes in place, since
-        # that trace keeps references to the plain arrays the code computes
-        pure = _traced(args)
-        names = self._arg_names(len(args))
-        with diskdeps.Recorder() if disk_key else contextlib.nullcontext() as recorder:
-            source, namespace, graph, locs = self._build(tracer.unbox(args), names, pure)
-        self.misses += 1
-        if disk_key:
-            self._to_disk(disk_key, recorder, (source, namespace, graph, locs))
-        self._guarded_numbers |= _numbers_guarded(graph, args)
-        guarded = graph.batch is not None or bool(graph.captured) or \
-            any(is_guard(n) or n.prim is not None and n.prim.name in tracer.RAISES
-                for n in graph.nodes) or any(map(_reads_outside, graph.inputs)) or \
-            any(mark.tried for mark in graph.marks.values())
-        return self._load(source, namespace, graph.name, locs), source, guarded, graph.batch
+        return self._build(args, self._arg_names(len(args)), pure)
 
     def _load(self, source, namespace, name, locs):
         return load(source, namespace, name, locs)
-
-    def _disk_key(self, key, args):
-        """This signature's entry in the opt-in disk cache, or None (the cache is off, or
-        the arguments are an enclosing trace's values)."""
-        if not diskcache.enabled():
-            return None
-        if _traced(args):
-            return retrace.disk(function_name(self.fun), "not stored: called on an enclosing "
-                                "trace's values (its code lives in that trace's)")
-        if self._fingerprint is None:
-            self._fingerprint = diskcache.fingerprint(self.fun)
-        disk_key = diskcache.entry_key(self._fingerprint, key, (
-            type(self).__name__, tuple(self._argnums), _single(self._argnums)))
-        if disk_key is None:
-            retrace.disk(function_name(self.fun), "not stored: an argument outside argnums "
-                         "has no text that is the same in every process (its repr is an "
-                         "address)")
-        return disk_key
-
-    def _to_disk(self, disk_key, recorder, built):
-        """Store a trace's code with what the trace read (diskentry), or say why not."""
-        variant = diskentry.to_variant(self.fun, recorder, built)
-        if variant is not None:
-            done = self._persisted.setdefault(disk_key, [])
-            done.append(variant)
-            diskcache.store(disk_key, done)
-
-    def _from_disk(self, disk_key, key):
-        """(entry, source) of the variants an earlier process stored that fit this one,
-        loaded without tracing; None if none does (the explain log says why)."""
-        found = diskentry.usable(self.fun, diskcache.load(disk_key), self._load)
-        if not found:
-            return None
-        self._persisted[disk_key] = [v for v, _ in found]
-        (first, function), rest = found[0], found[1:]
-        if not rest and "raise GuardFailure(" not in first.source:
-            return function, first.source
-        entry = Variants(function, first.source, key, self._grow)
-        entry.functions += [f for _, f in rest]
-        entry.sources += [v.source for v, _ in rest]
-        return entry, first.source
-
-    def _grow(self, variants, args, failure):
-        """No variant's guards hold for `args`: trace the path they take, add it, run it."""
-        name = function_name(self.fun)
-        with self._lock:
-            for function in variants.functions:  # a thread we waited for may have added it
-                try:
-                    return function(*args)
-                except GuardFailure:
-                    pass
-            rebound = failure.args[1] if failure is not None and len(failure.args) > 1 else ""
-            if failure is not None:  # rebound: Python reads a global that keeps changing
-                self._churn.guarded(name, rebound, str(failure.args[0]))
-            if len(variants.functions) >= self.max_variants and rebound:
-                del variants.functions[0], variants.sources[0]  # the oldest value's code
-            elif len(variants.functions) >= self.max_variants and (
-                    self._numbers_made_static() or signature_key(args, self._diff) != variants.key):
-                return self._numbers_static(args)  # keyed by the numbers' values now
-            elif len(variants.functions) >= self.max_variants:
-                raise GuardError(f"{failure}: {name} has been traced "
-                                 f"{len(variants.functions)} times for arguments of the same "
-                                 "shapes because this guard keeps failing (the value it reads "
-                                 "changes from call to call). Make the decision with array "
-                                 "operations (np.where, np.maximum) instead of Python's "
-                                 "if/float()/int(), pass the value as a static argument, or "
-                                 "raise the bound with max_variants=")
-            if retrace.enabled():
-                retrace.report(name, f"guard failed: {failure}")
-            function, source, *_ = self._compile(args, self._disk_key(variants.key, args))
-            try:
-                out = function(*args)
-            except GuardFailure as again:
-                raise TracingError(f"{again}: {name} gave another result when traced again "
-                                   "with the same arguments (does it use randomness or "
-                                   "state outside its arguments?)") from None
-            variants.functions.append(function)
-            variants.sources.append(source)
-        return out
-
-    def _numbers_made_static(self):
-        """Whether some Python-number argument a guard reads was an input until now: the
-        guards keep failing (math.exp(t) of an annealed t reads a new value each call), so
-        those arguments become static, keyed by value, each value a signature of its own
-        (the cache bound and the warning apply)."""
-        newly = [i for i in self._guarded_numbers if self._diff[i] is not None]
-        for i in newly:
-            self._diff[i] = None
-        return bool(newly)
-
-    def _numbers_static(self, args):
-        """The call again, under the key its static numbers now give."""
-        args = tuple(args)
-        key = signature_key(args, self._diff)
-        entry = self._entries.get(key) or self._miss(args, key)
-        return entry(*args)
 
     def _build(self, args, names, pure=False):
         """(source, injected constants, graph, source locations) of the generated function
@@ -458,34 +247,6 @@ class BoundGradFunction:
 
     def __repr__(self):
         return f"<bound {self.__func__!r} of {type(self.__self__).__name__}>"
-
-
-def _reads_outside(node):
-    """An input the code reads from a global, closure or attribute (capture.py)."""
-    return node.params.get("read") is not None
-
-
-def _numbers_guarded(graph, args):
-    """The indices of the Python-number arguments the graph's guards read."""
-    found, seen = set(), set()
-    stack = [n for n in graph.nodes if is_guard(n)]
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        if node.prim is None:
-            path = node.params.get("path")
-            if path and len(path) == 1 and path[0] < len(args) and type(args[path[0]]) in (int, float):
-                found.add(path[0])
-        stack.extend(a for a in node.args if type(a) is Node)
-    return found
-
-
-def _traced(args):
-    """Whether the call gets an enclosing trace's values (grad of grad): such a call is
-    never batched nor stored, and its code never writes in place."""
-    return any(type(leaf) in (tracer.Box, tracer.Handle) for leaf in leaves(args))
 
 
 def _caller():

@@ -19,7 +19,7 @@ import contextlib
 import numpy as np
 
 from . import backward, naming, passes, poly, sizes, tracer
-from .cache import describe
+from .cache.keys import describe
 from .emit import emit_module
 from .errors import function_name
 from .graph import with_guards_first

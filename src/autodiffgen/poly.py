@@ -29,7 +29,7 @@ import dataclasses
 import numpy as np
 
 from . import passes
-from .cache import describe, signature_key
+from .cache.keys import describe, signature_key
 from .graph import Graph, Index, Node, is_guard
 from .passes.rewrite import clone
 from .rules.random import GENERATORS, private_streams
@@ -121,30 +121,6 @@ def _keyed(args, diff_flags):
     marked = _map_paths(list(args), set(batch.paths),
                         lambda a: BatchRows(a.shape[1:], a.dtype))
     return signature_key(marked, diff_flags), batch.n
-
-
-class Shared:
-    """The polymorphic entries of one differentiated function, by poly key: a call whose
-    own signature missed may find one here, traced at another batch size."""
-
-    def __init__(self):
-        self.entries = {}  # poly key -> (Batch, whatever the caller stored)
-
-    def find(self, args, diff_flags):
-        """(poly key, the stored entry that serves these arguments, or None)."""
-        key, n = _keyed(args, diff_flags)
-        found = self.entries.get(key) if key is not None else None
-        if found is None or not found[0].serves(n):
-            return key, None
-        return key, found[1]
-
-    def add(self, key, batch, entry):
-        """Keep `entry` for calls of poly key `key` (if the graph was polymorphic)."""
-        if key is not None and batch is not None:
-            self.entries[key] = (batch, entry)
-
-    def clear(self):
-        self.entries.clear()
 
 
 # ---- generalizing a traced graph over the batch size ------------------------------------

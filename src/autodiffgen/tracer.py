@@ -21,8 +21,8 @@ import threading
 import numpy as np
 
 from . import errors, raising
+from .cache.disk.record import user_code
 from .capture import Capture
-from .diskdeps import user_code
 from .errors import (
     ArgumentError,
     OutputError,
@@ -650,7 +650,7 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
             own = map_tree(own, lambda x: x if type(x) in (Box, Handle) else
                            recording.capture.argument(x, fun))
         recording.own = [b for b in leaves(own) if type(b) is Box]  # for sizes.observe
-        with user_code():  # the disk cache notes which functions run (diskdeps.Recorder)
+        with user_code():  # the disk cache notes which functions run (cache/disk/record.py)
             try:
                 out = run(*own)
             except ValueError as error:
@@ -712,7 +712,7 @@ def is_number_input(x, diff):
     outside grad's argnums (not a bool, and not past int64, which NumPy could not hold);
     under jvp and vjp ("auto") an int is an input with no tangent."""
     kind = type(x)
-    if diff is None:  # a static argument (api.GradFunction._grow)
+    if diff is None:  # a static argument (cache.entries: a number made static)
         return False
     return kind is float or kind is int and diff in (False, "auto") and -2**63 <= x < 2**63
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import backward, forward, naming, pipeline, sizes, tracer
 from .api import GradFunction, _index, grad
-from .cache import describe
+from .cache.keys import describe
 from .emit import emit_module
 from .errors import ArgumentError, at, function_name
 from .tree import map_trees
@@ -51,7 +51,7 @@ class _Transformed(GradFunction):
 
     def __init__(self, fun):
         super().__init__(fun, argnums=0)
-        self._diff = [False] * len(self._diff)  # every float and int argument is an input
+        self._diff[:] = [False] * len(self._diff)  # every float and int argument is an input
 
     def _check_argnums(self, nargs):
         return None
@@ -116,7 +116,7 @@ class VJPFunction(_Transformed):
         super().__init__(fun)
         self._wrt = wrt
         if wrt is not None:
-            self._diff = [i in wrt for i in range(len(self._diff))]
+            self._diff[:] = [i in wrt for i in range(len(self._diff))]  # the cache's too
 
     def _n_primals(self, n):
         return n

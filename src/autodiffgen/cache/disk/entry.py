@@ -1,23 +1,81 @@
-"""A disk cache entry from a trace, and a trace's code from an entry: the glue between
-GradFunction (api.py), the file format (diskcache.py) and what a trace read (diskdeps.py).
+"""One function's entries in the disk store: a stored entry from a trace, and a trace's
+code from a stored entry. The glue between the in-memory cache (cache/entries.py), the key
+(key.py), the signed file format (store.py) and what a trace read (record.py, reads.py).
+
+`OnDisk` is a function's side of the store: its fingerprint, computed once; each
+signature's disk key; the recording a disk-cached trace runs under; the variants stored
+under each key (a signature's later variants join what is there).
 
 `to_variant` describes what a generated module receives from the process that loads it
 (`split`: a module's globals dict by the module's name, a closure cell of the traced
 function by its variable, an array that is such a variable's value by the variable and a
-hash of its content) and what its trace read (diskdeps.manifest). `usable` keeps the
-stored variants whose manifest still holds (diskdeps.check) and whose handovers and
+hash of its content) and what its trace read (reads.manifest). `usable` keeps the
+stored variants whose manifest still holds (reads.check) and whose handovers and
 imports resolve here (`restore`), and compiles them. Whatever is not stored or not used
 says why in the explain log (retrace.disk); a cache costs a trace, never a failure.
 """
 
+import contextlib
 import sys
 import types
 
 import numpy as np
 
-from . import diskcache, diskdeps, retrace
-from .diskdeps import MISSING, Unpersistable, module_named, qualname, text_of
-from .errors import function_name
+from ... import retrace
+from ...errors import function_name
+from . import reads, store
+from .key import entry_key, fingerprint
+from .reads import MISSING, Unpersistable, module_named, qualname, text_of
+from .record import Recorder
+
+
+class OnDisk:
+    """The disk side of one differentiated function; `extra`: what its code depends on
+    besides the function and the signature (the decorator's kind and argnums)."""
+
+    def __init__(self, fun, extra):
+        self.fun, self.extra = fun, extra
+        self.fingerprint = None  # of the function's code: computed on the first disk key
+        self.persisted = {}  # disk key -> the variants stored under it
+
+    def key(self, signature_key, traced):
+        """The signature's disk key, or None: the store is off, the arguments are an
+        enclosing trace's values, or the signature has no text that is the same in every
+        process (the explain log says which)."""
+        if not store.enabled():
+            return None
+        name = function_name(self.fun)
+        if traced:
+            return retrace.disk(name, "not stored: called on an enclosing trace's values "
+                                "(its code lives in that trace's)")
+        if self.fingerprint is None:
+            self.fingerprint = fingerprint(self.fun)
+        disk_key = entry_key(self.fingerprint, signature_key, self.extra)
+        if disk_key is None:
+            retrace.disk(name, "not stored: an argument outside argnums has no text that is "
+                         "the same in every process (its repr is an address)")
+        return disk_key
+
+    def recording(self, disk_key):
+        """The context a trace for `disk_key` runs in: a Recorder of the code it runs."""
+        return Recorder() if disk_key else contextlib.nullcontext()
+
+    def save(self, disk_key, recorder, built):
+        """Store a trace's (source, namespace, graph, locs) with what it read, or say why
+        not."""
+        variant = to_variant(self.fun, recorder, built)
+        if variant is not None:
+            done = self.persisted.setdefault(disk_key, [])
+            done.append(variant)
+            store.store(disk_key, done)
+
+    def load(self, disk_key, load):
+        """[(variant, compiled function)] of what an earlier process stored under
+        `disk_key` that fits this one (`load` compiles a variant's source)."""
+        found = usable(self.fun, store.load(disk_key), load)
+        if found:
+            self.persisted[disk_key] = [v for v, _ in found]
+        return found
 
 
 class Miss(Exception):
@@ -29,7 +87,7 @@ class _Opaque(Unpersistable):
 
 
 def to_variant(fun, recorder, built):
-    """The diskcache.Variant of a trace's (source, namespace, graph, locs), or None with
+    """The store.Variant of a trace's (source, namespace, graph, locs), or None with
     the reason in the explain log."""
     source, namespace, graph, locs = built
     try:
@@ -39,14 +97,14 @@ def to_variant(fun, recorder, built):
         try:
             arrays, handovers = split(namespace, fun)
         except _Opaque:  # what the trace ran may say better why (a helper made by exec)
-            diskdeps.manifest(fun, recorder.codes, checked)
+            reads.manifest(fun, recorder.codes, checked)
             raise
-        deps = diskdeps.manifest(fun, recorder.codes, checked)
+        deps = reads.manifest(fun, recorder.codes, checked)
     except Unpersistable as e:
         return retrace.disk(function_name(fun), f"not stored: {e}")
     except Exception as e:  # noqa: BLE001  a cache costs a trace, never a failure
         return retrace.disk(function_name(fun), f"not stored: {e!r}")
-    return diskcache.Variant(source, arrays, graph.name, locs, handovers, deps)
+    return store.Variant(source, arrays, graph.name, locs, handovers, deps)
 
 
 def _checked(graph):
@@ -66,7 +124,7 @@ def _checked(graph):
 
 def usable(fun, stored, load):
     """[(variant, compiled function)] of the `stored` variants that fit this process
-    (`load` compiles one: GradFunction._load)."""
+    (`load` compiles one: the decorator's _load)."""
     name, found = function_name(fun), []
     if not stored:
         retrace.disk(name, "no stored entry for this signature")
@@ -75,7 +133,7 @@ def usable(fun, stored, load):
         try:
             if v.deps is None:
                 raise Miss("the entry does not say what its trace read")
-            why = diskdeps.check(fun, v.deps)
+            why = reads.check(fun, v.deps)
             if why:
                 raise Miss(why)
             namespace = {**v.arrays, **restore(v.handovers or {}, fun)}
@@ -88,7 +146,6 @@ def usable(fun, stored, load):
         except Exception as e:  # noqa: BLE001  a cache costs a trace, never a failure
             retrace.disk(name, f"stored code not used: {e!r}")
     return found
-
 
 
 def split(namespace, fun):

@@ -1,20 +1,16 @@
-"""What a disk cache entry depends on besides its signature, so that another process loads
-it only where a trace would produce the same code.
+"""What a disk cache entry depends on besides its key: what its trace read, so that another
+process loads it only where a trace would produce the same code.
 
-A trace bakes in everything it read that the generated code does not read again itself.
-While the trace runs, `Recorder` notes the code of every Python function it executes
-(sys.settrace, or sys.setprofile under a debugger; in the tracing thread only). `manifest`
-then walks from the traced function through what that code names: the globals and closure
-cells of every executed function, the attributes of the modules, classes and objects it
-reaches (`pkg.sub.fn`, `config.scale`, `self.w`). Each place is stored as a path from the
-traced function (or from a module, by name) with a text of what is there: a function by
-the hash of its code, a string, tuple or dict by its content (arrays by a hash of their
-bytes), an object by its class and the attributes the code names (an installed package's
-object, whose state this cannot see, is Unpersistable). An executed function that no path
-reaches
-(a helper imported inside the body, a method of a callable object) is found by its module
-and qualified name. Values the generated code checks itself (the globals and closure
-variables it re-reads) are left out.
+`manifest` walks from the traced function through what the code a Recorder saw run
+(record.py) names: the globals and closure cells of every executed function, the
+attributes of the modules, classes and objects it reaches (`pkg.sub.fn`, `config.scale`,
+`self.w`). Each place is stored as a path from the traced function (or from a module, by
+name) with a text of what is there: a function by the hash of its code, a string, tuple or
+dict by its content (arrays by a hash of their bytes), an object by its class and the
+attributes the code names (an installed package's object, whose state this cannot see, is
+Unpersistable). An executed function that no path reaches (a helper imported inside the
+body, a method of a callable object) is found by its module and qualified name. Values the
+generated code checks itself (the globals and closure variables it re-reads) are left out.
 
 `check` resolves every path in the loading process and compares the texts: an entry built
 from other code or other values is a miss, with the first difference as its reason.
@@ -22,14 +18,12 @@ A function that cannot be found again by a path (defined by exec with no module,
 module that cannot be imported) makes the entry `Unpersistable`, with the reason.
 """
 
-import contextlib
 import enum
 import functools
 import hashlib
 import importlib
 import re
 import sys
-import threading
 import types
 from collections.abc import Mapping
 
@@ -47,75 +41,6 @@ class Unpersistable(Exception):
     """What the trace read has no description another process can check; the message says
     what, for the explain log."""
 
-
-# ---------------------------------------------------------------- recording the trace
-
-_local = threading.local()
-
-
-def _on_call(frame, event, arg):
-    """A trace or profile function: it sees each new Python frame once ('call'), and asks
-    for no line events (returns None)."""
-    if event == "call":
-        code = frame.f_code
-        for recorder in _local.stack:
-            recorder.codes.setdefault(code, frame.f_globals)
-
-
-class Recorder:
-    """`with Recorder() as r:` notes in `r.codes` the code of every Python function this
-    thread runs meanwhile inside `user_code()` blocks (the tracer runs the user's function
-    in one), with its globals. Nested recorders all see the inner calls. `r.refused` says
-    why nothing could be recorded."""
-
-    def __init__(self):
-        self.codes, self.refused = {}, None
-
-    def __enter__(self):
-        _local.__dict__.setdefault("stack", []).append(self)
-        return self
-
-    def __exit__(self, *exc):
-        stack = _local.__dict__.get("stack", [])
-        if self in stack:
-            stack.remove(self)
-
-
-_NOTHING = contextlib.nullcontext()
-
-
-def user_code():
-    """The context in which the tracer runs the user's function: while a Recorder waits
-    in this thread, a hook notes every frame. Only there: a hook makes every Python call
-    slower (2 to 3 times), and the rest of a compilation (rules, passes, emitting) is ours.
-
-    sys.settrace where no tracer runs (its function is called for new frames only);
-    sys.setprofile under a debugger or coverage (called for C calls too, 3x as often);
-    neither when both are taken: the recorders are then `refused`, with the reason."""
-    stack = _local.__dict__.get("stack")
-    if not stack or _local.__dict__.get("hooked"):
-        return _NOTHING
-    return _hooked(stack)
-
-
-@contextlib.contextmanager
-def _hooked(stack):
-    for get, put in ((sys.gettrace, sys.settrace), (sys.getprofile, sys.setprofile)):
-        if get() is None:
-            break
-    else:
-        for recorder in stack:
-            recorder.refused = ("a tracer (sys.settrace) and a profiler (sys.setprofile) "
-                                "were both active during the trace")
-        yield
-        return
-    _local.hooked = True
-    put(_on_call)
-    try:
-        yield
-    finally:
-        put(None)
-        _local.hooked = False
 
 
 def is_library(module_name):
@@ -478,7 +403,7 @@ def check(fun, manifest):
 
 
 def text_of(value):
-    """_text of a value alone (an array handed over), for diskentry."""
+    """_text of a value alone (an array handed over), for entry.py."""
     return _text(value, frozenset(), 0)
 
 

@@ -1,0 +1,15 @@
+"""The cache stage: a call's signature key in, the generated function that serves it out.
+
+    keys.py      signature keys (the whole cost of a hit), CacheInfo, describe
+    entries.py   one function's entries: LRU bound, guard variants (Variants, grow),
+                 misses made from disk, a polymorphic function, or the compile path
+    shared.py    batch-polymorphic sharing: one function for every batch size it serves
+    loader.py    generated source -> a function that lives as long as it is used
+    disk/        the opt-in disk store: key.py (what an entry is keyed on), record.py and
+                 reads.py (what a trace ran and read), store.py (signed entries, LRU on
+                 disk), files.py (private directory, no links followed, atomic writes),
+                 entry.py (a function's entries: a trace to an entry and back)
+
+Nothing is imported here: the tracer imports disk/record.py, and keys.py imports the
+tracer, so this package must load without its modules. Import them by name.
+"""

@@ -1,0 +1,277 @@
+"""The in-memory cache of one differentiated function: generated code by signature key.
+
+Contract: `look_up(args, key)` returns a callable that computes the call (the key is
+keys.signature_key of `args` under the function's `diff` flags), made on a miss by, in
+turn: the disk store (disk/entry.py), a batch-polymorphic function traced at another batch
+size (shared.py), or `compile(args, pure)` -> (source, namespace, graph, locs), the
+compile path the decorator passes in, whose source `load` turns into a function.
+
+- At most `max_entries` signatures are kept, the least recently used dropped first. The
+  entry of the last call is kept as `last = (key, entry)`, one tuple so that threads never
+  see a key with another key's entry: a run of calls with one signature costs a tuple
+  comparison (the caller's fast path), not a dict look-up and a reordering.
+- A signature whose code has guards (data-dependent branches, values read from globals, a
+  batch range) gets a `Variants` entry: one generated function per path its arguments
+  take, at most `max_variants`; when no variant's guards hold, `grow` traces the path
+  these arguments take. Python numbers that a guard keeps failing on become static (keyed
+  by value, the `diff` flag None: the decorator's key sees the same list).
+- One lock serializes misses (a miss may trace code that misses again: reentrant); hits
+  take no lock.
+"""
+
+import threading
+from collections import OrderedDict
+
+from .. import retrace, tracer
+from ..errors import GuardError, TracingError, function_name
+from ..graph import Node, is_guard
+from ..rules.random import states_kept
+from ..runtime import GuardFailure
+from ..tree import leaves
+from .disk.entry import OnDisk
+from .keys import CacheInfo, signature_key
+from .shared import Shared
+
+
+class Variants:
+    """The generated functions of one signature, one per path through the user's
+    data-dependent branches: the first whose guards hold answers the call; when none
+    does, `grow` traces the path these arguments take and adds it."""
+
+    __slots__ = ("functions", "grow", "key", "sources")
+
+    def __init__(self, functions, sources, key, grow):
+        self.functions, self.sources, self.key, self.grow = functions, sources, key, grow
+
+    def __call__(self, *args):
+        failure = None
+        for function in self.functions:
+            try:
+                return function(*args)
+            except GuardFailure as failed:
+                failure = failed
+        return self.grow(self, args, failure)
+
+
+class FunctionCache:
+    """The cache of one function (see the module docstring). `names(n)` names n arguments
+    for the explain log; `disk_extra` is what the disk key adds to the signature."""
+
+    def __init__(self, fun, diff, compile, load, names, disk_extra, max_entries,
+                 max_variants):
+        self.fun, self.diff, self.names = fun, diff, names
+        self.compile, self.load = compile, load
+        self.max_entries, self.max_variants = max_entries, max_variants
+        self.entries = OrderedDict()  # least recently used first
+        self.last = (None, None)  # (key, entry) of the entry last used, last in `entries`
+        self.sources = {}
+        self.shared = Shared()  # polymorphic functions, for other batch sizes
+        self.disk = OnDisk(fun, disk_extra)
+        self.churn = retrace.Churn()  # which arguments keep causing traces
+        self.guarded_numbers = set()  # Python-number arguments some guard reads
+        self.lock = threading.RLock()  # a miss may trace code that misses again
+        self.hits = self.misses = 0
+
+    def look_up(self, args, key):
+        """The entry for `key` (made on a miss), now the most recently used."""
+        entry = self.entries.get(key)  # a miss runs outside: a tracing error is not chained
+        if entry is None:
+            return self.miss(args, key)
+        self.hits += 1
+        try:
+            self.entries.move_to_end(key)
+        except KeyError:  # dropped meanwhile by another thread's miss: it runs anyway
+            return entry
+        self.last = (key, entry)
+        return entry
+
+    def info(self):
+        return CacheInfo(self.hits, self.misses, len(self.entries))
+
+    def clear(self):
+        with self.lock:
+            self.entries.clear()
+            self.last = (None, None)
+            self.sources.clear()
+            self.shared.clear()
+            self.hits = self.misses = 0
+
+    def source(self, args):
+        """The generated source the call with `args` runs (compiled on a miss)."""
+        key = signature_key(args, self.diff)
+        entry = self.entries.get(key) or self.miss(args, key)
+        if type(entry) is not Variants:
+            return self.sources[key]
+        with states_kept(leaves(args)):  # running it to see must not draw for real
+            for function, source in zip(entry.functions, entry.sources):
+                try:  # the variant whose guards these arguments pass
+                    function(*args)
+                except GuardFailure:
+                    continue
+                return source
+            entry(*args)
+        return entry.sources[-1]
+
+    # ---- a miss ---------------------------------------------------------------------------
+    def miss(self, args, key):
+        with self.lock:
+            if any(d is None for d in self.diff[:len(args)]):  # a number made static since
+                key = signature_key(args, self.diff)  # the caller's key (numbers_static)
+            entry = self.entries.get(key)  # another thread may have compiled it meanwhile
+            if entry is not None:
+                return entry
+            entry, source = self._make(args, key)
+            self.entries[key] = entry
+            self.sources[key] = source
+            self.last = (key, entry)
+            while len(self.entries) > max(self.max_entries, 1):  # the least recently used
+                self.sources.pop(self.entries.popitem(last=False)[0], None)
+        return entry
+
+    def _make(self, args, key):
+        """(entry, source) for a new signature: from disk, from a polymorphic function
+        traced at another batch size, or traced now."""
+        traced = _traced(args)
+        disk_key = self.disk.key(key, traced)
+        stored = self.disk.load(disk_key, self.load) if disk_key else None
+        if stored:  # written by an earlier process: no trace
+            return self._from_disk(stored, key)
+        poly_key, found = (None, None) if traced else self.shared.find(args, self.diff)
+        if found is None:  # no polymorphic function serves this batch size: trace
+            self._explain(args, key)
+            found = self._compile(args, disk_key)
+            self.shared.add(poly_key, found[3], found)
+        function, source, guarded, _ = found
+        entry = Variants([function], [source], key, self.grow) if guarded else function
+        return entry, source
+
+    def _from_disk(self, stored, key):
+        """(entry, source) of the [(variant, function)] an earlier process stored."""
+        first = stored[0][0]
+        if len(stored) == 1 and "raise GuardFailure(" not in first.source:
+            return stored[0][1], first.source
+        return Variants([f for _, f in stored], [v.source for v, _ in stored], key,
+                        self.grow), first.source
+
+    def _explain(self, args, key):
+        """Before a trace for a new signature: the opt-in log of why, and a warning, once
+        per argument, when the same argument keeps changing (a trace per call)."""
+        if not self.misses:
+            return
+        name, names, known = function_name(self.fun), self.names(len(args)), list(self.entries)
+        if retrace.enabled():
+            retrace.report(name, retrace.new_signature(names, key, known))
+        self.churn.count(name, names, key, known)
+
+    def _compile(self, args, disk_key=None):
+        """(function, source, whether it has guards, its batch range or None) for these
+        arguments, traced now (and stored on disk under `disk_key`)."""
+        # called on an enclosing trace's Boxes: code that never writes in place, since
+        # that trace keeps references to the plain arrays the code computes
+        with self.disk.recording(disk_key) as recorder:
+            built = self.compile(tracer.unbox(args), _traced(args))
+        self.misses += 1
+        if disk_key:
+            self.disk.save(disk_key, recorder, built)
+        source, namespace, graph, locs = built
+        self.guarded_numbers |= _numbers_guarded(graph, args)
+        function = self.load(source, namespace, graph.name, locs)
+        return function, source, _guarded(graph), graph.batch
+
+    # ---- guard variants -------------------------------------------------------------------
+    def grow(self, variants, args, failure):
+        """No variant's guards hold for `args`: trace the path they take, add it, run it."""
+        name = function_name(self.fun)
+        with self.lock:
+            for function in variants.functions:  # a thread we waited for may have added it
+                try:
+                    return function(*args)
+                except GuardFailure:
+                    pass
+            rebound = failure.args[1] if failure is not None and len(failure.args) > 1 else ""
+            if failure is not None:  # rebound: Python reads a global that keeps changing
+                self.churn.guarded(name, rebound, str(failure.args[0]))
+            full = len(variants.functions) >= self.max_variants
+            if full and rebound:
+                del variants.functions[0], variants.sources[0]  # the oldest value's code
+            elif full and (self._numbers_made_static() or
+                           signature_key(args, self.diff) != variants.key):
+                return self._numbers_static(args)  # keyed by the numbers' values now
+            elif full:
+                raise _too_many(failure, name, len(variants.functions))
+            if retrace.enabled():
+                retrace.report(name, f"guard failed: {failure}")
+            disk_key = self.disk.key(variants.key, _traced(args))
+            function, source, *_ = self._compile(args, disk_key)
+            try:
+                out = function(*args)
+            except GuardFailure as again:
+                raise TracingError(f"{again}: {name} gave another result when traced again "
+                                   "with the same arguments (does it use randomness or "
+                                   "state outside its arguments?)") from None
+            variants.functions.append(function)
+            variants.sources.append(source)
+        return out
+
+    def _numbers_made_static(self):
+        """Whether some Python-number argument a guard reads was an input until now: the
+        guards keep failing (math.exp(t) of an annealed t reads a new value each call), so
+        those arguments become static, keyed by value, each value a signature of its own
+        (the cache bound and the warning apply)."""
+        newly = [i for i in self.guarded_numbers if self.diff[i] is not None]
+        for i in newly:
+            self.diff[i] = None
+        return bool(newly)
+
+    def _numbers_static(self, args):
+        """The call again, under the key its static numbers now give."""
+        args = tuple(args)
+        key = signature_key(args, self.diff)
+        entry = self.entries.get(key) or self.miss(args, key)
+        return entry(*args)
+
+
+def _too_many(failure, name, traced):
+    return GuardError(f"{failure}: {name} has been traced {traced} times for arguments of the "
+                      "same shapes because this guard keeps failing (the value it reads "
+                      "changes from call to call). Make the decision with array operations "
+                      "(np.where, np.maximum) instead of Python's if/float()/int(), pass the "
+                      "value as a static argument, or raise the bound with max_variants=")
+
+
+def _guarded(graph):
+    """Whether the generated code can refuse a call (GuardFailure): it has guards, reads
+    values outside its arguments, raises where the user's code did, or serves a batch
+    range."""
+    return graph.batch is not None or bool(graph.captured) or \
+        any(is_guard(n) or n.prim is not None and n.prim.name in tracer.RAISES
+            for n in graph.nodes) or any(map(_reads_outside, graph.inputs)) or \
+        any(mark.tried for mark in graph.marks.values())
+
+
+def _reads_outside(node):
+    """An input the code reads from a global, closure or attribute (capture.py)."""
+    return node.params.get("read") is not None
+
+
+def _numbers_guarded(graph, args):
+    """The indices of the Python-number arguments the graph's guards read."""
+    found, seen = set(), set()
+    stack = [n for n in graph.nodes if is_guard(n)]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.prim is None:
+            path = node.params.get("path")
+            if path and len(path) == 1 and path[0] < len(args) and type(args[path[0]]) in (int, float):
+                found.add(path[0])
+        stack.extend(a for a in node.args if type(a) is Node)
+    return found
+
+
+def _traced(args):
+    """Whether the call gets an enclosing trace's values (grad of grad): such a call is
+    never batched nor stored, and its code never writes in place."""
+    return any(type(leaf) in (tracer.Box, tracer.Handle) for leaf in leaves(args))

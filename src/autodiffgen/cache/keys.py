@@ -1,0 +1,75 @@
+"""Signature keys: what a generated function depends on, as a hashable tuple.
+
+A key is each argument's tree structure, the shape and dtype of every array, the type of
+every Python float and int (they are inputs, read through guards where they decide control
+flow or a shape), and the value of every other (static) argument: bools, strings, None,
+hashable objects. Computing it is the whole cost of a cache hit, so the common case, a
+plain ndarray, takes one type check and a tuple. Equal keys: the same generated code
+serves both calls (for a guarded function, one of its variants: entries.py).
+"""
+
+from collections import namedtuple
+
+import numpy as np
+
+from ..errors import ArgumentError, user_frame, where
+from ..tracer import Box, Handle
+from ..tree import is_namedtuple
+
+CacheInfo = namedtuple("CacheInfo", "hits misses entries")
+_STATIC = (int, bool, str, bytes, complex, type(None))
+_INT64 = 2**63
+_GENERATORS = (np.random.Generator, np.random.RandomState)  # inputs: keyed by type, not identity
+
+
+def leaf_key(x, diff):
+    kind = type(x)
+    if kind is np.ndarray:
+        return (x.shape, x.dtype)
+    if kind is float:  # an input of the generated code, like a 0-d array
+        return float if diff is not None else (float, x.hex())  # None: made static
+    if isinstance(x, np.generic):  # a NumPy scalar: an input, like a 0-d array
+        return (kind, "scalar")
+    if kind is Box:  # an enclosing trace's value: always an input of the inner code
+        return ("traced", x.shape, x.dtype)
+    if kind is int and diff is False and -_INT64 <= x < _INT64:  # an input too (tracer.py)
+        return int
+    if kind in _STATIC:
+        return (kind, x)
+    if kind is tuple or kind is list or is_namedtuple(x):
+        return (kind, tuple([leaf_key(v, diff) for v in x]))
+    if kind is dict:
+        return (dict, tuple([(k, leaf_key(v, diff)) for k, v in x.items()]))
+    if isinstance(x, np.ndarray):  # a subclass: the tracer refuses it with a clear message
+        return (kind, x.shape, x.dtype)
+    if kind in _GENERATORS:  # a new Generator each call must not retrace (rules/random.py)
+        return (kind, "generator")
+    if kind is Handle:  # an enclosing trace's generator
+        return ("traced", type(x.value))
+    try:
+        hash(x)
+    except TypeError:
+        raise ArgumentError(where(user_frame(2)) + f": an argument of type {kind.__name__} "
+                            "is neither an array nor hashable, so it cannot be a static "
+                            "argument of the generated code") from None
+    return (kind, x)
+
+
+def signature_key(args, diff_flags):
+    return tuple(map(leaf_key, args, diff_flags))
+
+
+def describe(args, names):
+    """'W: float32[784, 10], y: int64[128], lr=0.1' for headers and messages."""
+    parts = []
+    for name, arg in zip(names, args):
+        if isinstance(arg, np.ndarray):
+            parts.append(f"{name}: {arg.dtype}{list(arg.shape)}")
+        elif isinstance(arg, (dict, list, tuple)):
+            parts.append(f"{name}: {type(arg).__name__} of {len(arg)}")
+        elif isinstance(arg, (int, float, str, bool, complex, np.generic)) or arg is None:
+            parts.append(f"{name}={arg!r}")
+        else:  # no memory addresses: the same call must describe itself the same way
+            label = getattr(arg, "__qualname__", None) or f"a {type(arg).__name__}"
+            parts.append(f"{name}={label}")
+    return ", ".join(parts)
