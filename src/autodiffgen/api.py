@@ -112,7 +112,7 @@ class GradFunction:
         self.with_value = with_value
         self.example = example
         self._argnums = _normalize_argnums(argnums, fun)
-        self._signature = inspect.signature(fun)
+        self._signature = _signature_of(fun)
         params = list(self._signature.parameters.values())
         self._varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
         self._names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY,
@@ -188,7 +188,7 @@ class GradFunction:
         """(source, injected constants, graph, source locations) of the generated function
         for `args`."""
         return pipeline.compile_gradient(self.fun, args, self._argnums, names, pure=pure,
-                                diff=self._diff)
+                                        diff=self._diff)
 
     def _arg_names(self, n):
         names = list(self._names[:n])
@@ -265,6 +265,17 @@ def _check_decorator_order(fun):
     raise TypeError(at(def_site(fun.__func__), f"@grad (or value_and_grad) is stacked above "
                        f"@{kind}, so it got a {kind} object rather than the function. Put it "
                        f"below: {how}"))
+
+
+_ANY = inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
+
+
+def _signature_of(fun):
+    """fun's signature, or (*args) where Python has none for it (a ufunc on Python 3.10)."""
+    try:
+        return inspect.signature(fun)
+    except (TypeError, ValueError):
+        return _ANY
 
 
 def _decorator(with_value, cls=GradFunction):

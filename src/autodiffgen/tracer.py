@@ -462,7 +462,8 @@ class Box:
         return handler(*args, **kwargs)
 
 
-_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+_STORES = {dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name in dis.opmap}
+# `a[i] = v`, and `a[1:] = v` (its own opcode from Python 3.12)
 
 
 _STORE_MESSAGE = ("a traced value written into a plain NumPy array (out = np.zeros(n); "
@@ -474,7 +475,7 @@ _STORE_MESSAGE = ("a traced value written into a plain NumPy array (out = np.zer
 def _refuse_store():
     """Raise if the user's line is at `a[i] = v` (NumPy converting v for a plain array)."""
     frame = user_frame(2)
-    if frame is not None and frame.f_code.co_code[frame.f_lasti] == _STORE_SUBSCR:
+    if frame is not None and frame.f_code.co_code[frame.f_lasti] in _STORES:
         raise TracingError(at(user_loc(), _STORE_MESSAGE))
 
 
@@ -488,7 +489,7 @@ def _stored_scalar(error):
         if not is_internal(tb.tb_frame.f_code.co_filename):
             last = tb
         tb = tb.tb_next
-    if last is None or last.tb_frame.f_code.co_code[last.tb_lasti] != _STORE_SUBSCR:
+    if last is None or last.tb_frame.f_code.co_code[last.tb_lasti] not in _STORES:
         return None
     return TracingError(at((last.tb_frame.f_code.co_filename, last.tb_lineno), _STORE_MESSAGE))
 

@@ -241,7 +241,7 @@ def _unwrap(fun):
 
 
 def _is_library(module):
-    return (module or "").split(".")[0] in _LIBRARIES
+    return isinstance(module, str) and module.split(".")[0] in _LIBRARIES
 
 
 def _names(code):

@@ -46,7 +46,9 @@ class Unpersistable(Exception):
 def is_library(module_name):
     """Code the key's versions cover: NumPy, autodiffgen, the standard library (and the
     methods collections.namedtuple writes)."""
-    top = (module_name or "").split(".")[0]
+    if not isinstance(module_name, str):  # a C type's member descriptor (Cython functions)
+        return False
+    top = module_name.split(".")[0]
     return top in _LIBRARIES or top in _STDLIB or top.startswith("namedtuple_")
 
 
@@ -126,7 +128,7 @@ def _text(x, names, depth):
         return f"class:{_qualname(x)}"
     if kind is types.CellType:
         raise Unpersistable("a closure cell")
-    if isinstance(x, (np.ufunc, types.BuiltinFunctionType)):
+    if isinstance(x, (np.ufunc, types.BuiltinFunctionType)) or _compiled_function(kind):
         return f"builtin:{getattr(x, '__module__', None)}.{x.__name__}"
     if isinstance(x, enum.Enum):
         return f"enum:{_qualname(kind)}.{x.name}"
@@ -137,12 +139,20 @@ def _text(x, names, depth):
     return _object_text(x, names, depth)
 
 
+def _compiled_function(kind):
+    """A function compiled by Cython (NumPy's random methods, on some versions): a
+    library's function, whose class has no module name of its own."""
+    return not isinstance(getattr(kind, "__module__", None), str) and \
+        kind.__name__ in ("cython_function_or_method", "fused_cython_function")
+
+
 def _object_text(x, names, depth):
     """An object by its class and the attributes the executed code names (every one, for
     a NumPy object such as a poly1d, whose attributes NumPy's own code reads; the named
     keys of a mapping such as os.environ). An instance of an installed package's class has
     state this cannot see: Unpersistable."""
     kind, module = type(x), type(x).__module__
+    module = module if isinstance(module, str) else ""  # a C type's member descriptor
     if not is_library(module) and _installed(module):
         raise Unpersistable(f"an instance of {_qualname(kind)}, from an installed package, "
                             "whose state the disk cache cannot describe")
