@@ -4,7 +4,7 @@ value-and-grad graph as traced, before any pass, and a graph emitted as it is an
 import inspect
 
 from autodiffgen import passes
-from autodiffgen.api import _normalize_argnums
+from autodiffgen.arguments import normalize_argnums
 from autodiffgen.cache.loader import load
 from autodiffgen.emit import emit_module
 from autodiffgen.pipeline import finish, gradient_graph
@@ -13,7 +13,7 @@ from autodiffgen.pipeline import finish, gradient_graph
 def traced(fun, *args, argnums=0):
     """The graph, its values named after `fun`'s parameters as a real call names them."""
     names = list(inspect.signature(fun).parameters)[:len(args)]
-    return gradient_graph(fun, args, _normalize_argnums(argnums, fun), names)
+    return gradient_graph(fun, args, normalize_argnums(argnums, fun), names)
 
 
 def emitted(graph):

@@ -13,7 +13,8 @@ import pytest
 from golden_models import mlp_args, mlp_loss
 
 import autodiffgen as ad
-from autodiffgen import api, passes, pipeline, poly, tape
+from autodiffgen import passes, pipeline, poly, tape
+from autodiffgen.arguments import normalize_argnums
 from autodiffgen.cache.keys import signature_key
 from autodiffgen.cache.loader import load
 from autodiffgen.cache.shared import Shared
@@ -29,7 +30,7 @@ class PolyGrad:
     serves this one, else a trace (which tries to generalize). Counts traces."""
 
     def __init__(self, fun, argnums=0):
-        self.fun, self.argnums = fun, api._normalize_argnums(argnums, fun)
+        self.fun, self.argnums = fun, normalize_argnums(argnums, fun)
         self.names = list(inspect.signature(fun).parameters)
         self.diff = [i in self.argnums for i in range(len(self.names))]
         self.exact, self.shared, self.traces, self.sources = {}, Shared(), 0, {}

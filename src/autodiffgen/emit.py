@@ -18,6 +18,7 @@ import numpy as np
 
 from ._version import __version__
 from .capture import chain_text, is_globals, read_traced, same_contents
+from .count_sources import count_var
 from .emit_ast import (
     PARSE_LOCK,
     call_ast,
@@ -33,7 +34,6 @@ from .memory import reuse_plan, ufunc_of
 from .naming import RESERVED, Namespace
 from .raising import Raised, errstate_code
 from .runtime import HELPERS
-from .sizes import count_var
 from .symbolic import Dim, Scale, SymArray
 from .tracer import RAISES, source_line
 from .tree import is_namedtuple, leaves

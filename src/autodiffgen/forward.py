@@ -8,9 +8,12 @@ gets none.
 
 import numpy as np
 
+from . import tracer
+from .errors import ArgumentError, at
 from .graph import Node
 from .rules import broadcast_up
 from .tracer import Box
+from .tree import map_trees
 
 
 def tangents(trace, nodes, seeds, lookup):
@@ -35,3 +38,20 @@ def tangents(trace, nodes, seeds, lookup):
         finally:
             trace.grad_of = None
     return tangent, tangent_of
+
+
+def pair_tangents(primal, tangent, name, seeds):
+    """seeds[primal input node] = its tangent, checking that the trees match."""
+    def pair(p, t):
+        if t is None or type(p) is not tracer.Box:
+            return
+        if np.shape(p.value) != np.shape(t.value if type(t) is tracer.Box else t):
+            raise ArgumentError(at(tracer.user_loc(), f"a tangent of {name!r} has shape "
+                                   f"{np.shape(t.value)}, but its primal has shape "
+                                   f"{np.shape(p.value)}"))
+        if np.issubdtype(p.node.dtype, np.inexact):
+            seeds[p.node] = t
+    try:
+        map_trees(pair, primal, tangent, f"the tangent of {name!r}")
+    except ValueError as e:
+        raise ArgumentError(at(tracer.user_loc(), str(e))) from None

@@ -19,6 +19,7 @@ import contextlib
 import numpy as np
 
 from . import backward, naming, passes, poly, sizes, tracer
+from .arguments import single
 from .cache.keys import describe
 from .emit import emit_module
 from .errors import function_name
@@ -56,8 +57,7 @@ def gradient_graph(fun, args, argnums, names, static=(), capture=True):
     naming.name_forward(list(trace.boxes))
     if type(out) is tracer.Box and out.node.name is None:
         out.node.name = function_name(fun)
-    wrt = boxed[argnums[0]] if len(argnums) == 1 and type(argnums).__name__ == "_Single" \
-        else tuple(boxed[i] for i in argnums)
+    wrt = boxed[argnums[0]] if single(argnums) else tuple(boxed[i] for i in argnums)
     grads, cotangent_of = backward.traced_gradients(trace, out, wrt)
     signature = describe(args, names)
     arrays = [leaf for leaf in leaves(args) if isinstance(leaf, (np.ndarray, np.generic))]

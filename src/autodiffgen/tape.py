@@ -8,14 +8,14 @@ purpose; tests compare the generated code against it.
 import numpy as np
 
 from . import backward, forward, tracer
-from .api import GradFunction, _decorator, _single
+from .arguments import Differentiated, decorator, single
 from .tracer import Box, result_dtype
-from .transforms import pair_tangents
 from .tree import leaves, map_tree
 
 
-class TapeFunction(GradFunction):
-    """Same calling convention as GradFunction, but nothing is generated or cached."""
+class TapeFunction(Differentiated):
+    """Same calling convention as api.GradFunction (arguments.py), but nothing is
+    generated or cached: it needs only the tracer and the rules."""
 
     def __call__(self, *args, **kwargs):
         if kwargs:
@@ -33,7 +33,7 @@ def value_and_grad_now(fun, args, argnums, names):
     """Record, run backward on arrays, and return; the recording dies with this frame."""
     trace, boxed, out = tracer.trace(fun, args, argnums, names, eager=True)
     backward.check_output(out, fun, scalar=True)
-    wrt = boxed[argnums[0]] if _single(argnums) else tuple(boxed[i] for i in argnums)
+    wrt = boxed[argnums[0]] if single(argnums) else tuple(boxed[i] for i in argnums)
     value = out.value if type(out) is Box else out
     found = {}
     if type(out) is Box:
@@ -58,8 +58,8 @@ def _gradient(g, leaf):
     return np.array(g, dtype=dtype, copy=True)
 
 
-grad = _decorator(with_value=False, cls=TapeFunction)
-value_and_grad = _decorator(with_value=True, cls=TapeFunction)
+grad = decorator(with_value=False, cls=TapeFunction)
+value_and_grad = decorator(with_value=True, cls=TapeFunction)
 
 
 def jvp(fun, primals, tangents):
@@ -70,7 +70,7 @@ def jvp(fun, primals, tangents):
                                      eager=True)
     seeds = {}
     for i, tangent in enumerate(tangents):
-        pair_tangents(boxed[i], tangent, names[i], seeds)
+        forward.pair_tangents(boxed[i], tangent, names[i], seeds)
     nodes = [node for node in trace.boxes if node.prim is not None]
     seeds = {node: np.asarray(t, dtype=node.dtype) for node, t in seeds.items()}
     found, _ = forward.tangents(trace, nodes, seeds, _values(trace.boxes))

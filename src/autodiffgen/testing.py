@@ -15,7 +15,8 @@ element by element, so a large model stays cheap to check.
 import numpy as np
 
 from . import tape
-from .api import GradFunction, _normalize_argnums
+from .api import GradFunction
+from .arguments import normalize_argnums
 from .tree import leaves, map_tree, map_trees
 
 
@@ -36,7 +37,7 @@ def check_grads(f, *args, argnums=0, rtol=1e-5, atol=1e-6, eps=1e-6, max_fd_elem
     value, grads = generated(*args)
     tape_value, tape_grads = tape.value_and_grad(fun, argnums)(*args)
     report = []
-    single = len(_normalize_argnums(argnums, fun)) == 1 and isinstance(argnums, int)
+    single = len(normalize_argnums(argnums, fun)) == 1 and isinstance(argnums, int)
     numbers = (argnums,) if single else tuple(argnums)
     grad_list = [grads] if single else list(grads)
     tape_list = [tape_grads] if single else list(tape_grads)

@@ -48,7 +48,7 @@ INPUT_KINDS = {}  # argument type -> handler(trace, value, name, path): a non-ar
 TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (numpy_api.random)
 GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (numpy_api.random: none on a draw)
 RAISES = {}  # primitive name -> what it raises on some values (rules/control.py)
-COUNT_READS = []  # [hook(trace, box) -> int or None]: sizes.read_count, for int() of a count
+COUNT_READS = []  # [hook(trace, box) -> int or None]: count_sources.read_count, for int()
 
 _state = threading.local()
 _trace_ids = itertools.count(1)
@@ -650,7 +650,7 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
         if capture:  # `self`, a config object, a partial: read through like a global
             own = map_tree(own, lambda x: x if type(x) in (Box, Handle) else
                            recording.capture.argument(x, fun))
-        recording.own = [b for b in leaves(own) if type(b) is Box]  # for sizes.observe
+        recording.own = [b for b in leaves(own) if type(b) is Box]  # for count_sources.observe
         with user_code():  # the disk cache notes which functions run (cache/disk/record.py)
             try:
                 out = run(*own)

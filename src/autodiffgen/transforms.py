@@ -15,12 +15,11 @@ import weakref
 
 import numpy as np
 
-from . import backward, forward, naming, pipeline, sizes, tracer
-from .api import GradFunction, _index, grad
+from . import arguments, backward, forward, naming, pipeline, sizes, tracer
+from .api import GradFunction, grad
 from .cache.keys import describe
 from .emit import emit_module
 from .errors import ArgumentError, at, function_name
-from .tree import map_trees
 
 _LOCK = threading.Lock()  # threads racing to transform one function make it once
 _ELSEWHERE = weakref.WeakKeyDictionary()  # callables without a __dict__ of their own
@@ -91,7 +90,7 @@ class JVPFunction(_Transformed):
             if tangents[i] is None:
                 continue
             t_boxed = tracer.box_inputs(trace, tangents[i], (n + i,), names[n + i])
-            pair_tangents(boxed[i], t_boxed, names[i], seeds)
+            forward.pair_tangents(boxed[i], t_boxed, names[i], seeds)
         nodes = [node for node in trace.boxes if node.prim is not None]
         with trace:
             found, tangent_of = forward.tangents(trace, nodes, seeds, trace.boxes.__getitem__)
@@ -176,23 +175,6 @@ class VJPFunction(_Transformed):
                         "derivative_of": cotangent_of, "fresh_from": 0})
 
 
-def pair_tangents(primal, tangent, name, seeds):
-    """seeds[primal input node] = its tangent, checking that the trees match."""
-    def pair(p, t):
-        if t is None or type(p) is not tracer.Box:
-            return
-        if np.shape(p.value) != np.shape(t.value if type(t) is tracer.Box else t):
-            raise ArgumentError(at(tracer.user_loc(), f"a tangent of {name!r} has shape "
-                                   f"{np.shape(t.value)}, but its primal has shape "
-                                   f"{np.shape(p.value)}"))
-        if np.issubdtype(p.node.dtype, np.inexact):
-            seeds[p.node] = t
-    try:
-        map_trees(pair, primal, tangent, f"the tangent of {name!r}")
-    except ValueError as e:
-        raise ArgumentError(at(tracer.user_loc(), str(e))) from None
-
-
 # ---- the public functions ----------------------------------------------------------------
 def jvp(fun, primals, tangents):
     """(f(*primals), the derivative of f at primals along tangents), from generated code.
@@ -247,7 +229,7 @@ def jacobian(fun, argnums=0):
 
 def _jacobian_argument(args, argnums):
     """The argument a Jacobian is taken with respect to: one floating-point array."""
-    if _index(argnums) is None or not 0 <= argnums < len(args):
+    if arguments.index(argnums) is None or not 0 <= argnums < len(args):
         raise ArgumentError(at(tracer.user_loc(), f"argnums={argnums!r} must be the index "
                                f"of one of the {len(args)} arguments"))
     x = args[argnums]
@@ -265,7 +247,7 @@ jacrev = jacobian
 
 def hessian(fun, argnums=0):
     """The Hessian of a scalar function: the reverse-mode Jacobian of its generated grad."""
-    index = _index(argnums)
+    index = arguments.index(argnums)
     if index is None:
         raise ArgumentError(at(tracer.user_loc(), f"hessian takes one argnums (an int), "
                                f"got {argnums!r}"))

@@ -11,7 +11,7 @@ their primitive again.
 
 import numpy as np
 
-from ... import sizes
+from ... import count_sources
 from ...errors import TracingError, at
 from ...graph import Index, Slot
 from ...runtime import _getitem as _getitem_helper
@@ -28,7 +28,7 @@ def parse_index(key):
     items, arrays = [], []
     for item in key if type(key) is tuple else (key,):
         if type(item) is Box or isinstance(item, (np.ndarray, list)):  # a probed mask: seen
-            arrays.append(sizes.seen(current_trace(), item) if type(item) is Box
+            arrays.append(count_sources.seen(current_trace(), item) if type(item) is Box
                           else _index_array(item))
             items.append(Slot(len(arrays)))
         elif isinstance(item, (bool, np.bool_)):
@@ -67,11 +67,11 @@ def _slice_bound(b):
 def _getitem(self, key):
     index, arrays = parse_index(key)
     # a traced mask: how many elements it selects is data (sizes.py)
-    arrays = [sizes.observe(current_trace(), a) if type(a) is Box and result_dtype(a) == np.bool_
+    arrays = [count_sources.observe(current_trace(), a) if type(a) is Box and result_dtype(a) == np.bool_
               else a for a in arrays]
     if any(type(i) is slice and (i.start is not None or i.stop is not None)
            for i in index.items):  # x[m][:3] is 3 long, or fewer: a size decided on
-        sizes.mark_read(current_trace())
+        count_sources.mark_read(current_trace())
     return getitem(self, *arrays, index=index)
 
 

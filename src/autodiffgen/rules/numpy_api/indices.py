@@ -6,7 +6,7 @@ elements are counted is handed to sizes.py first (its count is data).
 
 import numpy as np
 
-from ... import sizes
+from ... import count_sources
 from ...errors import TracingError, at
 from ...tracer import Box, bind, current_trace, user_loc
 from ..indices import argmax, argmin, argsort, argwhere, count_nonzero, flatnonzero, nonzero
@@ -60,7 +60,7 @@ def _counted(x):
         if np.ndim(x.value) == 0:
             raise TracingError(at(user_loc(), "np.nonzero of a 0-d traced value: use np.where("
                                   "condition, x, y) or a 1-d array"))
-        return sizes.observe(current_trace(), x)
+        return count_sources.observe(current_trace(), x)
     return x
 
 

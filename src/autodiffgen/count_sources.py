@@ -1,0 +1,178 @@
+"""A mask's count as the trace sees it: the trace-time half of data-dependent sizes.
+
+Every mask (or array np.nonzero reads) whose count decides a size is a *count source*:
+`observe` records it, with a guard `np.count_nonzero(mask) == k`, and, in a trace that
+sizes.py runs to probe another count (`probing`), hands the selections a copy of the mask
+changed to select that many elements (`seen`). The rules call this module while tracing;
+sizes.py, a later stage, turns the traces at several counts into one program.
+"""
+
+import contextlib
+import threading
+import warnings
+
+import numpy as np
+
+from . import tracer
+from .graph import Node, is_guard
+from .symbolic import Dim
+
+TEST = "count_nonzero"  # the guard test a count source records
+_state = threading.local()
+
+
+class _Probe:
+    """A trace to run with source number i selecting counts[i] elements (for each i in
+    `counts`): the first trace made after it (not one that trace makes inside, a nested
+    grad's)."""
+
+    def __init__(self, counts):
+        self.counts = counts
+        self.trace_id = next(tracer._trace_ids) + 1
+
+
+def observe(trace, box):
+    """`box` (a traced mask, or what np.nonzero reads) decides a size: record it as a count
+    source of `trace` (once per value: the same mask computed twice, `x[~m]` and
+    `y[~m] = ...`, is one source), changed to the probe's count when this trace is a
+    probe. Returns the box the selection is to read (`seen`)."""
+    if trace is None or box.node.trace_id != trace.id:
+        return box  # not this trace's value: bind says so
+    sources = trace.__dict__.setdefault("count_sources", {})
+    key = _key(trace, box.node)
+    if key in sources or np.ndim(box.value) == 0:
+        return seen(trace, box)
+    sources[key] = index = len(sources)
+    probe = getattr(_state, "probe", None)
+    if probe is not None and probe.trace_id == trace.id and index in probe.counts:
+        trace.__dict__.setdefault("probed", {})[key] = with_count(box.value,
+                                                                  probe.counts[index])
+        box = seen(trace, box)
+    trace.guard(box, TEST, int(np.count_nonzero(box.value)))
+    guard = trace.guards[-1]
+    guard.params.update(source=index, read=False)  # its own: CSE must not merge two sources
+    trace.__dict__.setdefault("count_guards", []).append(guard)  # tracer._sized marks them
+    return box
+
+
+def seen(trace, box):
+    """The mask a selection (x[m], y[m] = v, np.nonzero(m)) reads: a probed source's
+    changed value, else `box`. Only selections see the change, and the backward's, which
+    read trace.boxes; never the mask's other uses: so `~m` or `m & k` computed from a
+    probed mask keep their own counts, and each source is still changed alone
+    (complementary masks, x[m] and x[~m], are served as any two)."""
+    probed = getattr(trace, "probed", None)
+    if not probed or type(box) is not tracer.Box or box.node.trace_id != trace.id:
+        return box
+    value = probed.get(_key(trace, box.node))
+    if value is None:
+        return box
+    current = trace.boxes.get(box.node)
+    if current is None or current is box or current.value is not value:
+        current = trace.boxes[box.node] = tracer.Box(value, box.node)  # the user's box stays
+    return current
+
+
+def _key(trace, node, depth=0):
+    """What identifies a mask's value: its node, or, for one computed again from the same
+    values by the same deterministic steps (`~m` written twice), those steps."""
+    keys = trace.__dict__.setdefault("source_keys", {})
+    found = keys.get(node)
+    if found is None:
+        found = keys[node] = _structure(trace, node, depth)
+    return found
+
+
+def _structure(trace, node, depth):
+    if node.prim is None or node.prim.effect or depth > 32:
+        return node
+    try:
+        key = (node.prim, tuple(_key(trace, a, depth + 1) if type(a) is Node else _constant(a)
+                                for a in node.args), tuple(sorted(node.params.items())))
+        hash(key)
+    except TypeError:  # a parameter or constant not compared by value: the node itself
+        return node
+    return key
+
+
+def _constant(value):
+    if isinstance(value, (np.ndarray, np.generic)):
+        if np.size(value) > 64:
+            raise TypeError
+        return (type(value), value.dtype.str, np.shape(value), value.tobytes())
+    if type(value) in (int, float, bool, complex, type(None)):
+        return (type(value), value)
+    raise TypeError
+
+
+def read_count(trace, box):
+    """int() of a traced np.count_nonzero(mask) (generated code's `count = int(...)`, traced
+    again by hessian or grad of grad): the mask becomes a count source, and the number
+    read is marked as a size read in Python. None for any other value."""
+    node = box.node
+    if node.prim is None or node.prim.op != "count_nonzero" or node.params["axis"] is not None \
+            or node.params["keepdims"] or type(node.args[0]) is not Node:
+        return None
+    source = trace.boxes.get(node.args[0])
+    if source is None:
+        return None
+    source = observe(trace, source)
+    mark_read(trace)
+    return int(np.count_nonzero(source.value))
+
+
+tracer.COUNT_READS.append(read_count)
+
+
+def mark_read(trace):
+    """A size was decided on after the trace's masks (a slice x[m][:3] is shorter at
+    fewer than 3): try every count, as when the user's Python reads one (tracer._sized)."""
+    for guard in getattr(trace, "count_guards", ()):
+        guard.params["read"] = True
+
+
+def with_count(value, count):
+    """`value` changed to have `count` nonzero elements (trailing ones cleared, or leading
+    zeros set to one)."""
+    flat = np.array(value).ravel()
+    nonzero = np.flatnonzero(flat)
+    if count < nonzero.size:
+        flat[nonzero[count:]] = 0
+    else:
+        flat[np.flatnonzero(flat == 0)[:count - nonzero.size]] = 1
+    return flat.reshape(np.shape(value))
+
+
+def is_count(node):
+    return is_guard(node) and node.params["test"] == TEST
+
+
+def counted(graph):
+    return any(is_count(n) for n in graph.nodes)
+
+
+def count_var(node):
+    """The name generated code gives a count, if the guard defines one (a formula)."""
+    outcome = node.params["outcome"] if is_count(node) else None
+    return outcome.var if type(outcome) is Dim else None
+
+
+@contextlib.contextmanager
+def probing(counts):
+    """Inside: the first trace made is a probe with the sources' counts changed to
+    `counts` (sizes.py), NumPy's warnings and floating-point errors silenced."""
+    probe = _Probe(counts)
+    outer = getattr(_state, "probe", None)
+    _state.probe = probe
+    try:
+        with np.errstate(all="ignore"), _quiet():
+            yield
+    finally:
+        _state.probe = outer
+
+
+@contextlib.contextmanager
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield

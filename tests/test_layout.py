@@ -1,0 +1,70 @@
+"""The tree shows the pipeline (issue 11): which modules may import which, checked on the
+source, so that a later change cannot quietly route a stage back through another."""
+
+import ast
+import pathlib
+
+import autodiffgen
+
+PACKAGE = pathlib.Path(autodiffgen.__file__).parent
+
+
+def _module_name(path):
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports():
+    """{module: the package's modules it imports} (relative and absolute imports)."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = _module_name(path)
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package[:len(package) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                if not node.level and not (node.module or "").startswith("autodiffgen"):
+                    continue
+                module = module.removeprefix("autodiffgen.").removeprefix("autodiffgen")
+                targets.add(module)
+                targets.update(f"{module}.{a.name}".strip(".") for a in node.names)
+        found[name] = {t for t in targets if t}
+    modules = set(found)
+    return {m: {t for t in ts if t in modules} for m, ts in found.items()}
+
+
+def _reach(graph, start):
+    seen, stack = set(), [start]
+    while stack:
+        for nxt in graph.get(stack.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+COMPILER = {"api", "pipeline", "emit", "transforms", "poly", "passes", "cache.entries"}
+
+
+def test_the_reference_tape_needs_only_the_tracer_and_the_rules():
+    reached = _reach(_imports(), "tape")
+    assert not reached & COMPILER, sorted(reached & COMPILER)
+    assert {"tracer", "rules", "backward", "forward"} <= reached
+
+
+def test_the_emitter_only_emits_and_only_the_api_runs_the_pipeline():
+    graph = _imports()
+    assert "passes" not in graph["emit"] and "pipeline" not in graph["emit"]
+    users = {m for m, targets in graph.items() if "pipeline" in targets}
+    assert users <= {"api", "transforms"}, users
+
+
+def test_stages_do_not_import_the_api():
+    graph = _imports()
+    for stage in ("tracer", "backward", "pipeline", "emit", "poly", "passes", "rules",
+                  "cache.entries"):
+        assert "api" not in _reach(graph, stage), stage
