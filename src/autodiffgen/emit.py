@@ -188,9 +188,7 @@ class Emitter:
                 mark = self.graph.marks.get(node.stack)
                 body += self.guard_lines(node) if mark is None or not mark.tried else \
                     self.tried_guard(node, self.guard_lines(node))
-                dead = [self.names[n] for n in last_use.get(i, ())]
-                if dead:
-                    body.append((f"del {', '.join(sorted(dead))}", ""))
+                body += self.dels(last_use.get(i, ()))
                 continue
             prefix = "t_" if self.graph.kind == "jvp" else "g_"
             name = self.ns.fresh(_base_name(node, self.cotangent_of, self.names, prefix))
@@ -219,15 +217,11 @@ class Emitter:
             else:
                 value = expression(node, args, self.param_ast, self.scalar)
             stmt = ast.Assign([ast.Name(name, ast.Store())], value)
-            comment = _comment(node, self.graph.kind)
-            if node.grad_of is None and node.loc is not None and node.loc != run_loc:
-                comment = f"{comment}  {source_line(node.loc)}".rstrip()
-                run_loc = node.loc
+            comment, run_loc = self.once(node, run_loc)
             body += self.pending
             self.pending = []
             mark = self.graph.marks.get(node.stack) if node.grad_of is None else None
-            dead = [self.names[n] for n in last_use.get(i, ())]
-            dead = [(f"del {', '.join(sorted(dead))}", "")] if dead else []
+            dead = self.dels(last_use.get(i, ()))
             if node.prim.name in RAISES and node.grad_of is None:
                 body += self.raising(node, render(stmt), comment, locs, len(body)) + dead
             elif mark is not None:  # in a `try:` or an np.errstate (raising.py)
@@ -250,6 +244,31 @@ class Emitter:
         head += [_line(code, comment) for code, comment in prologue + self.local_constant_lines()]
         self.line_locs = {len(head) + i: loc for i, loc in locs.items()}
         return head + [_line(code, comment) for code, comment in body]
+
+    def once(self, node, run):
+        """A statement's comment, said once for the run of statements that one user line
+        (or one rule at it) made: `file.py:16  source` on the first forward line of the
+        user's statement, `grad of tanh, file.py:16` on the first backward line of a rule,
+        only `grad of add` when the rule changes at the same line, nothing when the
+        comment would repeat the line before. Returns (comment, the run it starts)."""
+        comment = _comment(node, self.graph.kind)
+        if node.loc is None:
+            return comment, run
+        key = (node.grad_of is None, node.loc)
+        if run is not None and run[0] == key:
+            if run[1] == comment:
+                return "", run
+            if node.grad_of is not None:  # another rule at the same line
+                return comment.rsplit(", ", 1)[0], (key, comment)
+        if node.grad_of is None and (run is None or run[0] != key):
+            comment = f"{comment}  {source_line(node.loc)}".rstrip()
+        return comment, (key, _comment(node, self.graph.kind))
+
+    def dels(self, nodes):
+        """`del` of the arrays that die here: a scalar (a Python float, a NumPy scalar, a
+        0-d array) holds no memory worth freeing early."""
+        dead = sorted(self.names[n] for n in nodes if n.shape != ())
+        return [(f"del {', '.join(dead)}", "")] if dead else []
 
     def numpy_on_numbers(self, node):
         """Whether `node`, written with Python's operators, would compute a Python number
