@@ -7,6 +7,7 @@ file and line, backward lines say whose rule made them.
 """
 
 import ast
+import copy
 import inspect
 import os
 import re
@@ -97,8 +98,12 @@ class Emitter:
         self.imports = set()  # modules other than NumPy that some primitive's template uses
         self.scalar = graph.scalar and _all_python_floats(graph) and not graph.marks
         self.pure = pure  # no writes into dead buffers (code an enclosing trace will read)
+        self.inline_at = _inlined(graph)  # `x.T` read once: written where it is read
+        self.inline_ast = {}
 
     def arg_ast(self, arg):
+        if type(arg) is Node and arg in self.inline_ast:
+            return copy.deepcopy(self.inline_ast[arg])
         if type(arg) is Node:
             return ast.Name(self.names[arg], ast.Load())
         if self.scalar and isinstance(arg, (np.ndarray, np.generic)):
@@ -189,6 +194,9 @@ class Emitter:
                 body += self.guard_lines(node) if mark is None or not mark.tried else \
                     self.tried_guard(node, self.guard_lines(node))
                 body += self.dels(last_use.get(i, ()))
+                continue
+            if node in self.inline_at:
+                self.inline_ast[node] = expression(node, [self.arg_ast(a) for a in node.args])
                 continue
             prefix = "t_" if self.graph.kind == "jvp" else "g_"
             name = self.ns.fresh(_base_name(node, self.cotangent_of, self.names, prefix))
@@ -567,11 +575,13 @@ class Emitter:
     def last_uses(self):
         """statement index -> nodes whose last use it is (outputs and inputs excluded)."""
         keep = set(self.graph.inputs) | {n for n in leaves(self.graph.outputs) if type(n) is Node}
+        keep |= set(self.inline_at)
         last = {}
         for i, node in enumerate(self.graph.nodes):
+            at = self.inline_at.get(node, i)  # an inlined `x.T` reads x where it is written
             for arg in node.args:
                 if type(arg) is Node and arg not in keep:
-                    last[arg] = i
+                    last[arg] = max(at, last.get(arg, at))
         by_index = {}
         for node, i in last.items():
             by_index.setdefault(i, []).append(node)
@@ -668,6 +678,21 @@ def _mentions(value, names):
     if kind in (tuple, list):
         return any(_mentions(v, names) for v in value)
     return getattr(value, "var", None) in names and kind in (Dim, Scale)
+
+
+def _inlined(graph):
+    """{`x.T` node: the index of the one statement that reads it}: a transpose is a view,
+    so a reader writes `h.T @ g` rather than naming it first. Not a value the user named
+    or a gradient (its name says what it is), an output or a guard's operand."""
+    uses = {node: None for node in leaves(graph.outputs) if type(node) is Node}
+    for i, node in enumerate(graph.nodes):
+        for arg in node.args:
+            if type(arg) is Node:
+                uses[arg] = None if arg in uses or op(node) == "guard" else i
+    return {node: uses[node] for node in graph.nodes
+            if op(node) == "transpose" and node.params.get("axes") is None
+            and uses.get(node) is not None and node.name is None
+            and node not in graph.derivative_of}
 
 
 def _all_python_floats(graph):

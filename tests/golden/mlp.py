@@ -69,13 +69,9 @@ def mlp_loss_value_and_grad(params, x, y):
     g_shifted = np.add(g_log_probs, multiply, out=g_log_probs)
     del g_log_probs, multiply
     g_params_b3 = np.sum(g_shifted, axis=0)  # grad of add, golden_models.py:12
-    transpose = params_W3.T               # grad of matmul
-    g_h_1 = g_shifted @ transpose
-    del transpose
-    transpose_1 = h_1.T
-    del h_1
-    g_params_W3 = transpose_1 @ g_shifted
-    del g_shifted, transpose_1
+    g_h_1 = g_shifted @ params_W3.T       # grad of matmul
+    g_params_W3 = h_1.T @ g_shifted
+    del g_shifted, h_1
     greater = add_1 > 0.0                 # grad of maximum, golden_models.py:11
     multiply_1 = g_h_1 * greater
     del greater
@@ -88,13 +84,9 @@ def mlp_loss_value_and_grad(params, x, y):
     g_add_1 = np.add(multiply_1, multiply_3, out=multiply_1)
     del multiply_1, multiply_3
     g_params_b2 = np.sum(g_add_1, axis=0)  # grad of add
-    transpose_2 = params_W2.T             # grad of matmul
-    g_h = g_add_1 @ transpose_2
-    del transpose_2
-    transpose_3 = h.T
-    del h
-    g_params_W2 = transpose_3 @ g_add_1
-    del g_add_1, transpose_3
+    g_h = g_add_1 @ params_W2.T           # grad of matmul
+    g_params_W2 = h.T @ g_add_1
+    del g_add_1, h
     greater_1 = add > 0.0                 # grad of maximum, golden_models.py:10
     multiply_4 = g_h * greater_1
     del greater_1
@@ -107,7 +99,6 @@ def mlp_loss_value_and_grad(params, x, y):
     g_add = np.add(multiply_4, multiply_6, out=multiply_4)
     del multiply_4, multiply_6
     g_params_b1 = np.sum(g_add, axis=0)   # grad of add
-    transpose_4 = x.T                     # grad of matmul
-    g_params_W1 = transpose_4 @ g_add
-    del g_add, transpose_4
+    g_params_W1 = x.T @ g_add             # grad of matmul
+    del g_add
     return (mlp_loss, {'W1': g_params_W1, 'b1': g_params_b1, 'W2': g_params_W2, 'b2': g_params_b2, 'W3': g_params_W3, 'b3': g_params_b3})

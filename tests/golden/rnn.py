@@ -97,19 +97,15 @@ def rnn_loss_value_and_grad(params, xs, target):
     matmul_8 = const_2 @ g_add_1          # grad of matmul
     concatenate = np.concatenate([tanh_2, tanh_1, tanh])
     del tanh, tanh_1, tanh_2
-    transpose_1 = concatenate.T
-    del concatenate
     concatenate_1 = np.concatenate([g_add_7, g_add_5, g_add_3])
-    matmul_9 = transpose_1 @ concatenate_1
-    del concatenate_1, transpose_1
+    matmul_9 = concatenate.T @ concatenate_1
+    del concatenate, concatenate_1
     g_params_Wh = np.add(matmul_9, matmul_8, out=matmul_9)
     del matmul_8, matmul_9
     concatenate_2 = np.concatenate([getitem_3, getitem_2, getitem_1, getitem])
     del getitem, getitem_1, getitem_2, getitem_3
-    transpose_2 = concatenate_2.T
-    del concatenate_2
     concatenate_3 = np.concatenate([g_add_7, g_add_5, g_add_3, g_add_1])
     del g_add_1, g_add_3, g_add_5, g_add_7
-    g_params_Wx = transpose_2 @ concatenate_3
-    del concatenate_3, transpose_2
+    g_params_Wx = concatenate_2.T @ concatenate_3
+    del concatenate_2, concatenate_3
     return (rnn_loss, {'Wx': g_params_Wx, 'Wh': g_params_Wh, 'b': g_params_b})
