@@ -62,10 +62,8 @@ def mlp_loss_value_and_grad(params, x, y):
     del negative
     g_sum_1 = np.divide(g_log, sum_1, out=g_log)  # grad of log
     del g_log, sum_1
-    g_exp = np.broadcast_to(g_sum_1, (n, 10))  # grad of sum
-    del g_sum_1
-    multiply = np.multiply(g_exp, exp, out=exp)  # grad of exp
-    del exp, g_exp
+    multiply = np.multiply(g_sum_1, exp, out=exp)  # grad of exp
+    del exp, g_sum_1
     g_shifted = np.add(g_log_probs, multiply, out=g_log_probs)
     del g_log_probs, multiply
     g_params_b3 = np.sum(g_shifted, axis=0)  # grad of add, golden_models.py:12

@@ -3,7 +3,7 @@
 import numpy as np
 
 const = np.zeros((2, 5), dtype=np.float32)  # float32[2, 5]
-const_1 = np.full((2, 5), 0.10000000149011612, dtype=np.float32)  # float32[2, 5]
+const_1 = np.full((1, 1), 0.10000000149011612, dtype=np.float32)  # float32[1, 1]
 const_2 = np.zeros((5, 2), dtype=np.float32)  # float32[5, 2]
 
 
