@@ -125,20 +125,37 @@ class Emitter:
         key = _content_key(value)
         entry = self.constants.get(key)
         if entry is None:
-            base = "const" if isinstance(value, np.ndarray) else value.__name__
+            base = _array_name(value) if isinstance(value, np.ndarray) else value.__name__
             entry = (self.ns.fresh(base), value)
             self.constants[key] = entry
         return entry[0]
 
     def local_constant(self, array):
         """A constant whose shape or values depend on the batch size: one name per distinct
-        formula, computed at the top of the function (`const = np.arange(n)`)."""
+        formula, computed at the top of the function (`rows = np.arange(n)`)."""
         if array in self.local_constants:
             return self.local_constants[array]
-        name = self.local_constants[array] = self.ns.fresh("const")
+        name = self.local_constants[array] = self.ns.fresh(self.sym_array_name(array))
         if _mentions(array, self.counts):  # a mask's count: made where the count is known
             self.pending.append(self.local_constant_line(array, name))
         return name
+
+    def sym_array_name(self, array):
+        """What a constant in n is: `rows` (np.arange(n) of the batch), `inv_n` (1 / n
+        everywhere: a mean's gradient), `neg_inv_n`, `zeros`, `ones`, else `full`."""
+        batch = self.graph.batch
+        if array.kind == "arange":
+            dim = array.shape[0]
+            whole = type(dim) is Dim and (dim.a, dim.b) == (1, 0)
+            return "rows" if whole and batch is not None and dim.var == batch.var \
+                else "indices"
+        fill = array.fill
+        if type(fill) is Scale and fill.power == -1 and (fill.m, fill.b) == (1, 0) \
+                and fill.k in (1, -1):
+            return ("inv_" if fill.k == 1 else "neg_inv_") + fill.var
+        if type(fill) not in (Dim, Scale) and type(fill) is not bool and fill in (0, 1):
+            return "zeros" if fill == 0 else "ones"
+        return "full"
 
     def batch_guard(self):
         """Polymorphic code (poly.py) reads the batch size n from its first batch argument,
@@ -768,6 +785,20 @@ def _import_groups(imports):
     then third-party modules (numpy, numexpr)."""
     stdlib = sorted(m for m in imports if m.split()[0] in sys.stdlib_module_names)
     return [group for group in (stdlib, sorted(set(imports) - set(stdlib))) if group]
+
+
+def _array_name(array):
+    """A module-level constant array's name, after how it is made (emit_ast.constant_ast)."""
+    flat = array.ravel()
+    if array.ndim == 0 or array.size == 0:
+        return "const"
+    if (flat == flat[0]).all():
+        fill = flat[0].item()
+        return "zeros" if fill == 0 else "ones" if fill == 1 else "full"
+    if array.ndim == 1 and np.issubdtype(array.dtype, np.integer) \
+            and (array == np.arange(array.size)).all():
+        return "indices"
+    return "const"
 
 
 def _content_key(value):

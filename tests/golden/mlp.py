@@ -22,8 +22,8 @@ def mlp_loss_value_and_grad(params, x, y):
     n = x.shape[0]                        # the batch size
     if not 2 <= n <= 128 or y.shape[0] != n:
         raise GuardFailure(f'{n} rows: this code serves 2 to 128 rows, the same in x and y')
-    const = np.arange(n, dtype=np.int64)  # int64[n]
-    const_1 = np.full((n,), -1.0 / n, dtype=np.float32)  # float32[n]
+    rows = np.arange(n, dtype=np.int64)   # int64[n]
+    neg_inv_n = np.full((n,), -1.0 / n, dtype=np.float32)  # float32[n]
     params_W1 = params['W1']              # unpack the argument
     params_b1 = params['b1']              # unpack the argument
     params_W2 = params['W2']              # unpack the argument
@@ -50,13 +50,13 @@ def mlp_loss_value_and_grad(params, x, y):
     log = np.log(sum_1)
     log_probs = np.subtract(shifted, log, out=shifted)
     del log, shifted
-    getitem = log_probs[const, y]         # golden_models.py:15  return -log_probs[np.arange(len(y)), y].mean()
+    getitem = log_probs[rows, y]          # golden_models.py:15  return -log_probs[np.arange(len(y)), y].mean()
     del log_probs
     mean = np.mean(getitem)
     del getitem
     mlp_loss = -mean
     # backward
-    g_log_probs = _scatter_add(const_1, (const, y), (n, 10), unique=True)  # grad of getitem, golden_models.py:15
+    g_log_probs = _scatter_add(neg_inv_n, (rows, y), (n, 10), unique=True)  # grad of getitem, golden_models.py:15
     negative = -g_log_probs               # grad of subtract, golden_models.py:14
     g_log = np.sum(negative, axis=1, keepdims=True)
     del negative

@@ -2,9 +2,9 @@
 
 import numpy as np
 
-const = np.zeros((2, 5), dtype=np.float32)  # float32[2, 5]
-const_1 = np.full((1, 1), 0.10000000149011612, dtype=np.float32)  # float32[1, 1]
-const_2 = np.zeros((5, 2), dtype=np.float32)  # float32[5, 2]
+zeros = np.zeros((2, 5), dtype=np.float32)  # float32[2, 5]
+full = np.full((1, 1), 0.10000000149011612, dtype=np.float32)  # float32[1, 1]
+zeros_1 = np.zeros((5, 2), dtype=np.float32)  # float32[5, 2]
 
 
 def rnn_loss_value_and_grad(params, xs, target):
@@ -15,7 +15,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     # forward
     getitem = xs[0]                       # golden_models.py:33  h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
     matmul = getitem @ params_Wx
-    matmul_1 = const @ params_Wh
+    matmul_1 = zeros @ params_Wh
     add = np.add(matmul, matmul_1, out=matmul)
     del matmul, matmul_1
     add_1 = np.add(add, params_b, out=add)
@@ -56,7 +56,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     # backward
     multiply = np.multiply(2, subtract, out=subtract)  # grad of power, golden_models.py:34
     del subtract
-    g_subtract = np.multiply(const_1, multiply, out=multiply)
+    g_subtract = np.multiply(full, multiply, out=multiply)
     del multiply
     multiply_1 = np.multiply(h, h, out=h)  # grad of tanh, golden_models.py:33
     del h
@@ -94,7 +94,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     sum_4 = np.sum(g_add_1, axis=0)       # grad of add
     g_params_b = np.add(add_9, sum_4, out=add_9)
     del add_9, sum_4
-    matmul_8 = const_2 @ g_add_1          # grad of matmul
+    matmul_8 = zeros_1 @ g_add_1          # grad of matmul
     concatenate = np.concatenate([tanh_2, tanh_1, tanh])
     del tanh, tanh_1, tanh_2
     concatenate_1 = np.concatenate([g_add_7, g_add_5, g_add_3])
