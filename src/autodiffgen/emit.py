@@ -30,7 +30,7 @@ from .emit_ast import (
     symbolic_array_ast,
 )
 from .graph import PYTHON_NUMBERS, Node, op, with_guards_first
-from .memory import reuse_plan, ufunc_of
+from .memory import one_name, reuse_plan, ufunc_of
 from .naming import RESERVED, Namespace
 from .raising import Raised, errstate_code
 from .rules.scalar import SCALAR
@@ -200,6 +200,8 @@ class Emitter:
         locs = {}  # body index -> the user's (file, line) the statement came from
         last_use = self.last_uses()
         reuse = {} if self.scalar or self.pure else reuse_plan(self.graph, last_use)
+        shared = one_name(self.graph, reuse)  # node -> the value whose name its buffer has
+        own = {}  # node -> its own name, which a gradient's name is made from
         section = None
         run_loc = None
         self.block = None  # the `try:` or `with np.errstate` block last emitted (marked)
@@ -216,7 +218,15 @@ class Emitter:
                 self.inline_ast[node] = expression(node, [self.arg_ast(a) for a in node.args])
                 continue
             prefix = "t_" if self.graph.kind == "jvp" else "g_"
-            name = self.ns.fresh(_base_name(node, self.cotangent_of, self.names, prefix))
+            owner = shared.get(node)
+            if owner is not None and owner in self.names:  # a later value of one buffer
+                name = self.names[owner]
+                own[node] = name if node is owner else node.prim.name
+            else:
+                name = self.ns.fresh(_base_name(owner or node, self.cotangent_of, own, prefix))
+                own[node] = name if owner in (None, node) else node.prim.name
+                if owner is not None:
+                    self.names[owner] = name
             self.names[node] = name
             if node.prim.helper:
                 self.helpers.add(node.prim.helper)
@@ -242,11 +252,13 @@ class Emitter:
             else:
                 value = expression(node, args, self.param_ast, self.scalar)
             stmt = ast.Assign([ast.Name(name, ast.Store())], value)
+            if i in reuse and shared.get(reuse[i]) is shared.get(node, False):
+                stmt = _in_place(value, name)
             comment, run_loc = self.once(node, run_loc)
             body += self.pending
             self.pending = []
             mark = self.graph.marks.get(node.stack) if node.grad_of is None else None
-            dead = self.dels(last_use.get(i, ()))
+            dead = self.dels(n for n in last_use.get(i, ()) if self.names[n] != name)
             if node.prim.name in RAISES and node.grad_of is None:
                 body += self.raising(node, render(stmt), comment, locs, len(body)) + dead
             elif mark is not None:  # in a `try:` or an np.errstate (raising.py)
@@ -275,13 +287,14 @@ class Emitter:
         (or one rule at it) made: `file.py:16  source` on the first forward line of the
         user's statement, `grad of tanh, file.py:16` on the first backward line of a rule,
         only `grad of add` when the rule changes at the same line, nothing when the
-        comment would repeat the line before. Returns (comment, the run it starts)."""
+        comment would repeat the line before (but a fused numexpr line, which stands for
+        much of the user's line, says where it is). Returns (comment, the run it starts)."""
         comment = _comment(node, self.graph.kind)
         if node.loc is None:
             return comment, run
         key = (node.grad_of is None, node.loc)
-        if run is not None and run[0] == key:
-            if run[1] == comment:
+        if run is not None and run[0] == key and op(node) != "fused":  # a numexpr line
+            if run[1] == comment:                                     # keeps its place
                 return "", run
             if node.grad_of is not None:  # another rule at the same line
                 return comment.rsplit(", ", 1)[0], (key, comment)
@@ -695,6 +708,24 @@ def _mentions(value, names):
     if kind in (tuple, list):
         return any(_mentions(v, names) for v in value)
     return getattr(value, "var", None) in names and kind in (Dim, Scale)
+
+
+_AUGMENTED = {"add": ast.Add, "subtract": ast.Sub, "multiply": ast.Mult, "divide": ast.Div,
+              "true_divide": ast.Div}
+
+
+def _in_place(call, name):
+    """`np.add(h, b, out=h)` as a statement: `h += b`; `np.tanh(h, out=h)` as it is."""
+    kind = call.func.attr
+    args = call.args
+    if kind in _AUGMENTED and len(args) == 2:
+        first = isinstance(args[0], ast.Name) and args[0].id == name
+        if not first and kind in ("add", "multiply"):  # b + h is h + b, bit for bit
+            args = args[::-1]
+            first = isinstance(args[0], ast.Name) and args[0].id == name
+        if first:
+            return ast.AugAssign(ast.Name(name, ast.Store()), _AUGMENTED[kind](), args[1])
+    return ast.Expr(call)
 
 
 def _inlined(graph):

@@ -39,9 +39,8 @@ def mlp_loss_value_and_grad(params, x, y):
     add_1 = np.add(matmul_1, params_b2, out=matmul_1)
     del matmul_1
     h_1 = np.maximum(add_1, 0.0)
-    matmul_2 = h_1 @ params_W3            # golden_models.py:12  logits = h @ params["W3"] + params["b3"]
-    logits = np.add(matmul_2, params_b3, out=matmul_2)
-    del matmul_2
+    logits = h_1 @ params_W3              # golden_models.py:12  logits = h @ params["W3"] + params["b3"]
+    logits += params_b3
     max_1 = np.max(logits, axis=1, keepdims=True)  # golden_models.py:13  shifted = logits - logits.max(axis=1, keepdims=True)
     shifted = np.subtract(logits, max_1, out=logits)
     del logits, max_1
@@ -71,31 +70,31 @@ def mlp_loss_value_and_grad(params, x, y):
     g_params_W3 = h_1.T @ g_shifted
     del g_shifted, h_1
     greater = add_1 > 0.0                 # grad of maximum, golden_models.py:11
-    multiply_1 = g_h_1 * greater
+    g_add_1 = g_h_1 * greater
     del greater
-    multiply_2 = np.multiply(0.5, g_h_1, out=g_h_1)
+    multiply_1 = np.multiply(0.5, g_h_1, out=g_h_1)
     del g_h_1
     equal = add_1 == 0.0
     del add_1
-    multiply_3 = np.multiply(multiply_2, equal, out=multiply_2)
-    del equal, multiply_2
-    g_add_1 = np.add(multiply_1, multiply_3, out=multiply_1)
-    del multiply_1, multiply_3
+    multiply_2 = np.multiply(multiply_1, equal, out=multiply_1)
+    del equal, multiply_1
+    g_add_1 += multiply_2
+    del multiply_2
     g_params_b2 = np.sum(g_add_1, axis=0)  # grad of add
     g_h = g_add_1 @ params_W2.T           # grad of matmul
     g_params_W2 = h.T @ g_add_1
     del g_add_1, h
     greater_1 = add > 0.0                 # grad of maximum, golden_models.py:10
-    multiply_4 = g_h * greater_1
+    g_add = g_h * greater_1
     del greater_1
-    multiply_5 = np.multiply(0.5, g_h, out=g_h)
+    multiply_3 = np.multiply(0.5, g_h, out=g_h)
     del g_h
     equal_1 = add == 0.0
     del add
-    multiply_6 = np.multiply(multiply_5, equal_1, out=multiply_5)
-    del equal_1, multiply_5
-    g_add = np.add(multiply_4, multiply_6, out=multiply_4)
-    del multiply_4, multiply_6
+    multiply_4 = np.multiply(multiply_3, equal_1, out=multiply_3)
+    del equal_1, multiply_3
+    g_add += multiply_4
+    del multiply_4
     g_params_b1 = np.sum(g_add, axis=0)   # grad of add
     g_params_W1 = x.T @ g_add             # grad of matmul
     del g_add
