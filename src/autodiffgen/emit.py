@@ -22,12 +22,15 @@ from ._version import __version__
 from .capture import chain_text, is_globals, read_traced, same_contents
 from .emit_ast import (
     PARSE_LOCK,
+    WIDTH,
     call_ast,
     constant_ast,
+    docstring,
     expression,
     literal_ast,
     render,
     symbolic_array_ast,
+    wrap,
 )
 from .graph import PYTHON_NUMBERS, Node, op, with_guards_first
 from .memory import one_name, reuse_plan, ufunc_of
@@ -273,14 +276,21 @@ class Emitter:
         returned = "return " + render(self.output_ast(self.graph.outputs))
         body += self.pending + [(returned, "")]
         body, locs = _used_counts(body, locs, self.counts)
-        head = [f"def {self.graph.name}({', '.join(self.params)}):"]
+        head = wrap(f"def {self.graph.name}({', '.join(self.params)}):")
         if self.graph.doc:
-            head.append("    " + render(ast.Expr(ast.Constant(self.graph.doc))))
+            head += docstring(self.graph.doc, "    ") or \
+                ["    " + render(ast.Expr(ast.Constant(self.graph.doc)))]
         if self.standalone:
-            head += [_line(line, "") for line in self.static_guards()]
-        head += [_line(code, comment) for code, comment in prologue + self.local_constant_lines()]
-        self.line_locs = {len(head) + i: loc for i, loc in locs.items()}
-        return head + [_line(code, comment) for code, comment in body]
+            head += [line for code in self.static_guards() for line in _line(code, "")]
+        for code, comment in prologue + self.local_constant_lines():
+            head += _line(code, comment)
+        self.line_locs = {}  # every line of a statement the user's line made points at it
+        for i, (code, comment) in enumerate(body):
+            lines = _line(code, comment)
+            if i in locs:
+                self.line_locs.update((len(head) + k, locs[i]) for k in range(len(lines)))
+            head += lines
+        return head
 
     def once(self, node, run):
         """A statement's comment, said once for the run of statements that one user line
@@ -642,11 +652,11 @@ class Emitter:
                                  f"{module or 'no module'}, so a standalone module cannot "
                                  "import it: define it at the top level of an importable "
                                  "module")
-            return (f"{name} = __import__({module!r}, fromlist=[{fn.__name__!r}])"
-                    f".{fn.__qualname__}")
+            return wrap(f"{name} = __import__({module!r}, fromlist=[{fn.__name__!r}])"
+                        f".{fn.__qualname__}")
         self.injected[name] = fn
-        return (f"{name} = None  # {module}.{fn.__qualname__}, which autodiffgen fills in when "
-                "it loads this module")
+        return _line(f"{name} = None", f"{module}.{fn.__qualname__}, which autodiffgen fills "
+                     "in when it loads this module", indent="", align=False)
 
     def constant_lines(self):
         lines = []
@@ -656,20 +666,20 @@ class Emitter:
                 continue
             if what:
                 self.injected[name] = array
-                lines.append(f"{name} = None  # {what[0]}, which autodiffgen fills in when it "
-                             "loads this module")
+                lines += _line(f"{name} = None", f"{what[0]}, which autodiffgen fills in when "
+                               "it loads this module", indent="", align=False)
                 continue
             if not isinstance(array, np.ndarray):
-                lines.append(self.function_line(name, array))
+                lines += self.function_line(name, array)
                 continue
             made = constant_ast(array, self.standalone)
             what = f"{array.dtype.name}{list(array.shape)}"
             if made is None:  # too big to print: load() hands it over after exec
                 self.injected[name] = array
-                lines.append(f"{name} = None  # a {what} constant captured by the traced "
-                             "function; autodiffgen fills it in when it loads this module")
+                lines += _line(f"{name} = None", f"a {what} constant, which autodiffgen "
+                               "fills in when it loads this module", indent="", align=False)
             else:
-                lines.append(_line(f"{name} = {render(made)}", what, indent=""))
+                lines += _line(f"{name} = {render(made)}", what, indent="")
         return lines
 
 
@@ -838,14 +848,29 @@ def _content_key(value):
     return ("object", id(value))
 
 
-def _line(code, comment, indent="    "):
+def _line(code, comment, indent="    ", align=True):
+    """The lines of one statement and its comment, none over WIDTH characters where it
+    can be helped: the comment after the code (at _COMMENT_COLUMN if `align`) if it fits
+    there, else on a line of its own above it (the user's own `# ...` left out, then cut
+    short, if it does not fit there either); the code wrapped (emit_ast.wrap)."""
     code = indent + code if code else ""
     if not comment:
-        return code
+        return wrap(code) if code else [""]
     if code.startswith(indent + "#") or not code:
-        return f"{indent}{code.strip()}".rstrip()
-    return f"{code.ljust(_COMMENT_COLUMN)}  # {comment}" if len(code) < _COMMENT_COLUMN \
-        else f"{code}  # {comment}"
+        return [f"{indent}{code.strip()}".rstrip()]
+    lines = wrap(code)
+    first = lines[0]
+    for pad in ((_COMMENT_COLUMN,) if align else ()) + (0,):
+        joined = f"{first.ljust(pad)}  # {comment}"
+        if len(joined) <= WIDTH:
+            return [joined] + lines[1:]
+    lead = " " * (len(first) - len(first.lstrip()))
+    above = f"{lead}# {comment}"
+    if len(above) > WIDTH and "  # " in comment:  # the user's comment on the line quoted
+        above = f"{lead}# {comment.rsplit('  # ', 1)[0]}"
+    if len(above) > WIDTH:
+        above = above[:WIDTH - 3].rstrip() + "..."
+    return [above] + lines
 
 
 # a constant indexed by computed arrays, written as a call that a trace of the generated
