@@ -234,7 +234,8 @@ class Emitter:
             if node.prim.helper:
                 self.helpers.add(node.prim.helper)
             self.imports.update(node.prim.imports)
-            kind = "# forward" if node.grad_of is None else "# backward"
+            kind = "# forward" if node.grad_of is None else \
+                "# tangents" if self.graph.kind == "jvp" else "# backward"
             if kind != section:
                 body.append((kind, ""))
                 section = kind

@@ -18,7 +18,8 @@ def _scatter_add(g, index, shape, unique=False):
 
 
 def mlp_loss_value_and_grad(params, x, y):
-    """Value of mlp_loss and its gradient with respect to params, traced at (params: dict of 6, x: float32[n, 784], y: int64[n]). Serves every batch size 2 <= n <= 128."""
+    """Value of mlp_loss and its gradient with respect to params, traced at (params: dict of 6,
+    x: float32[n, 784], y: int64[n]). Serves every batch size 2 <= n <= 128."""
     n = x.shape[0]                        # the batch size
     if not 2 <= n <= 128 or y.shape[0] != n:
         raise GuardFailure(f'{n} rows: this code serves 2 to 128 rows, the same in x and y')
@@ -31,31 +32,37 @@ def mlp_loss_value_and_grad(params, x, y):
     params_W3 = params['W3']              # unpack the argument
     params_b3 = params['b3']              # unpack the argument
     # forward
-    matmul = x @ params_W1                # golden_models.py:10  h = np.maximum(x @ params["W1"] + params["b1"], 0.0)
+    # golden_models.py:10  h = np.maximum(x @ params["W1"] + params["b1"], 0.0)
+    matmul = x @ params_W1
     add = np.add(matmul, params_b1, out=matmul)
     del matmul
     h = np.maximum(add, 0.0)
-    matmul_1 = h @ params_W2              # golden_models.py:11  h = np.maximum(h @ params["W2"] + params["b2"], 0.0)
+    # golden_models.py:11  h = np.maximum(h @ params["W2"] + params["b2"], 0.0)
+    matmul_1 = h @ params_W2
     add_1 = np.add(matmul_1, params_b2, out=matmul_1)
     del matmul_1
     h_1 = np.maximum(add_1, 0.0)
-    logits = h_1 @ params_W3              # golden_models.py:12  logits = h @ params["W3"] + params["b3"]
+    logits = h_1 @ params_W3  # golden_models.py:12  logits = h @ params["W3"] + params["b3"]
     logits += params_b3
-    max_1 = np.max(logits, axis=1, keepdims=True)  # golden_models.py:13  shifted = logits - logits.max(axis=1, keepdims=True)
+    # golden_models.py:13  shifted = logits - logits.max(axis=1, keepdims=True)
+    max_1 = np.max(logits, axis=1, keepdims=True)
     shifted = np.subtract(logits, max_1, out=logits)
     del logits, max_1
-    exp = np.exp(shifted)                 # golden_models.py:14  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    # golden_models.py:14  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    exp = np.exp(shifted)
     sum_1 = np.sum(exp, axis=1, keepdims=True)
     log = np.log(sum_1)
     log_probs = np.subtract(shifted, log, out=shifted)
     del log, shifted
-    getitem = log_probs[rows, y]          # golden_models.py:15  return -log_probs[np.arange(len(y)), y].mean()
+    # golden_models.py:15  return -log_probs[np.arange(len(y)), y].mean()
+    getitem = log_probs[rows, y]
     del log_probs
     mean = np.mean(getitem)
     del getitem
     mlp_loss = -mean
     # backward
-    g_log_probs = _scatter_add(neg_inv_n, (rows, y), (n, 10), unique=True)  # grad of getitem, golden_models.py:15
+    # grad of getitem, golden_models.py:15
+    g_log_probs = _scatter_add(neg_inv_n, (rows, y), (n, 10), unique=True)
     negative = -g_log_probs               # grad of subtract, golden_models.py:14
     g_log = np.sum(negative, axis=1, keepdims=True)
     del negative
@@ -98,4 +105,5 @@ def mlp_loss_value_and_grad(params, x, y):
     g_params_b1 = np.sum(g_add, axis=0)   # grad of add
     g_params_W1 = x.T @ g_add             # grad of matmul
     del g_add
-    return (mlp_loss, {'W1': g_params_W1, 'b1': g_params_b1, 'W2': g_params_W2, 'b2': g_params_b2, 'W3': g_params_W3, 'b3': g_params_b3})
+    return (mlp_loss, {'W1': g_params_W1, 'b1': g_params_b1, 'W2': g_params_W2, 'b2': g_params_b2,
+                       'W3': g_params_W3, 'b3': g_params_b3})

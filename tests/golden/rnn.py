@@ -8,12 +8,14 @@ zeros_1 = np.zeros((5, 2), dtype=np.float32)  # float32[5, 2]
 
 
 def rnn_loss_value_and_grad(params, xs, target):
-    """Value of rnn_loss and its gradient with respect to params, traced at (params: dict of 3, xs: float32[4, 2, 3], target: float32[2, 5])."""
+    """Value of rnn_loss and its gradient with respect to params, traced at (params: dict of 3,
+    xs: float32[4, 2, 3], target: float32[2, 5])."""
     params_Wx = params['Wx']              # unpack the argument
     params_Wh = params['Wh']              # unpack the argument
     params_b = params['b']                # unpack the argument
     # forward
-    getitem = xs[0]                       # golden_models.py:33  h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
+    # golden_models.py:33  h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
+    getitem = xs[0]
     matmul = getitem @ params_Wx
     matmul_1 = zeros @ params_Wh
     add = np.add(matmul, matmul_1, out=matmul)
