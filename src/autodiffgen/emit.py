@@ -286,7 +286,9 @@ class Emitter:
         for code, comment in prologue + self.local_constant_lines():
             head += _line(code, comment)
         self.line_locs = {}  # every line of a statement the user's line made points at it
+        said = None
         for i, (code, comment) in enumerate(body):
+            comment, said = ("" if comment == said else comment), comment  # said once
             lines = _line(code, comment)
             if i in locs:
                 self.line_locs.update((len(head) + k, locs[i]) for k in range(len(lines)))

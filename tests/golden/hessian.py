@@ -41,8 +41,8 @@ def hessian_fn_bwd(residuals, g):
     """The cotangents of hessian_fn's arguments for the output cotangent g, traced
     at (x: float64[4])."""
     tanh_1 = residuals[0]                 # saved by the forward pass
-    multiply_3 = residuals[1]             # saved by the forward pass
-    subtract_1 = residuals[2]             # saved by the forward pass
+    multiply_3 = residuals[1]
+    subtract_1 = residuals[2]
     # backward
     g_multiply = g * subtract_1           # grad of multiply, golden_models.py:49
     g_subtract = g * multiply_3

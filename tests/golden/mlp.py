@@ -26,11 +26,11 @@ def mlp_loss_value_and_grad(params, x, y):
     rows = np.arange(n, dtype=np.int64)   # int64[n]
     neg_inv_n = np.full((n,), -1.0 / n, dtype=np.float32)  # float32[n]
     params_W1 = params['W1']              # unpack the argument
-    params_b1 = params['b1']              # unpack the argument
-    params_W2 = params['W2']              # unpack the argument
-    params_b2 = params['b2']              # unpack the argument
-    params_W3 = params['W3']              # unpack the argument
-    params_b3 = params['b3']              # unpack the argument
+    params_b1 = params['b1']
+    params_W2 = params['W2']
+    params_b2 = params['b2']
+    params_W3 = params['W3']
+    params_b3 = params['b3']
     # forward
     # golden_models.py:10  h = np.maximum(x @ params["W1"] + params["b1"], 0.0)
     matmul = x @ params_W1

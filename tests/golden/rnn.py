@@ -11,8 +11,8 @@ def rnn_loss_value_and_grad(params, xs, target):
     """Value of rnn_loss and its gradient with respect to params, traced at (params: dict of 3,
     xs: float32[4, 2, 3], target: float32[2, 5])."""
     params_Wx = params['Wx']              # unpack the argument
-    params_Wh = params['Wh']              # unpack the argument
-    params_b = params['b']                # unpack the argument
+    params_Wh = params['Wh']
+    params_b = params['b']
     # forward
     # golden_models.py:33  h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
     getitem = xs[0]
