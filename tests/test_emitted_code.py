@@ -8,6 +8,7 @@ changes what a line means.
 """
 
 import ast
+import itertools
 import pathlib
 import re
 import subprocess
@@ -65,7 +66,7 @@ def test_the_source_comment_once_per_user_statement(mlp_source):
     comments = [comment for _, comment in code_lines(mlp_source) if comment]
     labels = [c for c in comments if re.match(r"mlp\.py:\d+", c)]
     assert len(labels) == len({c.split()[0] for c in labels})  # one per user line
-    for first, second in zip(comments, comments[1:]):
+    for first, second in itertools.pairwise(comments):
         assert first != second
     assert "mlp.py:32  h = np.tanh(x @ params[\"W1\"] + params[\"b1\"])" in mlp_source
 
@@ -94,18 +95,18 @@ def test_a_broadcast_left_out_before_a_ufunc_computes_the_same_float32():
 
 
 LONG = [
-    "    return (loss, {'W1': g_params_W1, 'b1': g_params_b1, 'W2': g_params_W2, "
-    "'b2': g_params_b2, 'W3': g_params_W3, 'b3': g_params_b3})",
-    "        raise GuardFailure('mlp.py: a global, closure variable or attribute it read is "
-    "gone, or something else happened') from None",
-    "        raise GuardFailure(f'{n} rows: this code serves 2 to 128 rows, the same in x, y, "
-    "{{z}} and w, and it was traced at {m!r} rows, which is not what it is now')",
-    "    out = np.einsum('abcdefghijklmnopqrstuvwxyz,zyxwvutsrqponmlkjihgfedcba->abc', "
-    "first_operand, second_operand, optimize=False)",
-    "    g = _scatter_add(np.full((n, 4), 1.0, dtype=np.float32), (rows, labels[:, None]), "
-    "(n, 4, 7), unique=[True, 'a, b', (1, 2)][0])",
-    "        if module_globals['a_rather_long_name'] is not traced_a_rather_long_name or x.shape "
-    "!= (3, 4):",
+    ("    return (loss, {'W1': g_params_W1, 'b1': g_params_b1, 'W2': g_params_W2, "
+     "'b2': g_params_b2, 'W3': g_params_W3, 'b3': g_params_b3})"),
+    ("        raise GuardFailure('mlp.py: a global, closure variable or attribute it read is "
+     "gone, or something else happened') from None"),
+    ("        raise GuardFailure(f'{n} rows: this code serves 2 to 128 rows, the same in x, y, "
+     "{{z}} and w, and it was traced at {m!r} rows, which is not what it is now')"),
+    ("    out = np.einsum('abcdefghijklmnopqrstuvwxyz,zyxwvutsrqponmlkjihgfedcba->abc', "
+     "first_operand, second_operand, optimize=False)"),
+    ("    g = _scatter_add(np.full((n, 4), 1.0, dtype=np.float32), (rows, labels[:, None]), "
+     "(n, 4, 7), unique=[True, 'a, b', (1, 2)][0])"),
+    ("        if module_globals['a_rather_long_name'] is not traced_a_rather_long_name or x.shape "
+     "!= (3, 4):"),
 ]
 
 
