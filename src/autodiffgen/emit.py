@@ -619,9 +619,11 @@ class Emitter:
         """statement index -> nodes whose last use it is (outputs and inputs excluded)."""
         keep = set(self.graph.inputs) | {n for n in leaves(self.graph.outputs) if type(n) is Node}
         keep |= set(self.inline_at)
-        last = {}
-        for i, node in enumerate(self.graph.nodes):
-            at = self.inline_at.get(node, i)  # an inlined `x.T` reads x where it is written
+        last, nodes = {}, self.graph.nodes
+        for i, node in enumerate(nodes):
+            at = i
+            while nodes[at] in self.inline_at:  # an inlined `x.T` reads x where it is
+                at = self.inline_at[nodes[at]]   # written (`x.T.T` too)
             for arg in node.args:
                 if type(arg) is Node and arg not in keep:
                     last[arg] = max(at, last.get(arg, at))
