@@ -1,9 +1,15 @@
 """Graph -> Python source: one primitive per line, readable names, comments, `del`.
 
 Statements are built as `ast` nodes from each primitive's template (emit_ast.py) and
-rendered with astor (behind `render`). Comments are not part of Python's AST, so each statement is
-rendered alone and its trailing comment appended: forward lines point at the user's
-file and line, backward lines say whose rule made them.
+rendered with astor (behind `render`). Comments are not part of Python's AST, so each
+statement is rendered alone and its trailing comment appended, once per run of lines:
+the first forward line of a user's statement quotes it (`mlp.py:32  h = ...`), the first
+backward line of a rule says whose it is (`grad of tanh, mlp.py:32`).
+
+What a careful person would write by hand: a transpose read once is written where it is
+read (`h.T @ g`); one buffer within a statement is one name (`h = x @ W`, `h += b`,
+`np.tanh(h, out=h)`, see memory.one_name); `del` only of arrays; constants named after
+what they are (`rows = np.arange(n)`); no line over 100 characters (emit_ast.wrap).
 """
 
 import ast
