@@ -209,10 +209,9 @@ class Emitter:
         locs = {}  # body index -> the user's (file, line) the statement came from
         last_use = self.last_uses()
         reuse = {} if self.scalar or self.pure else reuse_plan(self.graph, last_use)
-        shared = one_name(self.graph, reuse)  # node -> the value whose name its buffer has
-        own = {}  # node -> its own name, which a gradient's name is made from
-        section = None
-        run_loc = None
+        self.shared = one_name(self.graph, reuse)  # node -> whose name its buffer has
+        self.own = {}  # node -> its own name, which a gradient's name is made from
+        section = run_loc = None
         self.block = None  # the `try:` or `with np.errstate` block last emitted (marked)
         used = {a for n in self.graph.nodes for a in n.args if type(a) is Node} | \
             set(leaves(self.graph.outputs)) if self.graph.marks else ()
@@ -226,43 +225,15 @@ class Emitter:
             if node in self.inline_at:
                 self.inline_ast[node] = expression(node, [self.arg_ast(a) for a in node.args])
                 continue
-            prefix = "t_" if self.graph.kind == "jvp" else "g_"
-            owner = shared.get(node)
-            if owner is not None and owner in self.names:  # a later value of one buffer
-                name = self.names[owner]
-                own[node] = name if node is owner else node.prim.name
-            else:
-                name = self.ns.fresh(_base_name(owner or node, self.cotangent_of, own, prefix))
-                own[node] = name if owner in (None, node) else node.prim.name
-                if owner is not None:
-                    self.names[owner] = name
-            self.names[node] = name
-            if node.prim.helper:
-                self.helpers.add(node.prim.helper)
-            self.imports.update(node.prim.imports)
+            name = self.names[node] = self.node_name(node)
             kind = "# forward" if node.grad_of is None else \
                 "# tangents" if self.graph.kind == "jvp" else "# backward"
             if kind != section:
                 body.append((kind, ""))
                 section = kind
-            args = [self.arg_ast(a) for a in node.args]
-            if i in reuse:  # written into a dying operand's buffer (see memory.py)
-                value = call_ast(f"np.{ufunc_of(node.prim)}", args,
-                                 [ast.keyword("out", self.arg_ast(reuse[i]))])
-            elif node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:
-                # a Python number has no .astype: np.float32(t)
-                value = call_ast(render(literal_ast(node.params["dtype"])), args)
-            elif self.numpy_on_numbers(node):  # as the trace computed it: a NumPy scalar
-                value = call_ast(f"np.{ufunc_of(node.prim)}", args)
-            elif node.prim.name == "getitem" and type(node.args[0]) is not Node \
-                    and any(type(a) is Node for a in node.args[1:]):  # const[mask]: a call
-                self.helpers.add("_getitem")
-                value = expression(SimpleNamespace(prim=_GETITEM_CALL, params=node.params),
-                                   args, self.param_ast)
-            else:
-                value = expression(node, args, self.param_ast, self.scalar)
+            value = self.value_ast(node, reuse.get(i))
             stmt = ast.Assign([ast.Name(name, ast.Store())], value)
-            if i in reuse and shared.get(reuse[i]) is shared.get(node, False):
+            if i in reuse and self.shared.get(reuse[i]) is self.shared.get(node, False):
                 stmt = _in_place(value, name)
             comment, run_loc = self.once(node, run_loc)
             body += self.pending
@@ -282,7 +253,47 @@ class Emitter:
                 body += dead
         returned = "return " + render(self.output_ast(self.graph.outputs))
         body += self.pending + [(returned, "")]
-        body, locs = _used_counts(body, locs, self.counts)
+        return self.lines(prologue, *_used_counts(body, locs, self.counts))
+
+    def node_name(self, node):
+        """A fresh name after the user's variable, the gradient's value or the primitive;
+        a later value of one buffer (memory.one_name) takes the name it has."""
+        prefix = "t_" if self.graph.kind == "jvp" else "g_"
+        owner = self.shared.get(node)
+        if node.prim.helper:
+            self.helpers.add(node.prim.helper)
+        self.imports.update(node.prim.imports)
+        if owner is not None and owner in self.names:
+            self.own[node] = self.names[owner] if node is owner else node.prim.name
+            return self.names[owner]
+        name = self.ns.fresh(_base_name(owner or node, self.cotangent_of, self.own, prefix))
+        self.own[node] = name if owner in (None, node) else node.prim.name
+        if owner is not None:
+            self.names[owner] = name
+        return name
+
+    def value_ast(self, node, out):
+        """The right-hand side of a node's statement; `out`: the dying operand whose
+        buffer it writes into (memory.py), or None."""
+        args = [self.arg_ast(a) for a in node.args]
+        if out is not None:
+            return call_ast(f"np.{ufunc_of(node.prim)}", args,
+                            [ast.keyword("out", self.arg_ast(out))])
+        if node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:
+            # a Python number has no .astype: np.float32(t)
+            return call_ast(render(literal_ast(node.params["dtype"])), args)
+        if self.numpy_on_numbers(node):  # as the trace computed it: a NumPy scalar
+            return call_ast(f"np.{ufunc_of(node.prim)}", args)
+        if node.prim.name == "getitem" and type(node.args[0]) is not Node \
+                and any(type(a) is Node for a in node.args[1:]):  # const[mask]: a call
+            self.helpers.add("_getitem")
+            return expression(SimpleNamespace(prim=_GETITEM_CALL, params=node.params),
+                              args, self.param_ast)
+        return expression(node, args, self.param_ast, self.scalar)
+
+    def lines(self, prologue, body, locs):
+        """The function's lines: its head (def, docstring, guards, constants in n), then
+        the body, each statement's lines mapped to the user's line it came from."""
         head = wrap(f"def {self.graph.name}({', '.join(self.params)}):")
         if self.graph.doc:
             head += docstring(self.graph.doc, "    ") or \
