@@ -42,3 +42,23 @@ def rnn_args(steps=4, batch=2, n_in=3, hidden=5, dtype=np.float32):
     xs = rng.normal(size=(steps, batch, n_in)).astype(dtype)
     target = rng.normal(size=(batch, hidden)).astype(dtype)
     return params, xs, target
+
+
+def hessian_fn(x):
+    """A scalar function of a vector whose Hessian is dense: tanh energy plus neighbours."""
+    return np.sum(np.tanh(x) ** 2) + np.sum(x[:-1] * x[1:])
+
+
+def hessian_args():
+    return (np.random.default_rng(2).normal(size=4),)
+
+
+def jvp_fn(W, x):
+    """A softplus layer: the JVP pushes tangents of both the weights and the input."""
+    return np.log1p(np.exp(W @ x))
+
+
+def jvp_args():
+    rng = np.random.default_rng(3)
+    W, x = rng.normal(size=(3, 4)), rng.normal(size=4)
+    return (W, x), (np.ones_like(W), np.ones_like(x))

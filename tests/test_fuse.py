@@ -9,6 +9,7 @@ others run either way.
 
 import ast
 import importlib
+import itertools
 import os
 import subprocess
 import sys
@@ -83,11 +84,16 @@ def test_the_fused_line_reads_as_the_expression_it_computes(numexpr):
     # x * y is a leaf: the backward reads it too (g_add * y, merged with it by CSE)
     assert node.params["expr"] == "(multiply + x) * y - x * x"
     source, _ = emitted(after)
-    line = next(li for li in source.splitlines() if "numexpr.evaluate" in li)
-    assert line.split("  #")[0].strip() == (
+    lines = source.splitlines()
+    k = next(i for i, li in enumerate(lines) if "numexpr.evaluate" in li)
+    statement, depth = lines[k].split("  #")[0].strip(), len(lines[k]) - len(lines[k].lstrip())
+    for more in itertools.takewhile(lambda li: li.startswith(" " * (depth + 1)), lines[k + 1:]):
+        statement += " " + more.strip()  # wrapped at 100 characters: its continuation lines
+    assert statement == (
         "a = numexpr.evaluate('(multiply + x) * y - x * x', "
         "local_dict={'multiply': multiply, 'x': x, 'y': y})")
-    assert line.split("  # ")[1].startswith("test_fuse.py:")
+    where = lines[k].split("  # ")[1] if "  # " in lines[k] else lines[k - 1].strip()[2:]
+    assert where.startswith("test_fuse.py:")  # after the line, or above it if too long
 
 
 def test_float32_constants_are_passed_as_float32_scalars(numexpr):

@@ -1,12 +1,19 @@
 """Graph -> Python source: one primitive per line, readable names, comments, `del`.
 
 Statements are built as `ast` nodes from each primitive's template (emit_ast.py) and
-rendered with astor (behind `render`). Comments are not part of Python's AST, so each statement is
-rendered alone and its trailing comment appended: forward lines point at the user's
-file and line, backward lines say whose rule made them.
+rendered with astor (behind `render`). Comments are not part of Python's AST, so each
+statement is rendered alone and its trailing comment appended, once per run of lines:
+the first forward line of a user's statement quotes it (`mlp.py:32  h = ...`), the first
+backward line of a rule says whose it is (`grad of tanh, mlp.py:32`).
+
+What a careful person would write by hand: a transpose read once is written where it is
+read (`h.T @ g`); one buffer within a statement is one name (`h = x @ W`, `h += b`,
+`np.tanh(h, out=h)`, see memory.one_name); `del` only of arrays; constants named after
+what they are (`rows = np.arange(n)`); no line over 100 characters (emit_ast.wrap).
 """
 
 import ast
+import copy
 import inspect
 import os
 import re
@@ -21,16 +28,19 @@ from .capture import chain_text, is_globals, read_traced, same_contents
 from .count_sources import count_var
 from .emit_ast import (
     PARSE_LOCK,
+    WIDTH,
     call_ast,
     constant_ast,
+    docstring,
     expression,
     literal_ast,
     render,
     symbolic_array_ast,
+    wrap,
 )
 from .emit_scalar import SCALAR
 from .graph import PYTHON_NUMBERS, Node, op
-from .memory import reuse_plan, ufunc_of
+from .memory import one_name, reuse_plan, ufunc_of
 from .naming import RESERVED, Namespace
 from .raising import Raised, errstate_code
 from .runtime import HELPERS
@@ -96,8 +106,12 @@ class Emitter:
         self.imports = set()  # modules other than NumPy that some primitive's template uses
         self.scalar = graph.scalar and _all_python_floats(graph) and not graph.marks
         self.pure = pure  # no writes into dead buffers (code an enclosing trace will read)
+        self.inline_at = _inlined(graph)  # `x.T` read once: written where it is read
+        self.inline_ast = {}
 
     def arg_ast(self, arg):
+        if type(arg) is Node and arg in self.inline_ast:
+            return copy.deepcopy(self.inline_ast[arg])
         if type(arg) is Node:
             return ast.Name(self.names[arg], ast.Load())
         if self.scalar and isinstance(arg, (np.ndarray, np.generic)):
@@ -119,20 +133,37 @@ class Emitter:
         key = _content_key(value)
         entry = self.constants.get(key)
         if entry is None:
-            base = "const" if isinstance(value, np.ndarray) else value.__name__
+            base = _array_name(value) if isinstance(value, np.ndarray) else value.__name__
             entry = (self.ns.fresh(base), value)
             self.constants[key] = entry
         return entry[0]
 
     def local_constant(self, array):
         """A constant whose shape or values depend on the batch size: one name per distinct
-        formula, computed at the top of the function (`const = np.arange(n)`)."""
+        formula, computed at the top of the function (`rows = np.arange(n)`)."""
         if array in self.local_constants:
             return self.local_constants[array]
-        name = self.local_constants[array] = self.ns.fresh("const")
+        name = self.local_constants[array] = self.ns.fresh(self.sym_array_name(array))
         if _mentions(array, self.counts):  # a mask's count: made where the count is known
             self.pending.append(self.local_constant_line(array, name))
         return name
+
+    def sym_array_name(self, array):
+        """What a constant in n is: `rows` (np.arange(n) of the batch), `inv_n` (1 / n
+        everywhere: a mean's gradient), `neg_inv_n`, `zeros`, `ones`, else `full`."""
+        batch = self.graph.batch
+        if array.kind == "arange":
+            dim = array.shape[0]
+            whole = type(dim) is Dim and (dim.a, dim.b) == (1, 0)
+            return "rows" if whole and batch is not None and dim.var == batch.var \
+                else "indices"
+        fill = array.fill
+        if type(fill) is Scale and fill.power == -1 and (fill.m, fill.b) == (1, 0) \
+                and fill.k in (1, -1):
+            return ("inv_" if fill.k == 1 else "neg_inv_") + fill.var
+        if type(fill) not in (Dim, Scale) and type(fill) is not bool and fill in (0, 1):
+            return "zeros" if fill == 0 else "ones"
+        return "full"
 
     def batch_guard(self):
         """Polymorphic code (poly.py) reads the batch size n from its first batch argument,
@@ -177,8 +208,9 @@ class Emitter:
         locs = {}  # body index -> the user's (file, line) the statement came from
         last_use = self.last_uses()
         reuse = {} if self.scalar or self.pure else reuse_plan(self.graph, last_use)
-        section = None
-        run_loc = None
+        self.shared = one_name(self.graph, reuse)  # node -> whose name its buffer has
+        self.own = {}  # node -> its own name, which a gradient's name is made from
+        section = run_loc = None
         self.block = None  # the `try:` or `with np.errstate` block last emitted (marked)
         used = {a for n in self.graph.nodes for a in n.args if type(a) is Node} | \
             set(leaves(self.graph.outputs)) if self.graph.marks else ()
@@ -187,46 +219,26 @@ class Emitter:
                 mark = self.graph.marks.get(node.stack)
                 body += self.guard_lines(node) if mark is None or not mark.tried else \
                     self.tried_guard(node, self.guard_lines(node))
-                dead = [self.names[n] for n in last_use.get(i, ())]
-                if dead:
-                    body.append((f"del {', '.join(sorted(dead))}", ""))
+                body += self.dels(last_use.get(i, ()))
                 continue
-            prefix = "t_" if self.graph.kind == "jvp" else "g_"
-            name = self.ns.fresh(_base_name(node, self.cotangent_of, self.names, prefix))
-            self.names[node] = name
-            if node.prim.helper:
-                self.helpers.add(node.prim.helper)
-            self.imports.update(node.prim.imports)
-            kind = "# forward" if node.grad_of is None else "# backward"
+            if node in self.inline_at:
+                self.inline_ast[node] = expression(node, [self.arg_ast(a) for a in node.args])
+                continue
+            name = self.names[node] = self.node_name(node)
+            kind = "# forward" if node.grad_of is None else \
+                "# tangents" if self.graph.kind == "jvp" else "# backward"
             if kind != section:
                 body.append((kind, ""))
                 section = kind
-            args = [self.arg_ast(a) for a in node.args]
-            if i in reuse:  # written into a dying operand's buffer (see memory.py)
-                value = call_ast(f"np.{ufunc_of(node.prim)}", args,
-                                 [ast.keyword("out", self.arg_ast(reuse[i]))])
-            elif node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:
-                # a Python number has no .astype: np.float32(t)
-                value = call_ast(render(literal_ast(node.params["dtype"])), args)
-            elif self.numpy_on_numbers(node):  # as the trace computed it: a NumPy scalar
-                value = call_ast(f"np.{ufunc_of(node.prim)}", args)
-            elif node.prim.name == "getitem" and type(node.args[0]) is not Node \
-                    and any(type(a) is Node for a in node.args[1:]):  # const[mask]: a call
-                self.helpers.add("_getitem")
-                value = expression(SimpleNamespace(prim=_GETITEM_CALL, params=node.params),
-                                   args, self.param_ast)
-            else:
-                value = expression(node, args, self.param_ast, self.scalar)
+            value = self.value_ast(node, reuse.get(i))
             stmt = ast.Assign([ast.Name(name, ast.Store())], value)
-            comment = _comment(node, self.graph.kind)
-            if node.grad_of is None and node.loc is not None and node.loc != run_loc:
-                comment = f"{comment}  {source_line(node.loc)}".rstrip()
-                run_loc = node.loc
+            if i in reuse and self.shared.get(reuse[i]) is self.shared.get(node, False):
+                stmt = _in_place(value, name)
+            comment, run_loc = self.once(node, run_loc)
             body += self.pending
             self.pending = []
             mark = self.graph.marks.get(node.stack) if node.grad_of is None else None
-            dead = [self.names[n] for n in last_use.get(i, ())]
-            dead = [(f"del {', '.join(sorted(dead))}", "")] if dead else []
+            dead = self.dels(n for n in last_use.get(i, ()) if self.names[n] != name)
             if node.prim.name in RAISES and node.grad_of is None:
                 body += self.raising(node, render(stmt), comment, locs, len(body)) + dead
             elif mark is not None:  # in a `try:` or an np.errstate (raising.py)
@@ -240,15 +252,90 @@ class Emitter:
                 body += dead
         returned = "return " + render(self.output_ast(self.graph.outputs))
         body += self.pending + [(returned, "")]
-        body, locs = _used_counts(body, locs, self.counts)
-        head = [f"def {self.graph.name}({', '.join(self.params)}):"]
+        return self.lines(prologue, *_used_counts(body, locs, self.counts))
+
+    def node_name(self, node):
+        """A fresh name after the user's variable, the gradient's value or the primitive;
+        a later value of one buffer (memory.one_name) takes the name it has."""
+        prefix = "t_" if self.graph.kind == "jvp" else "g_"
+        owner = self.shared.get(node)
+        if node.prim.helper:
+            self.helpers.add(node.prim.helper)
+        self.imports.update(node.prim.imports)
+        if owner is not None and owner in self.names:
+            self.own[node] = self.names[owner] if node is owner else node.prim.name
+            return self.names[owner]
+        name = self.ns.fresh(_base_name(owner or node, self.cotangent_of, self.own, prefix))
+        self.own[node] = name if owner in (None, node) else node.prim.name
+        if owner is not None:
+            self.names[owner] = name
+        return name
+
+    def value_ast(self, node, out):
+        """The right-hand side of a node's statement; `out`: the dying operand whose
+        buffer it writes into (memory.py), or None."""
+        args = [self.arg_ast(a) for a in node.args]
+        if out is not None:
+            return call_ast(f"np.{ufunc_of(node.prim)}", args,
+                            [ast.keyword("out", self.arg_ast(out))])
+        if node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:
+            # a Python number has no .astype: np.float32(t)
+            return call_ast(render(literal_ast(node.params["dtype"])), args)
+        if self.numpy_on_numbers(node):  # as the trace computed it: a NumPy scalar
+            return call_ast(f"np.{ufunc_of(node.prim)}", args)
+        if node.prim.name == "getitem" and type(node.args[0]) is not Node \
+                and any(type(a) is Node for a in node.args[1:]):  # const[mask]: a call
+            self.helpers.add("_getitem")
+            return expression(SimpleNamespace(prim=_GETITEM_CALL, params=node.params),
+                              args, self.param_ast)
+        return expression(node, args, self.param_ast, self.scalar)
+
+    def lines(self, prologue, body, locs):
+        """The function's lines: its head (def, docstring, guards, constants in n), then
+        the body, each statement's lines mapped to the user's line it came from."""
+        head = wrap(f"def {self.graph.name}({', '.join(self.params)}):")
         if self.graph.doc:
-            head.append("    " + render(ast.Expr(ast.Constant(self.graph.doc))))
+            head += docstring(self.graph.doc, "    ") or \
+                ["    " + render(ast.Expr(ast.Constant(self.graph.doc)))]
         if self.standalone:
-            head += [_line(line, "") for line in self.static_guards()]
-        head += [_line(code, comment) for code, comment in prologue + self.local_constant_lines()]
-        self.line_locs = {len(head) + i: loc for i, loc in locs.items()}
-        return head + [_line(code, comment) for code, comment in body]
+            head += [line for code in self.static_guards() for line in _line(code, "")]
+        for code, comment in prologue + self.local_constant_lines():
+            head += _line(code, comment)
+        self.line_locs = {}  # every line of a statement the user's line made points at it
+        said = None
+        for i, (code, comment) in enumerate(body):
+            comment, said = ("" if comment == said else comment), comment  # said once
+            lines = _line(code, comment)
+            if i in locs:
+                self.line_locs.update((len(head) + k, locs[i]) for k in range(len(lines)))
+            head += lines
+        return head
+
+    def once(self, node, run):
+        """A statement's comment, said once for the run of statements that one user line
+        (or one rule at it) made: `file.py:16  source` on the first forward line of the
+        user's statement, `grad of tanh, file.py:16` on the first backward line of a rule,
+        only `grad of add` when the rule changes at the same line, nothing when the
+        comment would repeat the line before (but a fused numexpr line, which stands for
+        much of the user's line, says where it is). Returns (comment, the run it starts)."""
+        comment = _comment(node, self.graph.kind)
+        if node.loc is None:
+            return comment, run
+        key = (node.grad_of is None, node.loc)
+        if run is not None and run[0] == key and op(node) != "fused":  # a numexpr line
+            if run[1] == comment:                                     # keeps its place
+                return "", run
+            if node.grad_of is not None:  # another rule at the same line
+                return comment.rsplit(", ", 1)[0], (key, comment)
+        if node.grad_of is None and (run is None or run[0] != key):
+            comment = f"{comment}  {source_line(node.loc)}".rstrip()
+        return comment, (key, _comment(node, self.graph.kind))
+
+    def dels(self, nodes):
+        """`del` of the arrays that die here: a scalar (a Python float, a NumPy scalar, a
+        0-d array) holds no memory worth freeing early."""
+        dead = sorted(self.names[n] for n in nodes if n.shape != ())
+        return [(f"del {', '.join(dead)}", "")] if dead else []
 
     def numpy_on_numbers(self, node):
         """Whether `node`, written with Python's operators, would compute a Python number
@@ -547,11 +634,15 @@ class Emitter:
     def last_uses(self):
         """statement index -> nodes whose last use it is (outputs and inputs excluded)."""
         keep = set(self.graph.inputs) | {n for n in leaves(self.graph.outputs) if type(n) is Node}
-        last = {}
-        for i, node in enumerate(self.graph.nodes):
+        keep |= set(self.inline_at)
+        last, nodes = {}, self.graph.nodes
+        for i, node in enumerate(nodes):
+            at = i
+            while nodes[at] in self.inline_at:  # an inlined `x.T` reads x where it is
+                at = self.inline_at[nodes[at]]   # written (`x.T.T` too)
             for arg in node.args:
                 if type(arg) is Node and arg not in keep:
-                    last[arg] = i
+                    last[arg] = max(at, last.get(arg, at))
         by_index = {}
         for node, i in last.items():
             by_index.setdefault(i, []).append(node)
@@ -582,11 +673,11 @@ class Emitter:
                                  f"{module or 'no module'}, so a standalone module cannot "
                                  "import it: define it at the top level of an importable "
                                  "module")
-            return (f"{name} = __import__({module!r}, fromlist=[{fn.__name__!r}])"
-                    f".{fn.__qualname__}")
+            return wrap(f"{name} = __import__({module!r}, fromlist=[{fn.__name__!r}])"
+                        f".{fn.__qualname__}")
         self.injected[name] = fn
-        return (f"{name} = None  # {module}.{fn.__qualname__}, which autodiffgen fills in when "
-                "it loads this module")
+        return _line(f"{name} = None", f"{module}.{fn.__qualname__}, which autodiffgen fills "
+                     "in when it loads this module", indent="", align=False)
 
     def constant_lines(self):
         lines = []
@@ -596,20 +687,20 @@ class Emitter:
                 continue
             if what:
                 self.injected[name] = array
-                lines.append(f"{name} = None  # {what[0]}, which autodiffgen fills in when it "
-                             "loads this module")
+                lines += _line(f"{name} = None", f"{what[0]}, which autodiffgen fills in when "
+                               "it loads this module", indent="", align=False)
                 continue
             if not isinstance(array, np.ndarray):
-                lines.append(self.function_line(name, array))
+                lines += self.function_line(name, array)
                 continue
             made = constant_ast(array, self.standalone)
             what = f"{array.dtype.name}{list(array.shape)}"
             if made is None:  # too big to print: load() hands it over after exec
                 self.injected[name] = array
-                lines.append(f"{name} = None  # a {what} constant captured by the traced "
-                             "function; autodiffgen fills it in when it loads this module")
+                lines += _line(f"{name} = None", f"a {what} constant, which autodiffgen "
+                               "fills in when it loads this module", indent="", align=False)
             else:
-                lines.append(_line(f"{name} = {render(made)}", what, indent=""))
+                lines += _line(f"{name} = {render(made)}", what, indent="")
         return lines
 
 
@@ -648,6 +739,39 @@ def _mentions(value, names):
     if kind in (tuple, list):
         return any(_mentions(v, names) for v in value)
     return getattr(value, "var", None) in names and kind in (Dim, Scale)
+
+
+_AUGMENTED = {"add": ast.Add, "subtract": ast.Sub, "multiply": ast.Mult, "divide": ast.Div,
+              "true_divide": ast.Div}
+
+
+def _in_place(call, name):
+    """`np.add(h, b, out=h)` as a statement: `h += b`; `np.tanh(h, out=h)` as it is."""
+    kind = call.func.attr
+    args = call.args
+    if kind in _AUGMENTED and len(args) == 2:
+        first = isinstance(args[0], ast.Name) and args[0].id == name
+        if not first and kind in ("add", "multiply"):  # b + h is h + b, bit for bit
+            args = args[::-1]
+            first = isinstance(args[0], ast.Name) and args[0].id == name
+        if first:
+            return ast.AugAssign(ast.Name(name, ast.Store()), _AUGMENTED[kind](), args[1])
+    return ast.Expr(call)
+
+
+def _inlined(graph):
+    """{`x.T` node: the index of the one statement that reads it}: a transpose is a view,
+    so a reader writes `h.T @ g` rather than naming it first. Not a value the user named
+    or a gradient (its name says what it is), an output or a guard's operand."""
+    uses = {node: None for node in leaves(graph.outputs) if type(node) is Node}
+    for i, node in enumerate(graph.nodes):
+        for arg in node.args:
+            if type(arg) is Node:
+                uses[arg] = None if arg in uses or op(node) == "guard" else i
+    return {node: uses[node] for node in graph.nodes
+            if op(node) == "transpose" and node.params.get("axes") is None
+            and uses.get(node) is not None and node.name is None
+            and node not in graph.derivative_of}
 
 
 def _all_python_floats(graph):
@@ -725,20 +849,49 @@ def _import_groups(imports):
     return [group for group in (stdlib, sorted(set(imports) - set(stdlib))) if group]
 
 
+def _array_name(array):
+    """A module-level constant array's name, after how it is made (emit_ast.constant_ast)."""
+    flat = array.ravel()
+    if array.ndim == 0 or array.size == 0:
+        return "const"
+    if (flat == flat[0]).all():
+        fill = flat[0].item()
+        return "zeros" if fill == 0 else "ones" if fill == 1 else "full"
+    if array.ndim == 1 and np.issubdtype(array.dtype, np.integer) \
+            and (array == np.arange(array.size)).all():
+        return "indices"
+    return "const"
+
+
 def _content_key(value):
     if isinstance(value, np.ndarray):
         return ("array", value.dtype.str, value.shape, np.ascontiguousarray(value).tobytes())
     return ("object", id(value))
 
 
-def _line(code, comment, indent="    "):
+def _line(code, comment, indent="    ", align=True):
+    """The lines of one statement and its comment, none over WIDTH characters where it
+    can be helped: the comment after the code (at _COMMENT_COLUMN if `align`) if it fits
+    there, else on a line of its own above it (the user's own `# ...` left out, then cut
+    short, if it does not fit there either); the code wrapped (emit_ast.wrap)."""
     code = indent + code if code else ""
     if not comment:
-        return code
+        return wrap(code) if code else [""]
     if code.startswith(indent + "#") or not code:
-        return f"{indent}{code.strip()}".rstrip()
-    return f"{code.ljust(_COMMENT_COLUMN)}  # {comment}" if len(code) < _COMMENT_COLUMN \
-        else f"{code}  # {comment}"
+        return [f"{indent}{code.strip()}".rstrip()]
+    lines = wrap(code)
+    first = lines[0]
+    for pad in ((_COMMENT_COLUMN,) if align else ()) + (0,):
+        joined = f"{first.ljust(pad)}  # {comment}"
+        if len(joined) <= WIDTH:
+            return [joined] + lines[1:]
+    lead = " " * (len(first) - len(first.lstrip()))
+    above = f"{lead}# {comment}"
+    if len(above) > WIDTH and "  # " in comment:  # the user's comment on the line quoted
+        above = f"{lead}# {comment.rsplit('  # ', 1)[0]}"
+    if len(above) > WIDTH:
+        above = above[:WIDTH - 3].rstrip() + "..."
+    return [above] + lines
 
 
 # a constant indexed by computed arrays, written as a call that a trace of the generated

@@ -3,7 +3,8 @@
 `del` at last use already frees every value as soon as it can go. On top of that, an
 elementwise ufunc whose operand dies at that very statement can write its result into
 the operand's buffer (`np.multiply(a, b, out=a)`), which saves an allocation and keeps
-the peak lower on large arrays. Only buffers the graph owns qualify: never an input, a
+the peak lower on large arrays. Within one user statement, such a chain is one buffer under
+one name (`h = x @ W`, `h += b`, `np.tanh(h, out=h)`): see `one_name`. Only buffers the graph owns qualify: never an input, a
 saved value, an output, a constant, or an array that some view still looks into.
 """
 
@@ -56,3 +57,25 @@ def _elementwise(prim):
 def owns(node):
     """The node's value is a new array of its own (so it may be written into)."""
     return op(node) in _OWNERS or (op(node) is not None and ufunc_of(node.prim) is not None)
+
+
+def one_name(graph, plan):
+    """{node: the last node of its chain}, for the chains of `plan` that one buffer runs
+    through within one user statement, read as one variable named after the chain's last
+    value (the user's `h`, a gradient `g_x`): its earlier values have no name of their own
+    (`matmul`, `add`), and are not gradients."""
+    chain = {}  # node -> the list of nodes sharing its buffer so far
+    for i, operand in sorted(plan.items()):
+        node = graph.nodes[i]
+        if operand.name is None and operand not in graph.derivative_of \
+                and operand.loc == node.loc and operand.loc is not None \
+                and (operand.grad_of is None) == (node.grad_of is None):
+            members = chain.get(operand, [operand])
+            members.append(node)
+            chain[operand] = chain[node] = members
+    shared = {}
+    for members in chain.values():
+        last = members[-1]
+        if last.name is not None or last in graph.derivative_of:
+            shared.update((m, last) for m in members)
+    return shared

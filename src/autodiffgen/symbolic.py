@@ -250,6 +250,8 @@ def _fit_linear(values, ns, var):
 
 
 def _fit_float(values, ns, var):
+    if not np.all(np.isfinite(values)):  # _close matches no nan or inf: no formula fits
+        raise NoFit
     cast = _cast(values[0])
     for k, power, m, b in _candidates([float(v) for v in values], ns, var):
         scale = Scale(k, power, cast, var, m, b)

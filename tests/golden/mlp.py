@@ -18,97 +18,92 @@ def _scatter_add(g, index, shape, unique=False):
 
 
 def mlp_loss_value_and_grad(params, x, y):
-    """Value of mlp_loss and its gradient with respect to params, traced at (params: dict of 6, x: float32[n, 784], y: int64[n]). Serves every batch size 2 <= n <= 128."""
+    """Value of mlp_loss and its gradient with respect to params, traced at (params: dict of 6,
+    x: float32[n, 784], y: int64[n]). Serves every batch size 2 <= n <= 128."""
     n = x.shape[0]                        # the batch size
     if not 2 <= n <= 128 or y.shape[0] != n:
         raise GuardFailure(f'{n} rows: this code serves 2 to 128 rows, the same in x and y')
-    const = np.arange(n, dtype=np.int64)  # int64[n]
-    const_1 = np.full((n,), -1.0 / n, dtype=np.float32)  # float32[n]
+    rows = np.arange(n, dtype=np.int64)   # int64[n]
+    neg_inv_n = np.full((n,), -1.0 / n, dtype=np.float32)  # float32[n]
     params_W1 = params['W1']              # unpack the argument
-    params_b1 = params['b1']              # unpack the argument
-    params_W2 = params['W2']              # unpack the argument
-    params_b2 = params['b2']              # unpack the argument
-    params_W3 = params['W3']              # unpack the argument
-    params_b3 = params['b3']              # unpack the argument
+    params_b1 = params['b1']
+    params_W2 = params['W2']
+    params_b2 = params['b2']
+    params_W3 = params['W3']
+    params_b3 = params['b3']
     # forward
-    matmul = x @ params_W1                # golden_models.py:10  h = np.maximum(x @ params["W1"] + params["b1"], 0.0)
-    add = np.add(matmul, params_b1, out=matmul)  # golden_models.py:10
+    # golden_models.py:10  h = np.maximum(x @ params["W1"] + params["b1"], 0.0)
+    matmul = x @ params_W1
+    add = np.add(matmul, params_b1, out=matmul)
     del matmul
-    h = np.maximum(add, 0.0)              # golden_models.py:10
-    matmul_1 = h @ params_W2              # golden_models.py:11  h = np.maximum(h @ params["W2"] + params["b2"], 0.0)
-    add_1 = np.add(matmul_1, params_b2, out=matmul_1)  # golden_models.py:11
+    h = np.maximum(add, 0.0)
+    # golden_models.py:11  h = np.maximum(h @ params["W2"] + params["b2"], 0.0)
+    matmul_1 = h @ params_W2
+    add_1 = np.add(matmul_1, params_b2, out=matmul_1)
     del matmul_1
-    h_1 = np.maximum(add_1, 0.0)          # golden_models.py:11
-    matmul_2 = h_1 @ params_W3            # golden_models.py:12  logits = h @ params["W3"] + params["b3"]
-    logits = np.add(matmul_2, params_b3, out=matmul_2)  # golden_models.py:12
-    del matmul_2
-    max_1 = np.max(logits, axis=1, keepdims=True)  # golden_models.py:13  shifted = logits - logits.max(axis=1, keepdims=True)
-    shifted = np.subtract(logits, max_1, out=logits)  # golden_models.py:13
+    h_1 = np.maximum(add_1, 0.0)
+    logits = h_1 @ params_W3  # golden_models.py:12  logits = h @ params["W3"] + params["b3"]
+    logits += params_b3
+    # golden_models.py:13  shifted = logits - logits.max(axis=1, keepdims=True)
+    max_1 = np.max(logits, axis=1, keepdims=True)
+    shifted = np.subtract(logits, max_1, out=logits)
     del logits, max_1
-    exp = np.exp(shifted)                 # golden_models.py:14  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    sum_1 = np.sum(exp, axis=1, keepdims=True)  # golden_models.py:14
-    log = np.log(sum_1)                   # golden_models.py:14
-    log_probs = np.subtract(shifted, log, out=shifted)  # golden_models.py:14
+    # golden_models.py:14  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    exp = np.exp(shifted)
+    sum_1 = np.sum(exp, axis=1, keepdims=True)
+    log = np.log(sum_1)
+    log_probs = np.subtract(shifted, log, out=shifted)
     del log, shifted
-    getitem = log_probs[const, y]         # golden_models.py:15  return -log_probs[np.arange(len(y)), y].mean()
+    # golden_models.py:15  return -log_probs[np.arange(len(y)), y].mean()
+    getitem = log_probs[rows, y]
     del log_probs
-    mean = np.mean(getitem)               # golden_models.py:15
+    mean = np.mean(getitem)
     del getitem
-    mlp_loss = -mean                      # golden_models.py:15
-    del mean
+    mlp_loss = -mean
     # backward
-    g_log_probs = _scatter_add(const_1, (const, y), (n, 10), unique=True)  # grad of getitem, golden_models.py:15
+    # grad of getitem, golden_models.py:15
+    g_log_probs = _scatter_add(neg_inv_n, (rows, y), (n, 10), unique=True)
     negative = -g_log_probs               # grad of subtract, golden_models.py:14
-    g_log = np.sum(negative, axis=1, keepdims=True)  # grad of subtract, golden_models.py:14
+    g_log = np.sum(negative, axis=1, keepdims=True)
     del negative
-    g_sum_1 = np.divide(g_log, sum_1, out=g_log)  # grad of log, golden_models.py:14
+    g_sum_1 = np.divide(g_log, sum_1, out=g_log)  # grad of log
     del g_log, sum_1
-    g_exp = np.broadcast_to(g_sum_1, (n, 10))  # grad of sum, golden_models.py:14
-    del g_sum_1
-    multiply = np.multiply(g_exp, exp, out=exp)  # grad of exp, golden_models.py:14
-    del exp, g_exp
-    g_shifted = np.add(g_log_probs, multiply, out=g_log_probs)  # grad of exp, golden_models.py:14
+    multiply = np.multiply(g_sum_1, exp, out=exp)  # grad of exp
+    del exp, g_sum_1
+    g_shifted = np.add(g_log_probs, multiply, out=g_log_probs)
     del g_log_probs, multiply
     g_params_b3 = np.sum(g_shifted, axis=0)  # grad of add, golden_models.py:12
-    transpose = params_W3.T               # grad of matmul, golden_models.py:12
-    g_h_1 = g_shifted @ transpose         # grad of matmul, golden_models.py:12
-    del transpose
-    transpose_1 = h_1.T                   # grad of matmul, golden_models.py:12
-    del h_1
-    g_params_W3 = transpose_1 @ g_shifted  # grad of matmul, golden_models.py:12
-    del g_shifted, transpose_1
+    g_h_1 = g_shifted @ params_W3.T       # grad of matmul
+    g_params_W3 = h_1.T @ g_shifted
+    del g_shifted, h_1
     greater = add_1 > 0.0                 # grad of maximum, golden_models.py:11
-    multiply_1 = g_h_1 * greater          # grad of maximum, golden_models.py:11
+    g_add_1 = g_h_1 * greater
     del greater
-    multiply_2 = np.multiply(0.5, g_h_1, out=g_h_1)  # grad of maximum, golden_models.py:11
+    multiply_1 = np.multiply(0.5, g_h_1, out=g_h_1)
     del g_h_1
-    equal = add_1 == 0.0                  # grad of maximum, golden_models.py:11
+    equal = add_1 == 0.0
     del add_1
-    multiply_3 = np.multiply(multiply_2, equal, out=multiply_2)  # grad of maximum, golden_models.py:11
-    del equal, multiply_2
-    g_add_1 = np.add(multiply_1, multiply_3, out=multiply_1)  # grad of maximum, golden_models.py:11
-    del multiply_1, multiply_3
-    g_params_b2 = np.sum(g_add_1, axis=0)  # grad of add, golden_models.py:11
-    transpose_2 = params_W2.T             # grad of matmul, golden_models.py:11
-    g_h = g_add_1 @ transpose_2           # grad of matmul, golden_models.py:11
-    del transpose_2
-    transpose_3 = h.T                     # grad of matmul, golden_models.py:11
-    del h
-    g_params_W2 = transpose_3 @ g_add_1   # grad of matmul, golden_models.py:11
-    del g_add_1, transpose_3
+    multiply_2 = np.multiply(multiply_1, equal, out=multiply_1)
+    del equal, multiply_1
+    g_add_1 += multiply_2
+    del multiply_2
+    g_params_b2 = np.sum(g_add_1, axis=0)  # grad of add
+    g_h = g_add_1 @ params_W2.T           # grad of matmul
+    g_params_W2 = h.T @ g_add_1
+    del g_add_1, h
     greater_1 = add > 0.0                 # grad of maximum, golden_models.py:10
-    multiply_4 = g_h * greater_1          # grad of maximum, golden_models.py:10
+    g_add = g_h * greater_1
     del greater_1
-    multiply_5 = np.multiply(0.5, g_h, out=g_h)  # grad of maximum, golden_models.py:10
+    multiply_3 = np.multiply(0.5, g_h, out=g_h)
     del g_h
-    equal_1 = add == 0.0                  # grad of maximum, golden_models.py:10
+    equal_1 = add == 0.0
     del add
-    multiply_6 = np.multiply(multiply_5, equal_1, out=multiply_5)  # grad of maximum, golden_models.py:10
-    del equal_1, multiply_5
-    g_add = np.add(multiply_4, multiply_6, out=multiply_4)  # grad of maximum, golden_models.py:10
-    del multiply_4, multiply_6
-    g_params_b1 = np.sum(g_add, axis=0)   # grad of add, golden_models.py:10
-    transpose_4 = x.T                     # grad of matmul, golden_models.py:10
-    g_params_W1 = transpose_4 @ g_add     # grad of matmul, golden_models.py:10
-    del g_add, transpose_4
-    return (mlp_loss, {'W1': g_params_W1, 'b1': g_params_b1, 'W2': g_params_W2, 'b2': g_params_b2, 'W3': g_params_W3, 'b3': g_params_b3})
+    multiply_4 = np.multiply(multiply_3, equal_1, out=multiply_3)
+    del equal_1, multiply_3
+    g_add += multiply_4
+    del multiply_4
+    g_params_b1 = np.sum(g_add, axis=0)   # grad of add
+    g_params_W1 = x.T @ g_add             # grad of matmul
+    del g_add
+    return (mlp_loss, {'W1': g_params_W1, 'b1': g_params_b1, 'W2': g_params_W2, 'b2': g_params_b2,
+                       'W3': g_params_W3, 'b3': g_params_b3})

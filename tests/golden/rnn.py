@@ -2,114 +2,109 @@
 
 import numpy as np
 
-const = np.zeros((2, 5), dtype=np.float32)  # float32[2, 5]
-const_1 = np.full((2, 5), 0.10000000149011612, dtype=np.float32)  # float32[2, 5]
-const_2 = np.zeros((5, 2), dtype=np.float32)  # float32[5, 2]
+zeros = np.zeros((2, 5), dtype=np.float32)  # float32[2, 5]
+full = np.full((1, 1), 0.10000000149011612, dtype=np.float32)  # float32[1, 1]
+zeros_1 = np.zeros((5, 2), dtype=np.float32)  # float32[5, 2]
 
 
 def rnn_loss_value_and_grad(params, xs, target):
-    """Value of rnn_loss and its gradient with respect to params, traced at (params: dict of 3, xs: float32[4, 2, 3], target: float32[2, 5])."""
+    """Value of rnn_loss and its gradient with respect to params, traced at (params: dict of 3,
+    xs: float32[4, 2, 3], target: float32[2, 5])."""
     params_Wx = params['Wx']              # unpack the argument
-    params_Wh = params['Wh']              # unpack the argument
-    params_b = params['b']                # unpack the argument
+    params_Wh = params['Wh']
+    params_b = params['b']
     # forward
-    getitem = xs[0]                       # golden_models.py:33  h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
-    matmul = getitem @ params_Wx          # golden_models.py:33
-    matmul_1 = const @ params_Wh          # golden_models.py:33
-    add = np.add(matmul, matmul_1, out=matmul)  # golden_models.py:33
+    # golden_models.py:33  h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
+    getitem = xs[0]
+    matmul = getitem @ params_Wx
+    matmul_1 = zeros @ params_Wh
+    add = np.add(matmul, matmul_1, out=matmul)
     del matmul, matmul_1
-    add_1 = np.add(add, params_b, out=add)  # golden_models.py:33
+    add_1 = np.add(add, params_b, out=add)
     del add
-    tanh = np.tanh(add_1, out=add_1)      # golden_models.py:33
+    tanh = np.tanh(add_1, out=add_1)
     del add_1
-    getitem_1 = xs[1]                     # golden_models.py:33
-    matmul_2 = getitem_1 @ params_Wx      # golden_models.py:33
-    matmul_3 = tanh @ params_Wh           # golden_models.py:33
-    add_2 = np.add(matmul_2, matmul_3, out=matmul_2)  # golden_models.py:33
+    getitem_1 = xs[1]
+    matmul_2 = getitem_1 @ params_Wx
+    matmul_3 = tanh @ params_Wh
+    add_2 = np.add(matmul_2, matmul_3, out=matmul_2)
     del matmul_2, matmul_3
-    add_3 = np.add(add_2, params_b, out=add_2)  # golden_models.py:33
+    add_3 = np.add(add_2, params_b, out=add_2)
     del add_2
-    tanh_1 = np.tanh(add_3, out=add_3)    # golden_models.py:33
+    tanh_1 = np.tanh(add_3, out=add_3)
     del add_3
-    getitem_2 = xs[2]                     # golden_models.py:33
-    matmul_4 = getitem_2 @ params_Wx      # golden_models.py:33
-    matmul_5 = tanh_1 @ params_Wh         # golden_models.py:33
-    add_4 = np.add(matmul_4, matmul_5, out=matmul_4)  # golden_models.py:33
+    getitem_2 = xs[2]
+    matmul_4 = getitem_2 @ params_Wx
+    matmul_5 = tanh_1 @ params_Wh
+    add_4 = np.add(matmul_4, matmul_5, out=matmul_4)
     del matmul_4, matmul_5
-    add_5 = np.add(add_4, params_b, out=add_4)  # golden_models.py:33
+    add_5 = np.add(add_4, params_b, out=add_4)
     del add_4
-    tanh_2 = np.tanh(add_5, out=add_5)    # golden_models.py:33
+    tanh_2 = np.tanh(add_5, out=add_5)
     del add_5
-    getitem_3 = xs[3]                     # golden_models.py:33
-    matmul_6 = getitem_3 @ params_Wx      # golden_models.py:33
-    matmul_7 = tanh_2 @ params_Wh         # golden_models.py:33
-    add_6 = np.add(matmul_6, matmul_7, out=matmul_6)  # golden_models.py:33
-    del matmul_6, matmul_7
-    add_7 = np.add(add_6, params_b, out=add_6)  # golden_models.py:33
-    del add_6
-    h = np.tanh(add_7, out=add_7)         # golden_models.py:33
-    del add_7
+    getitem_3 = xs[3]
+    h = getitem_3 @ params_Wx
+    matmul_6 = tanh_2 @ params_Wh
+    h += matmul_6
+    del matmul_6
+    h += params_b
+    np.tanh(h, out=h)
     subtract = h - target                 # golden_models.py:34  return np.mean((h - target) ** 2)
-    power = subtract ** 2                 # golden_models.py:34
-    rnn_loss = np.mean(power)             # golden_models.py:34
+    power = subtract ** 2
+    rnn_loss = np.mean(power)
     del power
     # backward
-    multiply = np.multiply(2, subtract, out=subtract)  # grad of power, golden_models.py:34
+    g_subtract = np.multiply(2, subtract, out=subtract)  # grad of power, golden_models.py:34
     del subtract
-    g_subtract = np.multiply(const_1, multiply, out=multiply)  # grad of power, golden_models.py:34
-    del multiply
-    multiply_1 = np.multiply(h, h, out=h)  # grad of tanh, golden_models.py:33
+    g_subtract *= full
+    multiply = np.multiply(h, h, out=h)   # grad of tanh, golden_models.py:33
     del h
-    subtract_1 = np.subtract(1, multiply_1, out=multiply_1)  # grad of tanh, golden_models.py:33
-    del multiply_1
-    g_add_7 = np.multiply(g_subtract, subtract_1, out=g_subtract)  # grad of tanh, golden_models.py:33
+    subtract_1 = np.subtract(1, multiply, out=multiply)
+    del multiply
+    g_add = np.multiply(g_subtract, subtract_1, out=g_subtract)
     del g_subtract, subtract_1
-    sum_1 = np.sum(g_add_7, axis=0)       # grad of add, golden_models.py:33
-    transpose = params_Wh.T               # grad of matmul, golden_models.py:33
-    g_tanh_2 = g_add_7 @ transpose        # grad of matmul, golden_models.py:33
-    multiply_2 = tanh_2 * tanh_2          # grad of tanh, golden_models.py:33
-    subtract_2 = np.subtract(1, multiply_2, out=multiply_2)  # grad of tanh, golden_models.py:33
-    del multiply_2
-    g_add_5 = np.multiply(g_tanh_2, subtract_2, out=g_tanh_2)  # grad of tanh, golden_models.py:33
+    g_params_b = np.sum(g_add, axis=0)    # grad of add
+    transpose = params_Wh.T               # grad of matmul
+    g_tanh_2 = g_add @ transpose
+    multiply_1 = tanh_2 * tanh_2          # grad of tanh
+    subtract_2 = np.subtract(1, multiply_1, out=multiply_1)
+    del multiply_1
+    g_add_5 = np.multiply(g_tanh_2, subtract_2, out=g_tanh_2)
     del g_tanh_2, subtract_2
-    sum_2 = np.sum(g_add_5, axis=0)       # grad of add, golden_models.py:33
-    add_8 = np.add(sum_1, sum_2, out=sum_1)  # grad of add, golden_models.py:33
-    del sum_1, sum_2
-    g_tanh_1 = g_add_5 @ transpose        # grad of matmul, golden_models.py:33
-    multiply_3 = tanh_1 * tanh_1          # grad of tanh, golden_models.py:33
-    subtract_3 = np.subtract(1, multiply_3, out=multiply_3)  # grad of tanh, golden_models.py:33
-    del multiply_3
-    g_add_3 = np.multiply(g_tanh_1, subtract_3, out=g_tanh_1)  # grad of tanh, golden_models.py:33
+    sum_1 = np.sum(g_add_5, axis=0)       # grad of add
+    g_params_b += sum_1
+    del sum_1
+    g_tanh_1 = g_add_5 @ transpose        # grad of matmul
+    multiply_2 = tanh_1 * tanh_1          # grad of tanh
+    subtract_3 = np.subtract(1, multiply_2, out=multiply_2)
+    del multiply_2
+    g_add_3 = np.multiply(g_tanh_1, subtract_3, out=g_tanh_1)
     del g_tanh_1, subtract_3
-    sum_3 = np.sum(g_add_3, axis=0)       # grad of add, golden_models.py:33
-    add_9 = np.add(add_8, sum_3, out=add_8)  # grad of add, golden_models.py:33
-    del add_8, sum_3
-    g_tanh = g_add_3 @ transpose          # grad of matmul, golden_models.py:33
+    sum_2 = np.sum(g_add_3, axis=0)       # grad of add
+    g_params_b += sum_2
+    del sum_2
+    g_tanh = g_add_3 @ transpose          # grad of matmul
     del transpose
-    multiply_4 = tanh * tanh              # grad of tanh, golden_models.py:33
-    subtract_4 = np.subtract(1, multiply_4, out=multiply_4)  # grad of tanh, golden_models.py:33
-    del multiply_4
-    g_add_1 = np.multiply(g_tanh, subtract_4, out=g_tanh)  # grad of tanh, golden_models.py:33
+    multiply_3 = tanh * tanh              # grad of tanh
+    subtract_4 = np.subtract(1, multiply_3, out=multiply_3)
+    del multiply_3
+    g_add_1 = np.multiply(g_tanh, subtract_4, out=g_tanh)
     del g_tanh, subtract_4
-    sum_4 = np.sum(g_add_1, axis=0)       # grad of add, golden_models.py:33
-    g_params_b = np.add(add_9, sum_4, out=add_9)  # grad of add, golden_models.py:33
-    del add_9, sum_4
-    matmul_8 = const_2 @ g_add_1          # grad of matmul, golden_models.py:33
-    concatenate = np.concatenate([tanh_2, tanh_1, tanh])  # grad of matmul, golden_models.py:33
+    sum_3 = np.sum(g_add_1, axis=0)       # grad of add
+    g_params_b += sum_3
+    del sum_3
+    matmul_7 = zeros_1 @ g_add_1          # grad of matmul
+    concatenate = np.concatenate([tanh_2, tanh_1, tanh])
     del tanh, tanh_1, tanh_2
-    transpose_1 = concatenate.T           # grad of matmul, golden_models.py:33
-    del concatenate
-    concatenate_1 = np.concatenate([g_add_7, g_add_5, g_add_3])  # grad of matmul, golden_models.py:33
-    matmul_9 = transpose_1 @ concatenate_1  # grad of matmul, golden_models.py:33
-    del concatenate_1, transpose_1
-    g_params_Wh = np.add(matmul_9, matmul_8, out=matmul_9)  # grad of matmul, golden_models.py:33
-    del matmul_8, matmul_9
-    concatenate_2 = np.concatenate([getitem_3, getitem_2, getitem_1, getitem])  # grad of matmul, golden_models.py:33
+    concatenate_1 = np.concatenate([g_add, g_add_5, g_add_3])
+    g_params_Wh = concatenate.T @ concatenate_1
+    del concatenate, concatenate_1
+    g_params_Wh += matmul_7
+    del matmul_7
+    concatenate_2 = np.concatenate([getitem_3, getitem_2, getitem_1, getitem])
     del getitem, getitem_1, getitem_2, getitem_3
-    transpose_2 = concatenate_2.T         # grad of matmul, golden_models.py:33
-    del concatenate_2
-    concatenate_3 = np.concatenate([g_add_7, g_add_5, g_add_3, g_add_1])  # grad of matmul, golden_models.py:33
-    del g_add_1, g_add_3, g_add_5, g_add_7
-    g_params_Wx = transpose_2 @ concatenate_3  # grad of matmul, golden_models.py:33
-    del concatenate_3, transpose_2
+    concatenate_3 = np.concatenate([g_add, g_add_5, g_add_3, g_add_1])
+    del g_add, g_add_1, g_add_3, g_add_5
+    g_params_Wx = concatenate_2.T @ concatenate_3
+    del concatenate_2, concatenate_3
     return (rnn_loss, {'Wx': g_params_Wx, 'Wh': g_params_Wh, 'b': g_params_b})

@@ -9,7 +9,7 @@ were computed by the forward function).
 
 import numpy as np
 
-from ..graph import Node, op
+from ..graph import PYTHON_NUMBERS, Node, op
 from ..rules import PRIMITIVES
 from ..tracer import result_dtype
 from .rewrite import clone, substitute
@@ -20,13 +20,43 @@ def simplify(graph):
     opaque = set(graph.inputs)
     for node in graph.nodes:
         rule = _RULES.get(op(node))
-        if rule is None:
-            continue
         args = [replace.get(a, a) if type(a) is Node else a for a in node.args]
-        better = rule(node, args, opaque)
+        unbroadcast = _unbroadcast(node, args, opaque)
+        better = None if rule is None else rule(node, unbroadcast, opaque)
+        if better is None and unbroadcast is not args:
+            better = clone(node, unbroadcast)
         if better is not None and better is not node:
             replace[node] = better
     return substitute(graph, replace)
+
+
+# NumPy 2 promotes a 0-d array like any array (NEP 50); NumPy 1 by its value, as a scalar
+_ZERO_D_IS_AN_ARRAY = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
+
+
+def _unbroadcast(node, args, opaque):
+    """An elementwise ufunc's operands without a `broadcast_to` the ufunc does itself:
+    `g * np.broadcast_to(s, (n, 4))` is `g * s` when the result keeps its shape. Not of a
+    Python number (weak in type promotion, where the broadcast array is not)."""
+    impl = getattr(node.prim, "impl", None)
+    if not isinstance(impl, np.ufunc) or impl.signature is not None or len(args) < 2:
+        return args
+    new = list(args)
+    for k, arg in enumerate(args):
+        if _op(arg, opaque) != "broadcast_to":
+            continue
+        x = arg.args[0]
+        if type(x) is not Node or x in PYTHON_NUMBERS or not (x.shape or _ZERO_D_IS_AN_ARRAY):
+            continue
+        trial = new[:k] + [x] + new[k + 1:]
+        try:
+            shape = np.broadcast_shapes(*(a.shape if type(a) is Node else np.shape(a)
+                                          for a in trial))
+        except (TypeError, ValueError):
+            continue
+        if shape == node.shape:
+            new = trial
+    return args if all(a is b for a, b in zip(new, args)) else new
 
 
 def _fits(x, node):
