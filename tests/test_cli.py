@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from autodiffgen import cli
-from autodiffgen.specs import ArraySpec, SpecError, example_value, parse
+from autodiffgen.cli_examples import ArraySpec, SpecError, example_value, parse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")

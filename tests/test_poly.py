@@ -1,4 +1,4 @@
-"""Shape-polymorphic batches (poly.py, symbolic.py): formulas fitted across batch sizes,
+"""Shape-polymorphic batches (generalize_batch.py, size_formulas.py): formulas fitted across batch sizes,
 generated code that serves every batch size it was checked for, and the cases that must
 stay specialized (and right) at other sizes."""
 
@@ -13,18 +13,18 @@ import pytest
 from golden_models import mlp_args, mlp_loss
 
 import autodiffgen as ad
-from autodiffgen import passes, pipeline, poly, tape
+from autodiffgen import generalize_batch, passes, pipeline, tape
 from autodiffgen.arguments import normalize_argnums
 from autodiffgen.cache.keys import signature_key
 from autodiffgen.cache.loader import load
 from autodiffgen.cache.shared import Shared
 from autodiffgen.emit import emit_module
+from autodiffgen.generated_helpers import GuardFailure
 from autodiffgen.graph import Index, Node
-from autodiffgen.runtime import GuardFailure
-from autodiffgen.symbolic import Dim, NoFit, Scale, SymArray, evaluate, fit, is_symbolic
+from autodiffgen.size_formulas import Dim, NoFit, Scale, SymArray, evaluate, fit, is_symbolic
 
 
-# ---- what GradFunction does with poly.py (the integration, in miniature) ----------------
+# ---- what GradFunction does with generalize_batch.py (the integration, in miniature) ----------------
 class PolyGrad:
     """Exact signature first, then a polymorphic function of another batch size that
     serves this one, else a trace (which tries to generalize). Counts traces."""
@@ -52,7 +52,7 @@ class PolyGrad:
             return pipeline.gradient_graph(self.fun, a, self.argnums, self.names)
         optimize = functools.partial(pipeline.optimize, numexpr=False)
         graph = pipeline.finish(pipeline.drive(
-            poly.generalize(build(args), args, self.diff, self.names, optimize), build))
+            generalize_batch.generalize(build(args), args, self.diff, self.names, optimize), build))
         return graph, graph.batch
 
     def compile(self, args):
@@ -267,12 +267,12 @@ def test_a_wrong_formula_is_caught_by_the_check_at_the_low_size():
     def build(a):
         return pipeline.gradient_graph(mean_loss, a, f.argnums, f.names)
     low = build((w, x[:2]))
-    assert poly.agrees(graph, low, (w, x[:2]), 2)
+    assert generalize_batch.agrees(graph, low, (w, x[:2]), 2)
     wrong = {Dim: lambda d: Dim(d.a, d.b + 1),  # n + 1 for n, 1/(2n) for 1/n
              SymArray: lambda a: SymArray("full", a.shape, a.dtype, Scale(1.0, -1, m=2))}
     for node in graph.nodes:
         node.args = tuple(wrong[type(a)](a) if type(a) in wrong else a for a in node.args)
-    assert not poly.agrees(graph, low, (w, x[:2]), 2)
+    assert not generalize_batch.agrees(graph, low, (w, x[:2]), 2)
 
 
 def test_a_probe_that_fails_keeps_the_specialized_code():
@@ -378,13 +378,13 @@ def test_emit_module_only_emits(monkeypatch):
 def test_poly_key():
     x, y, params = (_data()[a] for a in "xyp")
     diff = [True, False, False]
-    key = poly.poly_key((params, x, y), diff)
-    assert key == poly.poly_key((params, x[:37], y[:37]), diff)
-    assert key != poly.poly_key((params, x[:37], y[:36]), diff)
-    assert key != poly.poly_key((params, x[:, :3], y), diff)
+    key = generalize_batch.poly_key((params, x, y), diff)
+    assert key == generalize_batch.poly_key((params, x[:37], y[:37]), diff)
+    assert key != generalize_batch.poly_key((params, x[:37], y[:36]), diff)
+    assert key != generalize_batch.poly_key((params, x[:, :3], y), diff)
     assert key != signature_key((params, x, y), diff)
-    assert poly.poly_key((1.0, "a"), [True, False]) is None
-    assert poly.batch_of((params, x, y), diff).paths == ((1,), (2,))
+    assert generalize_batch.poly_key((1.0, "a"), [True, False]) is None
+    assert generalize_batch.batch_of((params, x, y), diff).paths == ((1,), (2,))
 
 
 # ---- the example: batches of 128, then a last batch of 37 --------------------------------
@@ -418,7 +418,7 @@ def test_numexpr_lowering_before_unification(monkeypatch):
         return pipeline.gradient_graph(loss, a, f.argnums, f.names)
     optimize = functools.partial(pipeline.optimize, numexpr=True)
     graph = pipeline.finish(pipeline.drive(
-        poly.generalize(build((w, x)), (w, x), f.diff, f.names, optimize), build))
+        generalize_batch.generalize(build((w, x)), (w, x), f.diff, f.names, optimize), build))
     batch = graph.batch
     source, namespace, locs = emit_module([graph])
     assert batch is not None and "numexpr" in source

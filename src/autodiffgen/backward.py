@@ -10,8 +10,8 @@ import numpy as np
 
 from .errors import OutputError, at, def_site, function_name
 from .graph import Graph, Node, toposort
-from .invariance import dead_shifts
 from .rules import PRIMITIVES, missing_rule, unbroadcast
+from .shift_invariance import dead_shifts
 from .tracer import Box, result_dtype
 from .tree import leaves, map_tree
 
@@ -150,8 +150,8 @@ def split_graphs(name, params, trace, value, grads, seed, fwd_fields=None, bwd_f
     needed = {a for n in bwd_nodes for a in n.args if type(a) is Node and a.grad_of is None}
     needed |= {leaf.node for leaf in leaves(grads)
                if type(leaf) is Box and leaf.node.grad_of is None}
-    # a mask's count (sizes.py) the backward may read at run time: it defines it again from
-    # the saved mask (sizes.checked_before drops it where the count stays a guard)
+    # a mask's count (generalize_counts.py) the backward may read at run time: it defines it again from
+    # the saved mask (generalize_counts.checked_before drops it where the count stays a guard)
     counts = [n for n in trace.guards if n.params["test"] == "count_nonzero"]
     needed |= {n.args[0] for n in counts}
     residuals = sorted((n for n in needed if n is not seed.node), key=lambda n: n.id)

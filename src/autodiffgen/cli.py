@@ -7,7 +7,7 @@
 
 The file is imported, not run, so its `if __name__ == "__main__":` block stays quiet. Its
 module-level `@grad` / `@value_and_grad` functions are traced at the example arguments
-their decorator declares with `example=` (see specs.py). Exit status: 0 on success; 2 for
+their decorator declares with `example=` (see cli_examples.py). Exit status: 0 on success; 2 for
 a usage problem (missing file, no functions, a bad or missing spec), with a one-line
 message; 1 when the user's own code fails to import or trace.
 """
@@ -22,8 +22,8 @@ import traceback
 
 from ._version import __version__
 from .api import GradFunction, emit_functions
+from .cli_examples import SpecError, describe, example_value
 from .errors import AutodiffgenError, at, def_site, is_internal
-from .specs import SpecError, describe, example_value
 
 _SPEC_HELP = """\
 SPEC is DTYPE[d0,d1,...] with DTYPE one of f16 f32 f64 i8 i16 i32 i64 u8 bool

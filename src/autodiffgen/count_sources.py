@@ -2,9 +2,9 @@
 
 Every mask (or array np.nonzero reads) whose count decides a size is a *count source*:
 `observe` records it, with a guard `np.count_nonzero(mask) == k`, and, in a trace that
-sizes.py runs to probe another count (`probing`), hands the selections a copy of the mask
+generalize_counts.py runs to probe another count (`probing`), hands the selections a copy of the mask
 changed to select that many elements (`seen`). The rules call this module while tracing;
-sizes.py, a later stage, turns the traces at several counts into one program.
+generalize_counts.py, a later stage, turns the traces at several counts into one program.
 """
 
 import contextlib
@@ -15,7 +15,7 @@ import numpy as np
 
 from . import tracer
 from .graph import Node, is_guard
-from .symbolic import Dim
+from .size_formulas import Dim
 
 TEST = "count_nonzero"  # the guard test a count source records
 _state = threading.local()
@@ -160,7 +160,7 @@ def count_var(node):
 @contextlib.contextmanager
 def probing(counts):
     """Inside: the first trace made is a probe with the sources' counts changed to
-    `counts` (sizes.py), NumPy's warnings and floating-point errors silenced."""
+    `counts` (generalize_counts.py), NumPy's warnings and floating-point errors silenced."""
     probe = _Probe(counts)
     outer = getattr(_state, "probe", None)
     _state.probe = probe

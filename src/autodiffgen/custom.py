@@ -16,8 +16,8 @@ raises an error naming the primitive and the argument, never a silent zero.
 import functools
 
 from . import rules as registry
+from .generated_helpers import stop_gradient as _stop_gradient_impl
 from .rules import Primitive, defprimitive, register_helper
-from .runtime import stop_gradient as _stop_gradient_impl
 from .tracer import Box, bind
 from .tree import map_tree
 

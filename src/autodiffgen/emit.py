@@ -8,7 +8,7 @@ backward line of a rule says whose it is (`grad of tanh, mlp.py:32`).
 
 What a careful person would write by hand: a transpose read once is written where it is
 read (`h.T @ g`); one buffer within a statement is one name (`h = x @ W`, `h += b`,
-`np.tanh(h, out=h)`, see memory.one_name); `del` only of arrays; constants named after
+`np.tanh(h, out=h)`, see emit_memory.one_name); `del` only of arrays; constants named after
 what they are (`rows = np.arange(n)`); no line over 100 characters (emit_ast.wrap).
 """
 
@@ -38,13 +38,13 @@ from .emit_ast import (
     symbolic_array_ast,
     wrap,
 )
+from .emit_memory import one_name, reuse_plan, ufunc_of
 from .emit_scalar import SCALAR
+from .generated_helpers import HELPERS
 from .graph import PYTHON_NUMBERS, Node, op
-from .memory import one_name, reuse_plan, ufunc_of
 from .naming import RESERVED, Namespace
 from .raising import Raised, errstate_code
-from .runtime import HELPERS
-from .symbolic import Dim, Scale, SymArray
+from .size_formulas import Dim, Scale, SymArray
 from .tracer import RAISES, source_line
 from .tree import is_namedtuple, leaves
 
@@ -101,7 +101,7 @@ class Emitter:
         # content key -> (name, value); shared by the functions of one module
         self.constants = {} if constants is None else constants
         self.injected = {}
-        self.local_constants = {}  # symbolic.SymArray -> name: made in the function, from n
+        self.local_constants = {}  # size_formulas.SymArray -> name: made in the function, from n
         self.helpers = set()
         self.imports = set()  # modules other than NumPy that some primitive's template uses
         self.scalar = graph.scalar and _all_python_floats(graph) and not graph.marks
@@ -166,7 +166,7 @@ class Emitter:
         return "full"
 
     def batch_guard(self):
-        """Polymorphic code (poly.py) reads the batch size n from its first batch argument,
+        """Polymorphic code (generalize_batch.py) reads the batch size n from its first batch argument,
         and checks every other one has n rows and that n is a size it was checked for."""
         batch = self.graph.batch
         if batch is None:
@@ -256,7 +256,7 @@ class Emitter:
 
     def node_name(self, node):
         """A fresh name after the user's variable, the gradient's value or the primitive;
-        a later value of one buffer (memory.one_name) takes the name it has."""
+        a later value of one buffer (emit_memory.one_name) takes the name it has."""
         prefix = "t_" if self.graph.kind == "jvp" else "g_"
         owner = self.shared.get(node)
         if node.prim.helper:
@@ -273,7 +273,7 @@ class Emitter:
 
     def value_ast(self, node, out):
         """The right-hand side of a node's statement; `out`: the dying operand whose
-        buffer it writes into (memory.py), or None."""
+        buffer it writes into (emit_memory.py), or None."""
         args = [self.arg_ast(a) for a in node.args]
         if out is not None:
             return call_ast(f"np.{ufunc_of(node.prim)}", args,
@@ -412,7 +412,7 @@ class Emitter:
         if p["test"] == "raises":
             return self.raises_lines(node)
         x, *y = [render(self.arg_ast(a)) for a in node.args]
-        if type(p["outcome"]) is Dim:  # a count the code reads at run time (sizes.py)
+        if type(p["outcome"]) is Dim:  # a count the code reads at run time (generalize_counts.py)
             var = p["outcome"].var
             lines = [(f"{var} = int(np.count_nonzero({x}))",
                       f"elements selected, {_where(node.loc)}" if node.loc else "")]
@@ -730,7 +730,7 @@ def _used_counts(body, locs, counts):
 
 
 def _mentions(value, names):
-    """Whether a symbolic value is a formula in one of `names` (the counts of sizes.py)."""
+    """Whether a symbolic value is a formula in one of `names` (the counts of generalize_counts.py)."""
     if not names:
         return False
     kind = type(value)
@@ -895,7 +895,7 @@ def _line(code, comment, indent="    ", align=True):
 
 
 # a constant indexed by computed arrays, written as a call that a trace of the generated
-# code can follow (ndarray.__getitem__ cannot take a traced index): runtime._getitem
+# code can follow (ndarray.__getitem__ cannot take a traced index): generated_helpers._getitem
 _GETITEM_CALL = SimpleNamespace(name="getitem", template="_getitem({0}, np.s_[{index}])",
                                 defaults={})
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from .emit_scalar import SCALAR
 from .graph import Index, Slot
-from .symbolic import Dim, Scale, is_count_var
+from .size_formulas import Dim, Scale, is_count_var
 
 _INLINE_LIMIT = 16  # constant arrays up to this size are written out as literals
 
@@ -128,7 +128,7 @@ def _index_item(item, args, subscript):
 
 
 def _bound(value):
-    """An index or slice bound: a number, or a size in n (symbolic.Dim)."""
+    """An index or slice bound: a number, or a size in n (size_formulas.Dim)."""
     return symbol_ast(value) if type(value) is Dim else ast.Constant(value)
 
 
@@ -237,7 +237,7 @@ def literal_ast_list(value):
     return literal_ast(value)
 
 
-# ---- formulas in the batch size (symbolic.py) ---------------------------------------------
+# ---- formulas in the batch size (size_formulas.py) ---------------------------------------------
 def symbol_ast(value):
     """`n`, `2 * n - 1`, `-1.0 / n`, `np.float32(0.5 / n)`: a size or a scale in n."""
     n = ast.Name(value.var, ast.Load())
@@ -259,7 +259,7 @@ def symbol_ast(value):
 
 
 def _powered_ast(value):
-    """k * (m*n + b) ** p of a count (symbolic._powered): `float(count + 1)`,
+    """k * (m*n + b) ** p of a count (size_formulas._powered): `float(count + 1)`,
     `count ** 2`, `np.sqrt(count)`, `float(np.divide(1.0, count ** 2))`."""
     base = symbol_ast(Dim(value.m, value.b, var=value.var))
     if value.power in (0.5, -0.5):
@@ -289,7 +289,7 @@ def _signed(k):
 
 
 def symbolic_array_ast(array):
-    """How generated code makes a symbolic.SymArray: np.arange(n), np.full((n,), 1 / n)."""
+    """How generated code makes a size_formulas.SymArray: np.arange(n), np.full((n,), 1 / n)."""
     dtype = ast.keyword("dtype", dtype_ast(array.dtype))
     shape = literal_ast(array.shape)
     if array.kind == "arange":

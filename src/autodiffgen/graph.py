@@ -168,7 +168,7 @@ class Graph:
     scalar: bool = False  # called with Python floats only: math-module code if possible
     statics: dict = field(default_factory=dict)  # parameter -> the value it was traced at
     captured: list = field(default_factory=list)  # capture.Captured the code re-checks
-    batch: object = None  # a polymorphic graph's symbolic.Batch: where its size n comes from
+    batch: object = None  # a polymorphic graph's size_formulas.Batch: where its size n comes from
     # user stack -> raising.Mark: statements run in `try:` or under an np.errstate
     marks: dict = field(default_factory=dict)
     tried: frozenset = frozenset()  # nodes so marked, kept although nothing reads them

@@ -3,14 +3,14 @@
     trace       tracer.trace: run the user's function once on Boxes
     backward    backward.traced_gradients, fused_graph: the rules' derivatives, one Graph
     optimize    passes.optimize: dce, cse, fold, ... to a fixed point
-    generalize  poly.generalize, sizes.general: one graph for every batch size and mask
+    generalize  generalize_batch.generalize, generalize_counts.general: one graph for every batch size and mask
                 count the code allows (they ask for traces at other sizes: see drive)
     finish      passes.ensure_fresh, guards first: what the emitter takes as given
     emit        emit.emit_module: Graph -> Python source
     load        cache.load: source -> a function (api.py, which keeps it)
 
 Generalizing needs the function traced again at other sizes and counts. Rather than call
-back into the tracer, those stages are generators that yield a poly.Retrace and are sent
+back into the tracer, those stages are generators that yield a generalize_batch.Retrace and are sent
 the graph; `drive` performs the traces, so every stage only takes data and returns data.
 """
 
@@ -18,7 +18,7 @@ import contextlib
 
 import numpy as np
 
-from . import backward, naming, passes, poly, sizes, tracer
+from . import backward, generalize_batch, generalize_counts, naming, passes, tracer
 from .arguments import single
 from .cache.keys import describe
 from .emit import emit_module
@@ -39,9 +39,9 @@ def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, di
     numexpr = not (standalone or pure)
     raw = trace(args)
     if diff is None or pure:  # no batch sharing; a mask's count still read at run time
-        graph = drive(sizes.general(args, lambda g: optimize(g, numexpr), raw), trace)
+        graph = drive(generalize_counts.general(args, lambda g: optimize(g, numexpr), raw), trace)
     else:
-        graph = drive(poly.generalize(raw, args, diff, names, lambda g: optimize(g, numexpr)),
+        graph = drive(generalize_batch.generalize(raw, args, diff, names, lambda g: optimize(g, numexpr)),
                       trace)
     graph = finish(graph)
     source, namespace, locs = emit_module([graph], standalone, pure)
@@ -78,7 +78,7 @@ def gradient_graph(fun, args, argnums, names, static=(), capture=True):
 def optimize(graph, numexpr):
     """The passes (when on: AUTODIFFGEN_PASSES=0 turns them off); `numexpr`: the code may
     use numexpr (not in a standalone module, nor in code an enclosing trace runs)."""
-    return poly.optimize(graph, numexpr)
+    return generalize_batch.optimize(graph, numexpr)
 
 
 def finish(graph):
@@ -88,7 +88,7 @@ def finish(graph):
 
 def drive(stage, trace):
     """Run a generalizing stage (a generator, see the module docstring): trace each
-    poly.Retrace it yields, send back the graph, and return what it returns."""
+    generalize_batch.Retrace it yields, send back the graph, and return what it returns."""
     try:
         request = next(stage)
         while True:

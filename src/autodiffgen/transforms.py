@@ -15,7 +15,7 @@ import weakref
 
 import numpy as np
 
-from . import arguments, backward, forward, naming, pipeline, sizes, tracer
+from . import arguments, backward, forward, generalize_counts, naming, pipeline, tracer
 from .api import GradFunction, grad
 from .cache.keys import describe
 from .emit import emit_module
@@ -72,11 +72,11 @@ class JVPFunction(_Transformed):
 
     def _build(self, args, names, pure=False):
         """Trace, forward mode, optimize, generalize over masks' counts (read at run time
-        where they can be: sizes.py), emit: the stages of pipeline.py."""
+        where they can be: generalize_counts.py), emit: the stages of pipeline.py."""
         def trace(a):
             return self._graph(a, names)
         optimize = functools.partial(pipeline.optimize, numexpr=not pure)
-        graph = pipeline.drive(sizes.general(args, optimize, trace(args)), trace)
+        graph = pipeline.drive(generalize_counts.general(args, optimize, trace(args)), trace)
         return self._emit(graph, pure)
 
     def _graph(self, args, names):
@@ -145,12 +145,12 @@ class VJPFunction(_Transformed):
 
     def _build(self, primals, names, pure=False):
         """The stages of pipeline.py for two functions of one trace; a mask's count in f
-        is read at run time where it can be (sizes.py), by both functions."""
+        is read at run time where it can be (generalize_counts.py), by both functions."""
         def trace(a):
             return self._split(a, names)
         optimize = functools.partial(pipeline.optimize, numexpr=not pure)
-        fwd, bwd = pipeline.drive(sizes.general(primals, optimize, trace(primals)), trace)
-        graphs = [pipeline.finish(fwd), pipeline.finish(sizes.checked_before(bwd))]
+        fwd, bwd = pipeline.drive(generalize_counts.general(primals, optimize, trace(primals)), trace)
+        graphs = [pipeline.finish(fwd), pipeline.finish(generalize_counts.checked_before(bwd))]
         source, injected, locs = emit_module(graphs, pure=pure)
         return source, injected, fwd, locs
 

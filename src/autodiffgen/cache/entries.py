@@ -24,9 +24,9 @@ from collections import OrderedDict
 
 from .. import retrace, tracer
 from ..errors import GuardError, TracingError, function_name
+from ..generated_helpers import GuardFailure
 from ..graph import Node, is_guard
 from ..rules.random import states_kept
-from ..runtime import GuardFailure
 from ..tree import leaves
 from .disk.entry import OnDisk
 from .keys import CacheInfo, signature_key

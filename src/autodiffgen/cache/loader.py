@@ -15,8 +15,8 @@ import weakref
 
 import numpy as np
 
+from ..generated_helpers import HELPERS
 from ..rules import TRACEABLE_HELPERS
-from ..runtime import HELPERS
 from ..tracer import GENERATED_LOCS
 
 _counter = itertools.count()

@@ -1,12 +1,12 @@
 """Batch-polymorphic sharing: one generated function for every batch size it serves.
 
-A function generalized over the batch size (poly.py) is kept here by its poly key (the
+A function generalized over the batch size (generalize_batch.py) is kept here by its poly key (the
 signature key with each batch leaf's leading size left out). A call whose own signature
 missed looks here before tracing: when a function traced at another batch size serves this
 call's size, the call gets that function under its own key, without a trace.
 """
 
-from ..poly import batch_of, poly_key
+from ..generalize_batch import batch_of, poly_key
 
 
 class Shared:

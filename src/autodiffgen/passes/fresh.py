@@ -10,8 +10,8 @@ the optimizations this always runs, passes on or off.
 
 import dataclasses
 
+from ..emit_memory import owns
 from ..graph import Node
-from ..memory import owns
 from ..rules import PRIMITIVES
 from ..tree import leaves, map_tree
 

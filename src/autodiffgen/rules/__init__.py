@@ -31,7 +31,7 @@ added as keyword arguments when they differ from the default.
 import numpy as np
 
 from ..errors import UnsupportedOperationError, at
-from ..runtime import HELPERS
+from ..generated_helpers import HELPERS
 from ..tracer import UFUNCS, bind, result_dtype, user_loc
 
 PRIMITIVES = {}

@@ -12,8 +12,8 @@ import operator
 
 import numpy as np
 
+from ..generated_helpers import GuardFailure, _layout
 from ..raising import Raised
-from ..runtime import GuardFailure, _layout
 from ..tracer import GUARD, RAISES
 from . import defprimitive
 
@@ -29,7 +29,7 @@ READS = {  # test -> how the user's code read the value (x, *index) -> Python ob
     # of an argument is a view (its memory layout), and whether two arguments are one
     "layout": _layout,
     "aliases": lambda x, y: bool(np.may_share_memory(x, y)),
-    "count_nonzero": lambda x: int(np.count_nonzero(x)),  # a mask's count (sizes.py)
+    "count_nonzero": lambda x: int(np.count_nonzero(x)),  # a mask's count (generalize_counts.py)
 }
 
 
@@ -46,7 +46,7 @@ def holds(x, *more, test, outcome, index=(), call=None, call_params=None, source
           read=False, lo=0, error=None, errstate=()):
     """Whether the guard still holds for the value x (the guard primitive's meaning); for
     a "raises" guard, whether call(x, *more) still raises what it raised when traced.
-    `source` numbers a mask's count guard (sizes.py), so that two are never merged into
+    `source` numbers a mask's count guard (generalize_counts.py), so that two are never merged into
     one; `read` says the user's Python read a size after it, `lo` the least count served."""
     if test == "raises":
         expected = error if error is not None else RAISES[call.name]

@@ -12,9 +12,9 @@ numpy_api/views.py, how x[...] keys become an Index numpy_api/indexing.py.
 
 import numpy as np
 
+from ..generated_helpers import _setitem as _setitem_impl
+from ..generated_helpers import scatter_add as _scatter_add_impl
 from ..graph import Index, Slot
-from ..runtime import _setitem as _setitem_impl
-from ..runtime import scatter_add as _scatter_add_impl
 from ..tracer import Box, result_dtype
 from . import defprimitive
 

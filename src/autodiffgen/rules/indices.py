@@ -6,7 +6,7 @@ Indices and counts are recorded as primitives without rules, so that the generat
 recomputes them from its inputs on every call (an argmax baked in as a constant would be
 right only for the values it was traced with). Their results are integers, which neither
 engine differentiates. The results of nonzero, flatnonzero and argwhere are as long as
-the input has nonzero elements: numpy_api/indices.py tells sizes.py, which reads that
+the input has nonzero elements: numpy_api/indices.py tells generalize_counts.py, which reads that
 count at run time where the code allows it and guards it where it does not.
 """
 

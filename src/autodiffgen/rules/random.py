@@ -17,7 +17,7 @@ from the same generator the eager function would use, in the same sequence:
 
 Tracing never advances a user's generator: while a trace runs, draws come from private
 copies of the generators (`private_streams`), taken when first used, so the traced values
-are those the first call draws, and the extra traces poly.py runs, retraces and checks
+are those the first call draws, and the extra traces generalize_batch.py runs, retraces and checks
 draw nothing for real. The tape (`trace.eager`) draws from the real generators, as eager
 NumPy does.
 

@@ -2,7 +2,7 @@
 writes (ints, slices, None, Ellipsis, arrays, lists, masks) becomes an `Index` and the
 arrays it refers to, recorded as the primitives of rules/indexing.py.
 
-A traced mask selects as many elements as the data says (sizes.py decides whether that
+A traced mask selects as many elements as the data says (generalize_counts.py decides whether that
 count is read at run time or guarded); a slice bound that is a traced int argument is
 read, and guarded. `_getitem`, `_scatter_add` and `_setitem` are runtime helpers of
 generated code: called on Boxes by an enclosing trace (grad of grad, hessian) they record
@@ -13,10 +13,10 @@ import numpy as np
 
 from ... import count_sources
 from ...errors import TracingError, at
+from ...generated_helpers import _getitem as _getitem_helper
+from ...generated_helpers import _setitem as _setitem_impl
+from ...generated_helpers import scatter_add as _scatter_add_impl
 from ...graph import Index, Slot
-from ...runtime import _getitem as _getitem_helper
-from ...runtime import _setitem as _setitem_impl
-from ...runtime import scatter_add as _scatter_add_impl
 from ...tracer import Box, concrete, current_trace, result_dtype, user_loc
 from .. import register_helper
 from ..indexing import getitem, scatter_add, setitem, shifted
@@ -66,7 +66,7 @@ def _slice_bound(b):
 @boxmethod("__getitem__")
 def _getitem(self, key):
     index, arrays = parse_index(key)
-    # a traced mask: how many elements it selects is data (sizes.py)
+    # a traced mask: how many elements it selects is data (generalize_counts.py)
     arrays = [count_sources.observe(current_trace(), a) if type(a) is Box and result_dtype(a) == np.bool_
               else a for a in arrays]
     if any(type(i) is slice and (i.start is not None or i.stop is not None)
@@ -76,7 +76,7 @@ def _getitem(self, key):
 
 
 def _traceable_scatter_add(g, index, shape, unique=False):
-    """runtime._scatter_add for generated code, recorded as a primitive when traced."""
+    """generated_helpers._scatter_add for generated code, recorded as a primitive when traced."""
     if type(g) is not Box and not any(type(i) is Box for i in index):
         return _scatter_add_impl(g, index, shape, unique)
     parsed, arrays = parse_index(index)
@@ -87,7 +87,7 @@ register_helper("_scatter_add", _scatter_add_impl, _traceable_scatter_add)
 
 
 def _traceable_getitem(x, index):
-    """runtime._getitem for generated code (a constant indexed by computed arrays),
+    """generated_helpers._getitem for generated code (a constant indexed by computed arrays),
     recorded as a primitive when traced."""
     key = index if type(index) is tuple else (index,)
     if not any(type(i) is Box for i in key) and type(x) is not Box:
@@ -100,7 +100,7 @@ register_helper("_getitem", _getitem_helper, _traceable_getitem)
 
 
 def _traceable_setitem(x, index, v):
-    """runtime._setitem for generated code, recorded as a primitive when traced."""
+    """generated_helpers._setitem for generated code, recorded as a primitive when traced."""
     key = index if type(index) is tuple else (index,)
     if not any(type(a) is Box for a in (x, v) + key):
         return _setitem_impl(x, index, v)

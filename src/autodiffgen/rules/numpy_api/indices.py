@@ -1,7 +1,7 @@
 """np.argmax, np.argmin, np.argsort, np.count_nonzero, np.nonzero (and np.where with one
 argument), np.flatnonzero, np.argwhere and their ndarray methods: the derivative-free
 primitives of rules/indices.py, with axis normalized. A traced array whose nonzero
-elements are counted is handed to sizes.py first (its count is data).
+elements are counted is handed to generalize_counts.py first (its count is data).
 """
 
 import numpy as np

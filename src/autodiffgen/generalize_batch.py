@@ -3,7 +3,7 @@
 NumPy code computes sizes in Python (`np.arange(len(y))`, `x.reshape(len(x), -1)`, the
 1/n of `.mean()`), where no tracer can follow them. So sizes are found by experiment: the
 call is traced again with its batch arguments cut to n-1 rows and to a low size, and every
-number that differs between the traces must fit one formula in n (symbolic.py). The
+number that differs between the traces must fit one formula in n (size_formulas.py). The
 result is sound by construction where it can be, and checked where it cannot:
 
 1. the graphs as traced (before any pass) agree node for node at the three sizes, and
@@ -33,7 +33,7 @@ from .cache.keys import describe, signature_key
 from .graph import Graph, Index, Node, is_guard
 from .passes.rewrite import clone
 from .rules.random import GENERATORS, private_streams
-from .symbolic import Batch, NoFit, SymArray, evaluate, fit, same
+from .size_formulas import Batch, NoFit, SymArray, evaluate, fit, same
 from .tree import is_container, items, leaves, rebuild
 
 # the low sizes tried, in turn (1 row broadcasts: it stays specialized; at 2 rows, n-1 is 1)
@@ -132,10 +132,10 @@ def generalize(raw, args, diff_flags, names, optimize):
     `batch` is not None: it then serves every call whose poly_key is this call's and whose
     batch size is in batch.lo..batch.hi. A graph with data-dependent sizes (a mask's
     count) stays specialized per shape, its counts read at run time where they fit."""
-    from . import sizes  # sizes builds on this module's unifier
+    from . import generalize_counts  # generalize_counts builds on this module's unifier
 
-    if sizes.counted(raw):  # data-dependent sizes: specialized per shape (sizes.py)
-        return (yield from sizes.general(args, optimize, raw))
+    if generalize_counts.counted(raw):  # data-dependent sizes: specialized per shape (generalize_counts.py)
+        return (yield from generalize_counts.general(args, optimize, raw))
     graph = optimize(raw)
     batch = batch_of(args, diff_flags)
     if batch is None or batch.n <= LOWS[0] or graph.paths:

@@ -1,7 +1,7 @@
 """Numbers that are formulas in the batch size n: what a shape-polymorphic graph holds
 where a specialized one holds the sizes it was traced at.
 
-poly.py traces one call at several batch sizes and, for every number that differs between
+generalize_batch.py traces one call at several batch sizes and, for every number that differs between
 the traces, looks for one formula that gives it at each size. The formulas are few on
 purpose, since a formula that fits by accident would be a wrong gradient at other sizes:
 
@@ -118,11 +118,11 @@ class SymArray(_Symbol):
 
 
 SYMBOLS = (Dim, Scale, SymArray)
-COUNT = "count"  # the name sizes.py gives a mask's count (`_count` if a parameter has it)
+COUNT = "count"  # the name generalize_counts.py gives a mask's count (`_count` if a parameter has it)
 
 
 def is_count_var(var):
-    """A formula's variable is a mask's count (sizes.py), which may be 0, not a batch size."""
+    """A formula's variable is a mask's count (generalize_counts.py), which may be 0, not a batch size."""
     return var.lstrip("_").startswith(COUNT)
 
 
@@ -201,7 +201,7 @@ def _powered(k, base, power):
 
 # A mask's count used in Python arithmetic (len(x[m]) + 1.0, len(p) ** 2, np.sqrt(len(p))):
 # k * (m*n + b) ** power with whole m and b. Fitted for counts only, which are traced at
-# many counts (sizes.py), never for a batch size, fitted from three traces.
+# many counts (generalize_counts.py), never for a batch size, fitted from three traces.
 _COUNT_POWERS = (1, 2, 0.5, -0.5, -2)
 
 

@@ -3,10 +3,10 @@
 The number of elements a mask selects is data, yet the traced program reads it as a size:
 the 1/k of `x[m].mean()`, the (k,) of a cotangent, `len(x[m])` used as a number. So every
 mask (or array np.nonzero reads) is a *count source*: the trace records a guard
-`np.count_nonzero(mask) == k` on it, and the count is then found by experiment, as poly.py
+`np.count_nonzero(mask) == k` on it, and the count is then found by experiment, as generalize_batch.py
 finds the batch size: the call is traced again with that one mask changed to select
 another number of elements (`probe`), and every number that differs between the traces
-must fit one formula in the count (symbolic.Dim, Scale, SymArray in `count`). When all
+must fit one formula in the count (size_formulas.Dim, Scale, SymArray in `count`). When all
 do, the guard becomes the definition `count = int(np.count_nonzero(mask))` and the code
 serves every count, 0 included; otherwise (Python that decides on the count, a reshape to
 it, two masks whose counts meet) the guard stays, and another count traces again.
@@ -41,9 +41,9 @@ import dataclasses
 import numpy as np
 
 from .count_sources import TEST, counted, is_count, probing
+from .generalize_batch import Retrace, _Unifier
 from .graph import PYTHON_NUMBERS, Node
-from .poly import Retrace, _Unifier
-from .symbolic import COUNT, NoFit, fit, same
+from .size_formulas import COUNT, NoFit, fit, same
 
 
 # ---- generalizing ---------------------------------------------------------------------------
@@ -51,7 +51,7 @@ def general(args, optimize, raw):
     """The graph to emit for `args`: counts read at run time where they fit, guarded where
     not. `raw` is the graph as traced, not optimized, or a tuple of graphs of one trace (a
     VJP's forward and backward functions: the first holds the count guards); `optimize(graph)`
-    optimizes one. A generator, as poly.generalize: it yields a poly.Retrace for each count
+    optimizes one. A generator, as generalize_batch.generalize: it yields a generalize_batch.Retrace for each count
     it probes and is sent back the graph traced there (pipeline.drive runs it)."""
     main = _each(optimize, raw)
     if not counted(_first(raw)):
@@ -209,7 +209,7 @@ _EVERY = 24
 
 def _probed(args, counts):
     """The graph traced with the sources' counts changed to `counts` (a generator: the
-    trace is a poly.Retrace for pipeline.drive); NoFit where the code does not run."""
+    trace is a generalize_batch.Retrace for pipeline.drive); NoFit where the code does not run."""
     try:
         return (yield Retrace(args, probing(counts), errors=True))
     except NoFit:
