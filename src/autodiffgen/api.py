@@ -1,7 +1,8 @@
-"""grad, value_and_grad and emit: the pipeline from a NumPy function to cached code.
+"""grad, value_and_grad and emit: a differentiated function as the user calls it.
 
-    trace the call on Boxes -> name values -> record the backward pass
-    -> collect the fused graph -> emit source -> compile -> cache by signature
+A call computes its signature key, looks it up in the cache (cache/), and calls what it
+finds; a miss compiles through pipeline.compile_gradient (trace, backward, optimize,
+generalize, finish, emit), and the cache loads and keeps the result.
 """
 
 import os

@@ -150,7 +150,8 @@ def split_graphs(name, params, trace, value, grads, seed, fwd_fields=None, bwd_f
     needed = {a for n in bwd_nodes for a in n.args if type(a) is Node and a.grad_of is None}
     needed |= {leaf.node for leaf in leaves(grads)
                if type(leaf) is Box and leaf.node.grad_of is None}
-    # a mask's count (generalize_counts.py) the backward may read at run time: it defines it again from
+    # a mask's count (generalize_counts.py) the backward may read at run time: it defines
+    # it again from
     # the saved mask (generalize_counts.checked_before drops it where the count stays a guard)
     counts = [n for n in trace.guards if n.params["test"] == "count_nonzero"]
     needed |= {n.args[0] for n in counts}

@@ -2,8 +2,8 @@
 
 Every mask (or array np.nonzero reads) whose count decides a size is a *count source*:
 `observe` records it, with a guard `np.count_nonzero(mask) == k`, and, in a trace that
-generalize_counts.py runs to probe another count (`probing`), hands the selections a copy of the mask
-changed to select that many elements (`seen`). The rules call this module while tracing;
+generalize_counts.py runs to probe another count (`probing`), hands the selections a copy
+of the mask changed to select that many elements (`seen`). The rules call this module while tracing;
 generalize_counts.py, a later stage, turns the traces at several counts into one program.
 """
 

@@ -166,7 +166,8 @@ class Emitter:
         return "full"
 
     def batch_guard(self):
-        """Polymorphic code (generalize_batch.py) reads the batch size n from its first batch argument,
+        """Polymorphic code (generalize_batch.py) reads the batch size n from its first batch
+        argument,
         and checks every other one has n rows and that n is a size it was checked for."""
         batch = self.graph.batch
         if batch is None:
@@ -730,7 +731,8 @@ def _used_counts(body, locs, counts):
 
 
 def _mentions(value, names):
-    """Whether a symbolic value is a formula in one of `names` (the counts of generalize_counts.py)."""
+    """Whether a symbolic value is a formula in one of `names` (the counts of
+    generalize_counts.py)."""
     if not names:
         return False
     kind = type(value)

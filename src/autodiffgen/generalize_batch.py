@@ -134,7 +134,7 @@ def generalize(raw, args, diff_flags, names, optimize):
     count) stays specialized per shape, its counts read at run time where they fit."""
     from . import generalize_counts  # generalize_counts builds on this module's unifier
 
-    if generalize_counts.counted(raw):  # data-dependent sizes: specialized per shape (generalize_counts.py)
+    if generalize_counts.counted(raw):  # data-dependent sizes: specialized per shape
         return (yield from generalize_counts.general(args, optimize, raw))
     graph = optimize(raw)
     batch = batch_of(args, diff_flags)

@@ -3,8 +3,8 @@
 The number of elements a mask selects is data, yet the traced program reads it as a size:
 the 1/k of `x[m].mean()`, the (k,) of a cotangent, `len(x[m])` used as a number. So every
 mask (or array np.nonzero reads) is a *count source*: the trace records a guard
-`np.count_nonzero(mask) == k` on it, and the count is then found by experiment, as generalize_batch.py
-finds the batch size: the call is traced again with that one mask changed to select
+`np.count_nonzero(mask) == k` on it, and the count is then found by experiment, as
+generalize_batch.py finds the batch size: the call is traced again with that one mask changed to select
 another number of elements (`probe`), and every number that differs between the traces
 must fit one formula in the count (size_formulas.Dim, Scale, SymArray in `count`). When all
 do, the guard becomes the definition `count = int(np.count_nonzero(mask))` and the code
@@ -51,8 +51,8 @@ def general(args, optimize, raw):
     """The graph to emit for `args`: counts read at run time where they fit, guarded where
     not. `raw` is the graph as traced, not optimized, or a tuple of graphs of one trace (a
     VJP's forward and backward functions: the first holds the count guards); `optimize(graph)`
-    optimizes one. A generator, as generalize_batch.generalize: it yields a generalize_batch.Retrace for each count
-    it probes and is sent back the graph traced there (pipeline.drive runs it)."""
+    optimizes one. A generator, as generalize_batch.generalize: it yields a Retrace for
+    each count it probes and is sent back the graph traced there (pipeline.drive runs it)."""
     main = _each(optimize, raw)
     if not counted(_first(raw)):
         return main

@@ -3,15 +3,16 @@
     trace       tracer.trace: run the user's function once on Boxes
     backward    backward.traced_gradients, fused_graph: the rules' derivatives, one Graph
     optimize    passes.optimize: dce, cse, fold, ... to a fixed point
-    generalize  generalize_batch.generalize, generalize_counts.general: one graph for every batch size and mask
-                count the code allows (they ask for traces at other sizes: see drive)
+    generalize  generalize_batch.generalize, generalize_counts.general: one graph for
+                every batch size and mask count the code allows (traces at other sizes)
     finish      passes.ensure_fresh, guards first: what the emitter takes as given
     emit        emit.emit_module: Graph -> Python source
-    load        cache.load: source -> a function (api.py, which keeps it)
+    load        cache.loader.load: source -> a function (done by the cache, which keeps it)
 
 Generalizing needs the function traced again at other sizes and counts. Rather than call
-back into the tracer, those stages are generators that yield a generalize_batch.Retrace and are sent
-the graph; `drive` performs the traces, so every stage only takes data and returns data.
+back into the tracer, those stages are generators that yield a generalize_batch.Retrace
+and are sent the graph; `drive` performs the traces, so every stage takes data and
+returns data.
 """
 
 import contextlib
@@ -41,8 +42,9 @@ def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, di
     if diff is None or pure:  # no batch sharing; a mask's count still read at run time
         graph = drive(generalize_counts.general(args, lambda g: optimize(g, numexpr), raw), trace)
     else:
-        graph = drive(generalize_batch.generalize(raw, args, diff, names, lambda g: optimize(g, numexpr)),
-                      trace)
+        stage = generalize_batch.generalize(raw, args, diff, names,
+                                            lambda g: optimize(g, numexpr))
+        graph = drive(stage, trace)
     graph = finish(graph)
     source, namespace, locs = emit_module([graph], standalone, pure)
     return source, namespace, graph, locs

@@ -1,8 +1,8 @@
 """Numbers that are formulas in the batch size n: what a shape-polymorphic graph holds
 where a specialized one holds the sizes it was traced at.
 
-generalize_batch.py traces one call at several batch sizes and, for every number that differs between
-the traces, looks for one formula that gives it at each size. The formulas are few on
+generalize_batch.py traces one call at several batch sizes and, for every number that
+differs between the traces, looks for one formula that gives it at each size. The formulas are few on
 purpose, since a formula that fits by accident would be a wrong gradient at other sizes:
 
 - `Dim`: an integer a*n + b (a size, a slice bound, an element count: n, 2*n, n - 1);
@@ -118,11 +118,12 @@ class SymArray(_Symbol):
 
 
 SYMBOLS = (Dim, Scale, SymArray)
-COUNT = "count"  # the name generalize_counts.py gives a mask's count (`_count` if a parameter has it)
+COUNT = "count"  # what generalize_counts.py names a mask's count (`_count` if taken)
 
 
 def is_count_var(var):
-    """A formula's variable is a mask's count (generalize_counts.py), which may be 0, not a batch size."""
+    """A formula's variable is a mask's count (generalize_counts.py), which may be 0, not
+    a batch size."""
     return var.lstrip("_").startswith(COUNT)
 
 

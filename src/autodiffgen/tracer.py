@@ -346,7 +346,7 @@ def reader(test, convert, differentiable=False):
                                   "flow through it"))
         counted = COUNT_READS[0](trace, self) if COUNT_READS and test in ("int", "index") \
             else None
-        if counted is not None:  # int(np.count_nonzero(mask)): a mask's count (generalize_counts.py)
+        if counted is not None:  # int(np.count_nonzero(mask)): a mask's count
             return counted
         try:
             outcome = convert(self.value, *args)
@@ -528,7 +528,8 @@ def _numbers_only(args):
 
 
 def _sized(box, size, user=False):
-    """`size`, read from a traced value's shape. Once a mask's count is traced (generalize_counts.py),
+    """`size`, read from a traced value's shape. Once a mask's count is traced
+    (generalize_counts.py),
     a size the user's Python reads may be that count deciding control flow, which no
     formula shows: the count guards of the trace are marked so (only a cost: more counts
     are tried, and counts 0 and 1 trace their own code)."""

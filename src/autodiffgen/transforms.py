@@ -149,7 +149,8 @@ class VJPFunction(_Transformed):
         def trace(a):
             return self._split(a, names)
         optimize = functools.partial(pipeline.optimize, numexpr=not pure)
-        fwd, bwd = pipeline.drive(generalize_counts.general(primals, optimize, trace(primals)), trace)
+        stage = generalize_counts.general(primals, optimize, trace(primals))
+        fwd, bwd = pipeline.drive(stage, trace)
         graphs = [pipeline.finish(fwd), pipeline.finish(generalize_counts.checked_before(bwd))]
         source, injected, locs = emit_module(graphs, pure=pure)
         return source, injected, fwd, locs

@@ -67,7 +67,8 @@ def _slice_bound(b):
 def _getitem(self, key):
     index, arrays = parse_index(key)
     # a traced mask: how many elements it selects is data (generalize_counts.py)
-    arrays = [count_sources.observe(current_trace(), a) if type(a) is Box and result_dtype(a) == np.bool_
+    trace = current_trace()
+    arrays = [count_sources.observe(trace, a) if type(a) is Box and result_dtype(a) == np.bool_
               else a for a in arrays]
     if any(type(i) is slice and (i.start is not None or i.stop is not None)
            for i in index.items):  # x[m][:3] is 3 long, or fewer: a size decided on
