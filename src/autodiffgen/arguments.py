@@ -172,3 +172,20 @@ def decorator(with_value, cls, **options):
             raise ArgumentError(f"expected a function to differentiate, got {fun!r}")
         return cls(fun, argnums, with_value, **settings)
     return make
+
+
+def signature_text(args, names):
+    """'W: float32[784, 10], y: int64[128], lr=0.1': a call's arguments, for the
+    generated function's docstring and for messages."""
+    parts = []
+    for name, arg in zip(names, args):
+        if isinstance(arg, np.ndarray):
+            parts.append(f"{name}: {arg.dtype}{list(arg.shape)}")
+        elif isinstance(arg, (dict, list, tuple)):
+            parts.append(f"{name}: {type(arg).__name__} of {len(arg)}")
+        elif isinstance(arg, (int, float, str, bool, complex, np.generic)) or arg is None:
+            parts.append(f"{name}={arg!r}")
+        else:  # no memory addresses: the same call must describe itself the same way
+            label = getattr(arg, "__qualname__", None) or f"a {type(arg).__name__}"
+            parts.append(f"{name}={label}")
+    return ", ".join(parts)

@@ -27,7 +27,7 @@ def check_output(out, fun, scalar):
         dtype, shape = None, None
     if dtype is None or not np.issubdtype(dtype, np.floating):
         raise OutputError(at(where, f"{name} must return a floating-point value to be "
-                             f"differentiated, but it returned {_describe(value)}"))
+                             f"differentiated, but it returned {_kind_of(value)}"))
     if scalar and shape != ():
         raise OutputError(at(where, f"grad needs a scalar output, but {name} returned "
                              f"an array of shape {shape}; reduce it (e.g. .sum() or .mean()) "
@@ -174,7 +174,7 @@ def split_graphs(name, params, trace, value, grads, seed, fwd_fields=None, bwd_f
     return fwd, bwd
 
 
-def _describe(value):
+def _kind_of(value):
     if isinstance(value, (np.ndarray, np.generic)):
         return f"an array of dtype {value.dtype} and shape {value.shape}"
     return f"a {type(value).__name__}"

@@ -22,7 +22,7 @@ import traceback
 
 from ._version import __version__
 from .api import GradFunction, emit_functions
-from .cli_examples import SpecError, describe, example_value
+from .cli_examples import SpecError, example_value, spec_text
 from .errors import AutodiffgenError, at, def_site, is_internal
 
 _SPEC_HELP = """\
@@ -244,7 +244,7 @@ def _header(argv, calls):
 def _call_text(gf, args):
     """'loss(W=f32[784,10], lr=0.1)': a function at its example arguments."""
     names = [p.name for p in _parameters(gf)]
-    return f"{gf.__name__}({', '.join(f'{n}={describe(v)}' for n, v in zip(names, args))})"
+    return f"{gf.__name__}({', '.join(f'{n}={spec_text(v)}' for n, v in zip(names, args))})"
 
 
 def _write(path, text):

@@ -117,17 +117,17 @@ def example_value(spec, name):
 _SPEC_NAMES = {np.dtype(t): name for name, t in DTYPES.items()}
 
 
-def describe(value):
+def spec_text(value):
     """A value in spec notation, for headers and messages: 'f32[128,784]', '{W: f32[3,2]}'.
 
-    Not cache.describe, which writes the signature in a generated function's docstring
+    Not arguments.signature_text, which writes the signature in a generated function's docstring
     ('W: float32[128, 784]', containers by length): one function would change one text."""
     if isinstance(value, np.ndarray):
         dtype = _SPEC_NAMES.get(value.dtype, value.dtype.name)
         return f"{dtype}[{','.join(map(str, value.shape))}]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {describe(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {spec_text(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
-        items = ", ".join(describe(v) for v in value)
+        items = ", ".join(spec_text(v) for v in value)
         return f"[{items}]" if isinstance(value, list) else f"({items})"
     return repr(value)

@@ -41,7 +41,7 @@ from .emit_ast import (
 from .emit_memory import one_name, reuse_plan, ufunc_of
 from .emit_scalar import SCALAR
 from .generated_helpers import HELPERS
-from .graph import PYTHON_NUMBERS, Node, op
+from .graph import PYTHON_NUMBERS, Node, constant_key, op
 from .naming import RESERVED, Namespace
 from .raising import Raised, errstate_code
 from .size_formulas import Dim, Scale, SymArray
@@ -130,7 +130,7 @@ class Emitter:
 
     def constant_name(self, value):
         """One module-level name per distinct constant (equal arrays share one)."""
-        key = _content_key(value)
+        key = constant_key(value) if isinstance(value, np.ndarray) else ("object", id(value))
         entry = self.constants.get(key)
         if entry is None:
             base = _array_name(value) if isinstance(value, np.ndarray) else value.__name__
@@ -863,12 +863,6 @@ def _array_name(array):
             and (array == np.arange(array.size)).all():
         return "indices"
     return "const"
-
-
-def _content_key(value):
-    if isinstance(value, np.ndarray):
-        return ("array", value.dtype.str, value.shape, np.ascontiguousarray(value).tobytes())
-    return ("object", id(value))
 
 
 def _line(code, comment, indent="    ", align=True):

@@ -29,7 +29,8 @@ import dataclasses
 import numpy as np
 
 from . import passes
-from .cache.keys import describe, signature_key
+from .arguments import signature_text
+from .cache.keys import signature_key
 from .graph import Graph, Index, Node, is_guard
 from .passes.rewrite import clone
 from .rules.random import GENERATORS, private_streams
@@ -201,7 +202,7 @@ def _described(general, graph, args, names):
             dims = ", ".join([batch.var] + [str(d) for d in arg.shape[1:]])
             parts.append(f"{name}: {arg.dtype}[{dims}]")
         else:
-            parts.append(describe([arg], [name]))
+            parts.append(signature_text([arg], [name]))
     signature = ", ".join(parts)
     doc = graph.doc.replace(f"({graph.signature})", f"({signature})") + \
         f" Serves every batch size {batch.lo} <= {batch.var} <= {batch.hi}."

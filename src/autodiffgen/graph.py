@@ -11,6 +11,8 @@ import itertools
 import weakref
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from .tree import leaves
 
 
@@ -220,3 +222,28 @@ class Index:
 
     def __repr__(self):
         return f"Index{self.items!r}"
+
+
+def constant_key(value):
+    """A hashable key equal for equal constants (arrays by content): one key for the
+    passes (cse, fold) and the emitter (one module-level name per distinct constant)."""
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, np.ascontiguousarray(value).tobytes())
+    if isinstance(value, np.generic):
+        return ("scalar", value.dtype.str, value.tobytes())
+    try:
+        hash(value)
+    except TypeError:
+        return ("object", id(value))
+    return ("value", type(value).__name__, repr(value))
+
+
+def users_of(nodes):
+    """{node: the nodes that read it, in order (once per argument)}: the users map the
+    passes and the backward's shift check share."""
+    found = {}
+    for node in nodes:
+        for arg in node.args:
+            if type(arg) is Node:
+                found.setdefault(arg, []).append(node)
+    return found

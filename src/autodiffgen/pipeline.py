@@ -20,8 +20,7 @@ import contextlib
 import numpy as np
 
 from . import backward, generalize_batch, generalize_counts, naming, passes, tracer
-from .arguments import single
-from .cache.keys import describe
+from .arguments import signature_text, single
 from .emit import emit_module
 from .errors import function_name
 from .graph import with_guards_first
@@ -61,7 +60,7 @@ def gradient_graph(fun, args, argnums, names, static=(), capture=True):
         out.node.name = function_name(fun)
     wrt = boxed[argnums[0]] if single(argnums) else tuple(boxed[i] for i in argnums)
     grads, cotangent_of = backward.traced_gradients(trace, out, wrt)
-    signature = describe(args, names)
+    signature = signature_text(args, names)
     arrays = [leaf for leaf in leaves(args) if isinstance(leaf, (np.ndarray, np.generic))]
     return backward.fused_graph(
         f"{function_name(fun)}_value_and_grad", names, trace, (out, grads),

@@ -8,7 +8,7 @@ and yields rounding noise. `dead_shifts` finds such subtractions so that the bac
 pass skips the max's side of them; anything else that reads s or the max keeps it.
 """
 
-from .graph import Node, op
+from .graph import Node, op, users_of
 
 
 def dead_shifts(order):
@@ -16,11 +16,7 @@ def dead_shifts(order):
 
     `order` starts with the output, which counts as a use that is never allowed: the
     softmax or log-softmax must be the only way out of the chain."""
-    consumers = {}
-    for node in order:
-        for arg in node.args:
-            if type(arg) is Node:
-                consumers.setdefault(arg, []).append(node)
+    consumers = users_of(order)
     if order:
         consumers.setdefault(order[0], []).append(None)  # the caller reads the output
     dead = set()

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import arguments, backward, forward, generalize_counts, naming, pipeline, tracer
 from .api import GradFunction, grad
-from .cache.keys import describe
+from .arguments import signature_text
 from .emit import emit_module
 from .errors import ArgumentError, at, function_name
 
@@ -101,7 +101,7 @@ class JVPFunction(_Transformed):
             f"{function_name(self.fun)}_jvp", names, trace, (out, t_out), kind="jvp",
             fresh_from=1, derivative_of=tangent_of,
             doc=(f"Value of {function_name(self.fun)} and its directional derivative along "
-                 f"the tangents, traced at ({describe(primals, names)})."))
+                 f"the tangents, traced at ({signature_text(primals, names)})."))
 
 
 class VJPFunction(_Transformed):
@@ -166,7 +166,7 @@ class VJPFunction(_Transformed):
         wrt = tuple(boxed[i] for i in argnums)
         grads, cotangent_of = backward.traced_gradients(trace, out, wrt, seed)
         outputs = tuple(grads)
-        traced_at = describe(primals, names)
+        traced_at = signature_text(primals, names)
         return backward.split_graphs(
             f"{function_name(self.fun)}", names, trace, out, outputs, seed,
             fwd_fields={"doc": f"Value of {function_name(self.fun)} and the forward values "

@@ -50,16 +50,16 @@ def map_trees(fn, tree, other, where="the argument"):
         return fn(tree, other)
     if type(other) is not type(tree) or len(other) != len(tree) or (
             type(tree) is dict and list(other) != list(tree)):
-        raise ValueError(f"{where} has structure {describe(other)} but {describe(tree)} was "
+        raise ValueError(f"{where} has structure {structure_text(other)} but {structure_text(tree)} was "
                          "expected")
     return rebuild(tree, [map_trees(fn, child, other_child, where)
                           for (_, child), (_, other_child) in zip(items(tree), items(other))])
 
 
-def describe(tree):
+def structure_text(tree):
     if type(tree) is dict:
-        return "{" + ", ".join(f"{k!r}: {describe(v)}" for k, v in tree.items()) + "}"
+        return "{" + ", ".join(f"{k!r}: {structure_text(v)}" for k, v in tree.items()) + "}"
     if is_container(tree):
-        inner = ", ".join(describe(child) for child in tree)
+        inner = ", ".join(structure_text(child) for child in tree)
         return f"[{inner}]" if type(tree) is list else f"({inner})"
     return "*"

@@ -1,6 +1,6 @@
 """The cache stage: a call's signature key in, the generated function that serves it out.
 
-    keys.py      signature keys (the whole cost of a hit), CacheInfo, describe
+    keys.py      signature keys (the whole cost of a hit), CacheInfo
     entries.py   one function's entries: LRU bound, guard variants (Variants, grow),
                  misses made from disk, a polymorphic function, or the compile path
     shared.py    batch-polymorphic sharing: one function for every batch size it serves

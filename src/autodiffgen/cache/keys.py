@@ -57,19 +57,3 @@ def leaf_key(x, diff):
 
 def signature_key(args, diff_flags):
     return tuple(map(leaf_key, args, diff_flags))
-
-
-def describe(args, names):
-    """'W: float32[784, 10], y: int64[128], lr=0.1' for headers and messages."""
-    parts = []
-    for name, arg in zip(names, args):
-        if isinstance(arg, np.ndarray):
-            parts.append(f"{name}: {arg.dtype}{list(arg.shape)}")
-        elif isinstance(arg, (dict, list, tuple)):
-            parts.append(f"{name}: {type(arg).__name__} of {len(arg)}")
-        elif isinstance(arg, (int, float, str, bool, complex, np.generic)) or arg is None:
-            parts.append(f"{name}={arg!r}")
-        else:  # no memory addresses: the same call must describe itself the same way
-            label = getattr(arg, "__qualname__", None) or f"a {type(arg).__name__}"
-            parts.append(f"{name}={label}")
-    return ", ".join(parts)

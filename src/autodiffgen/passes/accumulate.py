@@ -9,7 +9,7 @@ rewritten as one matmul over concatenated operands, and as one stack of the rows
 
 import numpy as np
 
-from ..graph import Index, Node, Slot, op
+from ..graph import Index, Node, Slot, op, users_of
 from ..rules import PRIMITIVES
 from ..tree import leaves
 from .rewrite import clone, guard_reads, substitute
@@ -39,11 +39,7 @@ def accumulate(graph):
 
 
 def _use_counts(graph):
-    uses = {}
-    for node in graph.nodes:
-        for arg in node.args:
-            if type(arg) is Node:
-                uses[arg] = uses.get(arg, 0) + 1
+    uses = {node: len(users) for node, users in users_of(graph.nodes).items()}
     for leaf in leaves(graph.outputs):
         if type(leaf) is Node:
             uses[leaf] = uses.get(leaf, 0) + 2  # an output is always needed as it is

@@ -4,8 +4,7 @@ The backward pass often computes the same thing twice (`g * x` for both operands
 `x * x`, the same `tanh(x)**2` from two rules); the later copy reads the earlier one.
 """
 
-from ..graph import Node
-from .fold import constant_key
+from ..graph import Node, constant_key
 from .rewrite import substitute
 
 

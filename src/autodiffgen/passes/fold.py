@@ -31,16 +31,3 @@ def _foldable(value, node):
         return value.size <= FOLD_LIMIT and value.dtype == node.dtype \
             and value.shape == node.shape
     return isinstance(value, (np.generic, float, int, bool))
-
-
-def constant_key(value):
-    """A hashable key equal for equal constants (arrays by content)."""
-    if isinstance(value, np.ndarray):
-        return ("array", value.dtype.str, value.shape, np.ascontiguousarray(value).tobytes())
-    if isinstance(value, np.generic):
-        return ("scalar", value.dtype.str, value.tobytes())
-    try:
-        hash(value)
-    except TypeError:
-        return ("object", id(value))
-    return ("value", type(value).__name__, repr(value))

@@ -38,7 +38,7 @@ import os
 
 import numpy as np
 
-from ..graph import Node, op
+from ..graph import Node, op, users_of
 from ..rules import Primitive
 from ..tree import leaves
 from .rewrite import clone, guard_reads, substitute
@@ -67,11 +67,7 @@ def fuse(graph, min_elements=None):
     if not ENABLED:
         return graph, False
     kept = {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
-    uses = {}
-    for node in graph.nodes:
-        for arg in node.args:
-            if type(arg) is Node:
-                uses[arg] = uses.get(arg, 0) + 1
+    uses = {node: len(users) for node, users in users_of(graph.nodes).items()}
     absorbed = guard_reads(graph)  # what guards read stays as traced
     if graph.marks:  # and a `try:` or np.errstate line (numexpr knows no errstate)
         absorbed |= {n for n in graph.nodes if n.grad_of is None and n.stack in graph.marks}

@@ -33,7 +33,7 @@ recorded them; forward-mode graphs (`kind == "jvp"`) are left alone.
 
 import numpy as np
 
-from ..graph import Node, op
+from ..graph import Node, op, users_of
 from ..rules import PRIMITIVES
 from ..tree import leaves
 from .rewrite import clone, guard_reads, substitute
@@ -46,11 +46,9 @@ def stable(graph):
     matches = [m for m in (_match(n, computed) for n in graph.nodes) if m is not None]
     if not matches:
         return graph, False
-    consumers, recorded = {}, {}  # recorded: forward node -> (place, node) its rule made
+    consumers = users_of(graph.nodes)
+    recorded = {}  # forward node -> (place, node) its rule made
     for i, node in enumerate(graph.nodes):
-        for arg in node.args:
-            if type(arg) is Node:
-                consumers.setdefault(arg, []).append(node)
         if node.grad_of is not None:
             recorded.setdefault(node.grad_of, []).append((i, node))
     kept = {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
