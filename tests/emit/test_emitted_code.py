@@ -21,7 +21,7 @@ import autodiffgen as ad
 from autodiffgen import passes
 from autodiffgen.emit_ast import WIDTH, docstring, wrap
 
-ROOT = pathlib.Path(__file__).parent.parent
+ROOT = pathlib.Path(__file__).parents[2]
 RNG = np.random.default_rng(11)
 
 

@@ -60,7 +60,7 @@ def test_standalone_module_imports_the_custom_primitive(tmp_path):
     source = ad.emit(lambda x: softplus(x).sum(), np.ones(3), standalone=True)
     path = tmp_path / "gen.py"
     path.write_text(source)
-    here = os.path.dirname(__file__)
+    here = os.path.dirname(os.path.dirname(__file__))  # tests/, where custom_prims.py is
     code = ("import importlib.util, numpy as np\n"
             f"spec = importlib.util.spec_from_file_location('gen', {str(path)!r})\n"
             "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
