@@ -139,3 +139,15 @@ def test_two_argument_where_is_refused():
     with pytest.raises(autodiffgen.TracingError) as info:
         grad(nonzero)(X)
     assert line_of("two_arg_where") in str(info.value)
+
+
+def test_complex_arguments_are_refused_under_argnums():
+    with pytest.raises(autodiffgen.ArgumentError, match="real floating-point"):
+        autodiffgen.grad(lambda z: np.sum(np.abs(z) ** 2))(np.ones(2, complex))
+
+
+def test_jacobian_of_an_integer_argument_is_refused():
+    with pytest.raises(autodiffgen.ArgumentError, match="floating-point"):
+        autodiffgen.jacobian(lambda x, i: x * i, argnums=1)(np.ones(2), np.arange(2))
+    np.testing.assert_array_equal(autodiffgen.jacfwd(lambda x: x * 2)(np.ones(0)),
+                                  np.zeros((0, 0)))

@@ -417,3 +417,15 @@ def test_a_refusal_the_function_catches_is_raised_not_traced_around(f):
         with pytest.raises(TracingError, match="caught by its own code") as info:
             transform(f)(w, x)
         assert "test_user_mistakes.py:" in str(info.value)
+
+
+def test_unknown_ndarray_attribute_names_the_line():
+    with pytest.raises(AttributeError, match=r"test_user_mistakes.py:\d+: .*\.byteswap"):
+        autodiffgen.grad(lambda x: x.byteswap().sum())(np.ones(2))
+
+
+def test_numpy_errors_inside_a_primitive_carry_the_line():
+    with pytest.raises(ValueError) as info:
+        autodiffgen.grad(lambda x: (x @ np.ones((3, 2))).sum())(np.ones(2))
+    if hasattr(info.value, "__notes__"):
+        assert "test_user_mistakes.py:" in info.value.__notes__[0]

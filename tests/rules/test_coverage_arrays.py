@@ -406,3 +406,11 @@ ruff_report = tables.ruff_report_fixture(CASES, "generated")
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[c.name for c in CASES])
 def test_generated_source_passes_ruff(i, ruff_report):
     ruff_report.check(i, CASES[i])
+
+
+def test_concatenate_with_axis_none():
+    a, b = np.ones((2, 2)), np.ones(3)
+    ga, gb = autodiffgen.grad(lambda a, b: np.sum(np.concatenate([a, b], axis=None) ** 2),
+                              argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(ga, 2 * a)
+    np.testing.assert_allclose(gb, 2 * b)

@@ -401,3 +401,10 @@ def test_generated_source_passes_ruff_and_runs_standalone(tmp_path):
         _, expected_grads = tables.per_argument(c.argnums, expected[1])
         for a, b in zip(got_grads, expected_grads, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_python_float_booleans_follow_numpy():
+    def f(x):
+        return x * (np.greater(x, 0) + np.greater(x, 1))  # np.bool_ + np.bool_ is True
+    value, g = autodiffgen.value_and_grad(f)(2.0)
+    assert value == 2.0 and g == 1.0
