@@ -1,7 +1,7 @@
 """Reductions, shape and assembly functions, and indexing: every rule against the tape and
 central finite differences, in reverse and forward mode (issue 3).
 
-Laid out like tests/test_rules.py: one table, `CASES`, of a name, a function in plain
+Laid out like tests/rules/test_rules.py: one table, `CASES`, of a name, a function in plain
 NumPy, a generator per argument and the argnums. Every row goes through `check_grads`
 in float64, a subset again in float32, a subset through second derivatives, and every
 row's generated source must pass `ruff check`. Functions end in `_s(z) = sum(sin(z))` so
