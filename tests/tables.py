@@ -1,4 +1,5 @@
-"""The machinery shared by the table-driven rule tests (test_rules.py, test_coverage_*.py).
+"""The machinery shared by the table-driven rule tests (rules/test_rules.py,
+rules/test_coverage_*.py).
 
 Each of those files keeps its own table, `CASES`: rows of a name, a function in plain
 NumPy, a generator per argument and the argnums. This module holds what every table

@@ -4,7 +4,7 @@ a Hessian (the VJP of the generated gradient that ad.hessian runs) and a JVP.
 
 To regenerate, after a change that alters the generated code on purpose:
 
-    AUTODIFFGEN_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py
+    AUTODIFFGEN_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/emit/test_golden.py
     git diff tests/golden/
 
 and read the diff like any other code review (would a careful person have written it so?)
@@ -34,8 +34,8 @@ from golden_models import (
 import autodiffgen as ad
 from autodiffgen import passes
 
-GOLDEN = pathlib.Path(__file__).parent / "golden"
-EXAMPLES = pathlib.Path(__file__).parent.parent / "examples"
+GOLDEN = pathlib.Path(__file__).parents[1] / "golden"
+EXAMPLES = pathlib.Path(__file__).parents[2] / "examples"
 UPDATE = os.environ.get("AUTODIFFGEN_UPDATE_GOLDEN") == "1"
 
 

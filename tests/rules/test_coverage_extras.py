@@ -2,7 +2,7 @@
 sort, partition, diff, trapezoid, kron, cross, rot90, rollaxis, nan_to_num, linspace, and
 real / imag / conj of real values.
 
-Laid out like tests/test_coverage_arrays.py: one table, `CASES`, of a name, a function in
+Laid out like tests/rules/test_coverage_arrays.py: one table, `CASES`, of a name, a function in
 plain NumPy, a generator per argument and the argnums. Every row goes through
 `check_grads` in float64, a subset again in float32, a subset through second
 derivatives, and every row's generated source must pass `ruff check`. Functions end in

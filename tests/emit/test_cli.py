@@ -16,7 +16,7 @@ import pytest
 from autodiffgen import cli
 from autodiffgen.cli_examples import ArraySpec, SpecError, example_value, parse
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
 SEED = os.path.join(EXAMPLES, "seed_function.py")
 MLP = os.path.join(EXAMPLES, "mlp.py")

@@ -103,7 +103,7 @@ def test_the_checks_are_readable():
 
 def test_an_in_place_operator_keeps_a_fortran_ordered_arguments_layout():
     """`a += b` writes into a: a stays Fortran-ordered, so np.ravel(a) is a copy that the
-    second write does not change (found by tests/test_fuzz_args.py)."""
+    second write does not change (found by tests/fuzz/test_fuzz_args.py)."""
     def f(a, b, w):
         a += b
         v = np.ravel(a)

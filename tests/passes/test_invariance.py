@@ -47,3 +47,11 @@ def test_other_uses_keep_the_max_gradient():
     for f in (max_also_used, not_invariant):
         assert "grad of max" in backward_ops(f, z)
         check_grads(f, z)
+
+
+def test_softmax_shift_is_kept_when_an_intermediate_is_the_output():
+    def f(z):
+        s = z - np.max(z, axis=0, keepdims=True)
+        return np.sum(np.log(np.sum(np.exp(s), axis=0, keepdims=True)))  # logsumexp - max
+    from autodiffgen.testing import check_grads
+    check_grads(f, RNG.normal(size=(2, 3)))

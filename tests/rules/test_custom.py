@@ -60,7 +60,7 @@ def test_standalone_module_imports_the_custom_primitive(tmp_path):
     source = ad.emit(lambda x: softplus(x).sum(), np.ones(3), standalone=True)
     path = tmp_path / "gen.py"
     path.write_text(source)
-    here = os.path.dirname(__file__)
+    here = os.path.dirname(os.path.dirname(__file__))  # tests/, where custom_prims.py is
     code = ("import importlib.util, numpy as np\n"
             f"spec = importlib.util.spec_from_file_location('gen', {str(path)!r})\n"
             "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
@@ -78,3 +78,35 @@ def test_standalone_refuses_a_primitive_it_cannot_import():
     ad.defvjp(local, lambda g, ans, x: g * 2.0)
     with pytest.raises(ValueError, match="cannot import"):
         ad.emit(lambda x: local(x).sum(), np.ones(2), standalone=True)
+
+
+def test_stop_gradient_holds_in_nested_derivatives_and_trees():
+    def f(x):
+        return np.sum(x * ad.stop_gradient(x))
+    x = np.array([1.0, 2.0])
+    df = ad.grad(f)
+    np.testing.assert_allclose(ad.grad(lambda x: np.sum(df(x)))(x), [0.0, 0.0])
+    np.testing.assert_allclose(ad.hessian(f)(x), np.zeros((2, 2)))
+    g = ad.grad(lambda x: np.sum(ad.stop_gradient((x, x))[0] * x))(x)
+    np.testing.assert_allclose(g, x)
+
+
+def test_cse_tells_closures_apart_and_passes_ignore_user_primitive_names():
+    def make_scale(k):
+        @ad.primitive
+        def scale(x):
+            return k * x
+        ad.defvjp(scale, lambda g, ans, x: g * k)
+        return scale
+    s2, s3 = make_scale(2.0), make_scale(3.0)
+    value, grad = ad.value_and_grad(lambda x: np.sum(s2(x) + s3(x) ** 2))(np.array([1.0, 2.0]))
+    assert value == 51.0
+    np.testing.assert_allclose(grad, [20.0, 38.0])
+
+    @ad.primitive
+    def negative(x):  # named like the built-in: not to be simplified as one
+        return np.maximum(-x, 0.0)
+    ad.defvjp(negative, lambda g, ans, x: -g * (x < 0))
+    x = np.array([0.5, 1.5])
+    value, _ = ad.value_and_grad(lambda x: np.sum(negative(negative(x))))(x)
+    assert value == 0.0

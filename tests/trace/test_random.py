@@ -16,6 +16,7 @@ import pytest
 import autodiffgen as ad
 from autodiffgen import grad, hessian, hvp, jvp, tape, value_and_grad, vjp
 from autodiffgen.errors import TracingError, UnsupportedOperationError
+from autodiffgen.testing import check_grads
 
 DATA = np.random.default_rng(20261124)
 W = DATA.standard_normal((5, 4))
@@ -498,3 +499,61 @@ def test_two_threads_tracing_at_once_draw_each_from_their_own_generator():
     for seed, values in results.items():
         rng = np.random.default_rng(seed)
         assert values == [np.sum(np.tanh(XS[0] @ W) * rng.random((12, 4))) for _ in range(3)]
+
+
+# ---- np.random.default_rng(seed) with a traced int seed (review A item 4) --------------
+SEED = 3
+
+
+def _noisy(x, seed):
+    rng = np.random.default_rng(seed)
+    return np.sum(np.sin(x) * rng.standard_normal(x.shape))
+
+
+def _noisy_global(x):
+    rng = np.random.default_rng(SEED)
+    return np.sum(np.sin(x) * rng.standard_normal(x.shape))
+
+
+def test_default_rng_seed_argument_is_an_input():
+    f = ad.value_and_grad(_noisy)
+    for seed in range(10):
+        x = np.random.default_rng(100 + seed).standard_normal(4)
+        value, g = f(x, seed)
+        z = np.random.default_rng(seed).standard_normal(4)
+        assert np.isclose(value, _noisy(x, seed))
+        np.testing.assert_allclose(g, np.cos(x) * z)
+        np.testing.assert_allclose(g, tape.grad(_noisy)(x, seed))
+        check_grads(_noisy, x, seed, fwd=False)
+    assert f.cache_info().misses == 1  # a new seed is a new input value, not a retrace
+    assert "np.random.default_rng(seed)" in f.source(x, 0)
+
+
+def test_default_rng_seed_from_a_rebound_global():
+    global SEED
+    f = ad.grad(_noisy_global)
+    x = np.linspace(-1.0, 1.0, 3)
+    try:
+        for seed in range(10):
+            SEED = seed
+            z = np.random.default_rng(seed).standard_normal(3)
+            np.testing.assert_allclose(f(x), np.cos(x) * z)
+            np.testing.assert_allclose(f(x), tape.grad(_noisy_global)(x))
+    finally:
+        SEED = 3
+    assert f.cache_info().misses == 1
+
+
+def test_default_rng_seed_under_second_order():
+    x = np.array([0.3, -1.2, 2.0])
+    for seed in (1, 2, 7):
+        z = np.random.default_rng(seed).standard_normal(3)
+        np.testing.assert_allclose(ad.hessian(_noisy)(x, seed), np.diag(-np.sin(x) * z),
+                                   atol=1e-12)
+        gg = ad.grad(lambda t, s: ad.grad(_noisy)(t, s).sum())(x, seed)
+        np.testing.assert_allclose(gg, -np.sin(x) * z)
+
+
+def test_default_rng_float_seed_is_refused_clearly():
+    with pytest.raises(ad.TracingError, match="takes one seed"):
+        ad.grad(_noisy)(np.ones(2), 1.5)

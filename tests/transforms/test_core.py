@@ -356,3 +356,9 @@ def test_zeros_like_and_ones_like_keep_an_explicit_dtype():
         assert z.dtype == np.float32 and o.dtype == np.float32
         return (x * (o + z)).sum()
     np.testing.assert_array_equal(grad(f)(np.ones(3)), np.ones(3))
+
+
+def test_defaulted_argument_under_argnums():
+    def f(x, y=2.0):
+        return np.sum(x * y)
+    assert grad(f, argnums=1)(np.ones(3)) == 3.0

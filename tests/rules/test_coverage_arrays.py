@@ -1,7 +1,7 @@
 """Reductions, shape and assembly functions, and indexing: every rule against the tape and
 central finite differences, in reverse and forward mode (issue 3).
 
-Laid out like tests/test_rules.py: one table, `CASES`, of a name, a function in plain
+Laid out like tests/rules/test_rules.py: one table, `CASES`, of a name, a function in plain
 NumPy, a generator per argument and the argnums. Every row goes through `check_grads`
 in float64, a subset again in float32, a subset through second derivatives, and every
 row's generated source must pass `ruff check`. Functions end in `_s(z) = sum(sin(z))` so
@@ -406,3 +406,11 @@ ruff_report = tables.ruff_report_fixture(CASES, "generated")
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[c.name for c in CASES])
 def test_generated_source_passes_ruff(i, ruff_report):
     ruff_report.check(i, CASES[i])
+
+
+def test_concatenate_with_axis_none():
+    a, b = np.ones((2, 2)), np.ones(3)
+    ga, gb = autodiffgen.grad(lambda a, b: np.sum(np.concatenate([a, b], axis=None) ** 2),
+                              argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(ga, 2 * a)
+    np.testing.assert_allclose(gb, 2 * b)

@@ -19,9 +19,10 @@ import pytest
 
 import autodiffgen as ad
 from autodiffgen import passes
+from autodiffgen.api import emit_functions
 from autodiffgen.emit_ast import WIDTH, docstring, wrap
 
-ROOT = pathlib.Path(__file__).parent.parent
+ROOT = pathlib.Path(__file__).parents[2]
 RNG = np.random.default_rng(11)
 
 
@@ -149,3 +150,47 @@ def test_wrapped_docstrings_keep_their_text():
     assert max(map(len, lines)) <= WIDTH and len(lines) == 2
     assert ast.literal_eval("\n".join(lines).strip()).replace("\n    ", " ") == text
     assert "x: float64[n, 20]" in "\n".join(lines)  # a spec is never broken inside
+
+
+# ---- standalone modules and generated source (from a code review) ----------------------
+def _ruff(source):
+    return subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache",
+                           "--stdin-filename", "gen.py", "-"], input=source, text=True,
+                          capture_output=True, check=False)
+
+
+@pytest.mark.parametrize("static", [float("inf"), float("nan"), -0.5, "relu", True])
+def test_standalone_guards_lint_and_run(static):
+    source = ad.emit(lambda x, s: np.sum(x * x), np.ones(2), static, standalone=True)
+    assert _ruff(source).returncode == 0, _ruff(source).stdout
+    scope = {}
+    exec(compile(source, "gen.py", "exec"), scope)  # noqa: S102  generated code
+    value, _ = scope["f_value_and_grad"](np.ones(2), static)
+    assert value == 2.0
+
+
+def test_no_unused_numpy_import():
+    source = ad.emit(lambda x: x * x, np.array(2.0), standalone=True)
+    assert "import numpy" not in source and _ruff(source).returncode == 0
+
+
+def test_a_later_function_parameter_does_not_shadow_a_shared_constant():
+    C = np.arange(1.0, 4.0)
+
+    def f1(x):
+        return np.sum(x * C)
+
+    def f2(const, x):
+        return np.sum(x * C) + np.sum(const)
+    source, names = emit_functions([(ad.grad(f1), (np.ones(3),)),
+                                    (ad.grad(f2, argnums=1), (np.ones(3), np.ones(3)))])
+    scope = {}
+    exec(source, scope)  # noqa: S102  generated code
+    np.testing.assert_allclose(scope[names[1]](np.zeros(3), np.ones(3))[1], C)
+
+
+def test_source_describes_object_arguments_without_addresses():
+    def act(v):
+        return v
+    source = ad.emit(lambda x, a: np.sum(a(x)), np.ones(2), act)
+    assert "0x" not in source

@@ -14,6 +14,7 @@ import pytest
 
 import autodiffgen as ad
 from autodiffgen import GuardError, tape
+from autodiffgen.testing import check_grads
 
 COUNTS = (4, 1, 0, 8, 2, 6, 3, 7)
 
@@ -409,3 +410,76 @@ def test_second_derivatives_read_the_count_of_the_generated_code():
         v = rng.standard_normal(3)
         np.testing.assert_allclose(ad.hvp(masked_loss, (w, x, m), (v, None, None)), h @ v)
     assert gg.cache_info().misses == 1, gg.cache_info()
+
+
+# ---- a mask's count in Python float formulas (review A item 8) -------------------------
+def _plus_one(w, m):
+    p = w[m]
+    return p.sum() / (len(p) + 1.0)
+
+
+def _squared(w, m):
+    p = w[m]
+    return p.sum() / len(p) ** 2
+
+
+def _root(w, m):
+    p = w[m]
+    return np.sum(p ** 2) / np.sqrt(len(p)) + np.sum(p) * len(p) ** -0.5
+
+
+def _where_count(x):
+    return np.sum(x ** 2) * (len(np.where(x > 0.5)[0]) + 1.0)
+
+
+COUNT_FORMULAS = {
+    _plus_one: lambda w, m, k: m / (k + 1.0),
+    _squared: lambda w, m, k: m / k ** 2,
+    _root: lambda w, m, k: m * (2 * w + 1) / np.sqrt(k),
+}
+
+
+@pytest.mark.parametrize("fun", list(COUNT_FORMULAS), ids=lambda f: f.__name__)
+def test_count_in_float_formulas_is_read_at_run_time(fun):
+    f = ad.value_and_grad(fun)
+    rng = np.random.default_rng(3)
+    for k in (5, 2, 9, 14, 3, 20, 7, 11, 17, 4, 25):  # more counts than guard variants
+        w = rng.standard_normal(30)
+        m = np.zeros(30, bool)
+        m[rng.permutation(30)[:k]] = True
+        value, g = f(w, m)
+        assert np.isclose(value, fun(w, m))
+        np.testing.assert_allclose(g, COUNT_FORMULAS[fun](w, m, k), rtol=1e-12)
+        np.testing.assert_allclose(g, tape.grad(fun)(w, m), rtol=1e-12)
+        if k in (5, 14):
+            check_grads(fun, w, m, fwd=False)
+    assert f.cache_info().misses <= 2  # counts below 2 trace their own (a size read in Python)
+    w32, m = rng.standard_normal(30).astype(np.float32), np.arange(30) % 3 == 0
+    assert f(w32, m)[1].dtype == np.float32
+
+
+def test_count_from_np_where_in_a_float_formula():
+    f = ad.grad(_where_count)
+    rng = np.random.default_rng(4)
+    for _ in range(12):
+        x = rng.uniform(0, 1, 20)
+        k = np.count_nonzero(x > 0.5)
+        np.testing.assert_allclose(f(x), 2 * x * (k + 1.0), rtol=1e-12)
+        np.testing.assert_allclose(f(x), tape.grad(_where_count)(x), rtol=1e-12)
+    assert f.cache_info().misses <= 2
+
+
+def _reshaped_by_count(w, m):
+    p = w[m]
+    return np.sum(p.reshape(len(p), 1) * np.ones((1, len(p) % 3 + 1)))
+
+
+def test_count_guard_message_says_what_to_do():
+    f = ad.grad(_reshaped_by_count)
+    w = np.linspace(0.0, 1.0, 40)
+    with pytest.raises(ad.GuardError) as info:
+        for k in range(2, 40):
+            m = np.arange(40) < k
+            f(w, m)
+    text = str(info.value)
+    assert "np.count_nonzero(mask) rather than len(x[mask])" in text

@@ -303,3 +303,19 @@ def test_tracing_in_threads_leaves_the_warning_filters_alone():
             ad.grad(lambda x, k=k: np.tanh(x * (k + 1.0)).sum())(np.ones(i + 1))
     run_threads(work)
     assert warnings.filters == before
+
+
+def test_one_compile_per_key_under_threads():
+    f = ad.grad(lambda x: np.sum(np.tanh(x) ** 2))
+    barrier = threading.Barrier(6)
+    results = []
+
+    def call():
+        barrier.wait()
+        results.append(f(np.ones(4)))
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert f.cache_info().misses == 1 and len(results) == 6

@@ -1,6 +1,7 @@
 """The memory plan: results written into dying operands, never into anything else."""
 
 import numpy as np
+import pytest
 
 import autodiffgen as ad
 from autodiffgen.testing import check_grads
@@ -70,3 +71,49 @@ def test_matmul_never_writes_into_an_operand():
     source = ad.emit(f, W, xs)
     assert not any("np.matmul(" in line and "out=" in line for line in source.splitlines())
     check_grads(f, W, xs)
+
+
+# ---- gradients are arrays of their own (from a code review) ----------------------------
+@pytest.mark.parametrize("f", [lambda W: np.sum(W.T), lambda W: W.ravel().mean(),
+                               lambda W: np.sum(W[:, :, None])])
+def test_gradients_are_writable_and_contiguous_enough(f):
+    g = ad.grad(f)(np.ones((2, 3)))
+    assert g.flags.writeable and 0 not in g.strides
+    g *= 0.1
+
+
+def test_gradients_do_not_share_memory_with_each_other():
+    def f(x, y):
+        return np.sum(np.exp(x.T + y.reshape(3, 2)))
+    gx, gy = ad.grad(f, argnums=(0, 1))(RNG.normal(size=(2, 3)), RNG.normal(size=6))
+    assert not np.shares_memory(gx, gy)
+
+
+@pytest.mark.parametrize("make", [
+    lambda C: (lambda x: np.sum(np.reshape(x, (C.size,)) * C)),   # a view of a constant
+    lambda C: (lambda x: np.sum(x * np.einsum("ij->ji", C.reshape(50, 40)).reshape(-1))),
+    lambda C: (lambda x: np.sum(x)),                               # a broadcast seed
+])
+def test_gradients_never_share_memory_with_constants_and_are_writable(make):
+    C = np.arange(2000.0)
+    f = ad.grad(make(C))
+    g = f(np.ones(2000))
+    g *= 0.0
+    np.testing.assert_array_equal(C, np.arange(2000.0))
+    assert f(np.ones(2000)).any()
+
+
+def test_memory_plan_respects_views_made_by_user_primitives():
+    @ad.primitive
+    def flip_t(x):
+        return x.T
+    ad.defvjp(flip_t, lambda g, ans, x: g.T)
+
+    def f(x):
+        a = np.sin(x)
+        v = flip_t(a)
+        b = a * 2.0
+        return np.sum(b * v.T)
+    x = RNG.normal(size=(3, 3))
+    value, _ = ad.value_and_grad(f)(x)
+    assert np.isclose(value, f(x))

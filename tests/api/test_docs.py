@@ -6,7 +6,7 @@ import pytest
 
 from autodiffgen import coverage_doc
 
-DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "coverage.md"
+DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "coverage.md"
 
 
 def test_coverage_table_is_current():

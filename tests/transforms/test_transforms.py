@@ -1,5 +1,7 @@
 """Forward mode, VJPs, Jacobians, Hessians and nested grads, all from generated code."""
 
+import collections
+
 import numpy as np
 import pytest
 
@@ -193,3 +195,63 @@ def test_second_order_transforms_may_read_the_data_they_do_not_differentiate():
         V = RNG.normal(size=W.shape)
         np.testing.assert_allclose(ad.hvp(_reads_its_data, (W, X), (V, None)),
                                    np.tensordot(want, V, axes=2), rtol=1e-5, atol=1e-6)
+
+
+# ---- nested transforms and trees (from a code review) ----------------------------------
+def test_jvp_tangent_is_writable():
+    _, t = ad.jvp(lambda s: np.broadcast_to(s, (3,)).reshape(3, 1), (np.array(1.0),),
+                  (np.array(1.0),))
+    t += 1.0
+
+
+def test_mixed_partial_through_a_python_float():
+    x = RNG.normal(size=3)
+
+    def f(x, s):
+        return np.sum(x * x) * s
+    inner = ad.grad(f, argnums=0)
+    mixed = ad.grad(lambda s: np.sum(inner(x, s)))(1.5)
+    assert np.isclose(mixed, np.sum(2 * x))
+
+
+def test_returning_an_outer_value_from_an_inner_function_is_refused():
+    def outer(s):
+        return ad.grad(lambda z: s)(np.ones(2))
+    with pytest.raises(ad.TracingError, match="enclosing transformation"):
+        ad.grad(outer)(1.0)
+
+
+def test_jvp_checks_the_tangent_tree():
+    f = lambda p: p["a"] * 1.0 + p["b"] * 10.0
+    p = {"a": np.array(1.0), "b": np.array(1.0)}
+    _, t = ad.jvp(f, (p,), ({"a": np.array(1.0), "b": np.array(0.0)},))
+    assert t == 1.0
+    with pytest.raises(ad.ArgumentError, match="structure"):
+        ad.jvp(f, (p,), ({"b": np.array(0.0), "a": np.array(1.0)},))
+    with pytest.raises(ad.ArgumentError, match="structure"):
+        ad.jvp(lambda t: t[0] + t[1], ((np.ones(1), np.ones(1)),), ((np.ones(1),),))
+
+
+def test_vjp_and_grad_of_mixed_trees():
+    point = collections.namedtuple("Point", "x y")
+    g = ad.grad(lambda p: p.x * p.y)(point(2.0, 3.0))
+    assert type(g) is point and g == (3.0, 2.0)
+    out, vjp_fn = ad.vjp(lambda p: p["w"] * p["idx"], {"w": 2.0, "idx": 3})
+    assert out == 6.0
+    (cot,) = vjp_fn(np.float64(1.0))
+    assert cot["w"] == 3.0 and cot["idx"] is None
+    grads = ad.grad(lambda p: p["W"].sum())({"W": np.ones(2), "act": "tanh"})
+    assert grads["act"] is None
+
+
+def test_hessian_through_code_whose_intermediates_depend_on_constants_only():
+    C, E, D = np.random.default_rng(21).standard_normal((3, 50))
+
+    def f(x):
+        return np.sum(C * (E * (np.tanh(x) * D + np.sin(x))))
+    g = ad.grad(f)
+    x = RNG.normal(size=50)
+    H = ad.hessian(f)(x)
+    eps = 1e-6
+    column = (g(x + eps * np.eye(50)[3]) - g(x - eps * np.eye(50)[3])) / (2 * eps)
+    np.testing.assert_allclose(H[:, 3], column, rtol=1e-5, atol=1e-6)

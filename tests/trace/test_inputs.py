@@ -309,3 +309,55 @@ def test_guard_retraces_count_toward_the_warning(caplog):
             np.testing.assert_allclose(g(np.ones(2), np.full(2, float(i))), [2.0 * i] * 2)
     warned = [r.getMessage() for r in caplog.records if "guard keeps failing" in r.getMessage()]
     assert len(warned) == 1 and "test_inputs.py" in warned[0]
+
+
+# ---- int arguments under transforms are inputs (review A item 11) ----------------------
+def _annealed(w, epoch, lr):
+    return np.sum(w ** 3) * 0.9 ** epoch * lr
+
+
+def _int_power(w, k):
+    return np.sum(w ** k) * 0.1
+
+
+@pytest.mark.filterwarnings("error")  # no "traced again because 'epoch' keeps changing"
+@pytest.mark.parametrize("kind", ["hessian", "hvp", "jvp", "vjp"])
+def test_int_argument_is_an_input_under_transforms(kind):
+    w = np.array([0.3, -0.2, 1.1])
+    for epoch in range(12):  # past the 8 variants a guard per value would allow
+        lr = 0.1 / (epoch + 1)
+        scale = 0.9 ** epoch * lr
+        if kind == "hessian":
+            got, want = ad.hessian(_annealed)(w, epoch, lr), np.diag(6 * w) * scale
+        elif kind == "hvp":
+            got = ad.hvp(_annealed, (w, epoch, lr), (np.ones(3), None, None))
+            got, want = (got[1] if isinstance(got, tuple) else got), 6 * w * scale
+        elif kind == "jvp":
+            got = ad.jvp(_annealed, (w, epoch, lr), (np.ones(3), None, None))[1]
+            want = np.sum(3 * w ** 2) * scale
+        else:
+            value, back = ad.vjp(_annealed, w, epoch, lr)
+            assert np.isclose(value, _annealed(w, epoch, lr))
+            cotangents = back(1.0)
+            assert cotangents[1] is None  # an int has no cotangent
+            got, want = cotangents[0], 3 * w ** 2 * scale
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    made = ad.transforms._cached({"hessian": "jvp", "hvp": "jvp"}.get(kind, kind), _annealed,
+                                 None) if kind in ("jvp", "vjp") else None
+    if made is not None:
+        assert made.cache_info().misses == 1
+
+
+def test_int_exponent_argument_is_an_input():
+    f = ad.grad(_int_power)
+    rng = np.random.default_rng(2)
+    for k in (1, 2, 3, 4, 6, 0, 5):
+        w = rng.standard_normal(4)
+        w[0] = 0.0  # x ** k at 0: finite (0 for k == 0)
+        np.testing.assert_allclose(f(w, k), 0.1 * k * w ** max(k - 1, 0) * (k != 0))
+        np.testing.assert_allclose(f(w, k), tape.grad(_int_power)(w, k))
+        check_grads(_int_power, w, k)
+    assert f.cache_info().misses == 1
+    gg = ad.grad(lambda w, k: ad.grad(_int_power)(w, k).sum())
+    for k in (2, 3, 4):
+        np.testing.assert_allclose(gg(w, k), 0.1 * k * (k - 1) * w ** (k - 2))

@@ -480,3 +480,85 @@ def test_read_only_argument_is_not_written():
     x.setflags(write=False)  # NumPy refuses to write into it: so do we
     message = refusal(read_only_argument, x, error=ValueError, marker="read_only_argument")
     assert "read-only" in message
+
+
+# ---- writes into np.zeros_like / np.ones_like of a traced value (review A item 9) ------
+def _huber(w, y):
+    r = w - y
+    a = np.abs(r)
+    small = a < 1.0
+    out = np.zeros_like(r)
+    out[small] = 0.5 * r[small] ** 2
+    out[~small] = a[~small] - 0.5
+    return out.mean()
+
+
+def _one_slot(w):
+    out = np.zeros_like(w)
+    out[1] = w[1] ** 2
+    return out.sum() + np.sum(w)
+
+
+def test_masked_huber_into_zeros_like():
+    f = autodiffgen.value_and_grad(_huber)
+    rng = np.random.default_rng(0)
+    for call in range(6):  # new data each call: other masks, all-small and all-large too
+        w = rng.standard_normal(5) * (0.1 if call == 4 else 3.0 if call == 5 else 1.5)
+        y = rng.standard_normal(5) * 0.1
+        value, g = f(w, y)
+        r = w - y
+        assert np.isclose(value, np.mean(np.where(np.abs(r) < 1, 0.5 * r ** 2, np.abs(r) - 0.5)))
+        np.testing.assert_allclose(g, np.where(np.abs(r) < 1, r, np.sign(r)) / 5)
+        np.testing.assert_allclose(g, tape.grad(_huber)(w, y))
+        check_grads(_huber, w, y)
+    w32 = np.array([0.2, 3.0, -0.5], np.float32)
+    assert f(w32, np.zeros(3, np.float32))[1].dtype == np.float32
+
+
+def test_scalar_write_into_zeros_like():
+    f = autodiffgen.grad(_one_slot)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        w = rng.standard_normal(4)
+        np.testing.assert_allclose(f(w), 1 + np.array([0, 2 * w[1], 0, 0]))
+        np.testing.assert_allclose(f(w), tape.grad(_one_slot)(w))
+        check_grads(_one_slot, w)
+    x = rng.standard_normal(4)
+    np.testing.assert_allclose(autodiffgen.hessian(_one_slot)(x), np.diag([0, 2.0, 0, 0]), atol=1e-12)
+
+
+def _clipped_into_ones_like(w, x):
+    out = np.ones_like(x)  # 1 where |x w| >= 1, (x w)^2 below
+    small = np.abs(x * w) < 1
+    out[small] = (x * w)[small] ** 2
+    return np.sum(out * w)
+
+
+def test_writes_into_ones_like_of_a_traced_value():
+    f = autodiffgen.value_and_grad(_clipped_into_ones_like)
+    w = np.array([0.5, 2.0, -0.3])
+    for x in (np.array([1.0, 0.2, 3.0]), np.full(3, 0.1), np.full(3, 5.0)):
+        value, g = f(w, x)
+        assert np.isclose(value, _clipped_into_ones_like(w, x))
+        np.testing.assert_allclose(g, tape.grad(_clipped_into_ones_like)(w, x))
+        check_grads(_clipped_into_ones_like, w, x)
+    assert f.cache_info().misses == 1
+
+
+def _plain_slice(w):
+    out = np.zeros(4)
+    out[1:3] = w[1:3] ** 2
+    return out.sum()
+
+
+def _plain_scalar(w):
+    out = np.zeros(4)
+    out[1] = w[1] ** 2
+    return out.sum()
+
+
+@pytest.mark.parametrize("fun", [_plain_slice, _plain_scalar])
+def test_write_into_a_plain_array_names_the_line(fun):
+    with pytest.raises(autodiffgen.TracingError, match=r"test_mutation.py:\d+: a traced value "
+                       r"written into a plain NumPy array.*np.zeros_like\(x\)"):
+        autodiffgen.grad(fun)(np.ones(4))

@@ -1,6 +1,6 @@
 """Elementwise coverage: the rules beyond the basics, their edge cases, and pass-throughs.
 
-Like tests/test_rules.py, one table, `CASES`: a name, a function in plain NumPy, a
+Like tests/rules/test_rules.py, one table, `CASES`: a name, a function in plain NumPy, a
 generator per argument (a domain on which the function is smooth) and the argnums. Every
 row goes through `check_grads` (generated vs tape vs finite differences, reverse and
 forward mode, and the transposition test) in float64, a subset again in float32 and a
@@ -357,7 +357,7 @@ def test_full_and_empty_like_keep_shape_and_dtype():
                                   operator.methodcaller("nonzero")],
                          ids=["nonzero", "argwhere", "flatnonzero", "method"])
 def test_data_dependent_shapes_follow_the_data(call):
-    """Indices as many as the data says: one trace serves every count (tests/test_sizes.py
+    """Indices as many as the data says: one trace serves every count (tests/generalize/test_sizes.py
     has the rest)."""
     def f(x):
         return np.sum(x[call(x > 0)] ** 2)
@@ -401,3 +401,10 @@ def test_generated_source_passes_ruff_and_runs_standalone(tmp_path):
         _, expected_grads = tables.per_argument(c.argnums, expected[1])
         for a, b in zip(got_grads, expected_grads, strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_python_float_booleans_follow_numpy():
+    def f(x):
+        return x * (np.greater(x, 0) + np.greater(x, 1))  # np.bool_ + np.bool_ is True
+    value, g = autodiffgen.value_and_grad(f)(2.0)
+    assert value == 2.0 and g == 1.0

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _load_run():
