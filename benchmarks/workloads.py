@@ -8,7 +8,7 @@ as the loss (the same matmuls and einsums, in the same shapes); its craft is in 
 backward pass: intermediates of the forward are reused, buffers are updated in place, and
 batch reductions are single matmuls.
 
-Each workload has a "full" size (the benchmark) and a "tiny" size (tests/test_benchmarks.py
+Each workload has a "full" size (the benchmark) and a "tiny" size (tests/api/test_benchmarks.py
 checks that autodiffgen's gradient equals the hand-written one, so the baselines stay
 correct).
 """
