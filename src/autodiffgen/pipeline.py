@@ -34,17 +34,18 @@ def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, di
     None: that argument's numbers are static); `pure`: code an enclosing trace will run."""
     static = () if diff is None else {i for i in range(len(args)) if diff[i] is None}
 
-    def trace(a):
+    def trace(a):  # the trace and backward stages, at these arguments
         return gradient_graph(fun, a, argnums, names, static, capture=not standalone)
-    numexpr = not (standalone or pure)
+
+    def optimized(graph):  # numexpr: not in a standalone module, nor under another trace
+        return optimize(graph, numexpr=not (standalone or pure))
+
     raw = trace(args)
     if diff is None or pure:  # no batch sharing; a mask's count still read at run time
-        graph = drive(generalize_counts.general(args, lambda g: optimize(g, numexpr), raw), trace)
+        stage = generalize_counts.general(args, optimized, raw)
     else:
-        stage = generalize_batch.generalize(raw, args, diff, names,
-                                            lambda g: optimize(g, numexpr))
-        graph = drive(stage, trace)
-    graph = finish(graph)
+        stage = generalize_batch.generalize(raw, args, diff, names, optimized)
+    graph = finish(drive(stage, trace))  # optimize + generalize (tracing as asked), finish
     source, namespace, locs = emit_module([graph], standalone, pure)
     return source, namespace, graph, locs
 
