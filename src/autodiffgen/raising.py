@@ -15,6 +15,7 @@ make from it keep too) in `Graph.marks`: stack -> Mark. Functions without `try:`
 """
 
 import ast
+import dis
 import linecache
 import sys
 from typing import NamedTuple
@@ -64,6 +65,19 @@ def _try_body_lines(filename):
     return found
 
 
+_HANDLERS = frozenset(["SETUP_FINALLY", "SETUP_EXCEPT", "PUSH_EXC_INFO", "CHECK_EXC_MATCH"])
+_CATCHES = {}  # code object -> whether it has an exception handler (a try:, or a with:)
+
+
+def _may_catch(code):
+    """Whether `code` has any exception handler at all, read from its bytecode (cheap,
+    once per code object): only then is its file parsed for `try:` bodies."""
+    found = _CATCHES.get(code)
+    if found is None:
+        found = _CATCHES[code] = any(i.opname in _HANDLERS for i in dis.get_instructions(code))
+    return found
+
+
 GENERATED = {}  # tracer.GENERATED_LOCS: generated code's lines -> the user's (file, line)
 STOPS = set()  # code objects where the traced call starts (tracer.trace): look no further
 
@@ -79,7 +93,8 @@ def in_try():
         if generated is not None:
             filename, line = generated.get(frame.f_lineno, (None, 0))
         else:
-            line = 0 if is_internal(filename) else frame.f_lineno
+            line = 0 if is_internal(filename) or not _may_catch(frame.f_code) \
+                else frame.f_lineno
         if line and line in _try_body_lines(filename):
             return True
         frame = frame.f_back
