@@ -17,7 +17,8 @@ from .tree import leaves, map_tree
 
 
 def check_output(out, fun, scalar):
-    """The differentiated function must return a float (and, for grad, a scalar)."""
+    """The differentiated function must return a float (and, for grad, one element: a
+    scalar, or an array of shape (1,) or (1, 1), as Autograd takes)."""
     value = out.value if type(out) is Box else out
     where = out.node.loc if type(out) is Box and out.node.loc else def_site(fun)
     name = function_name(fun)
@@ -28,7 +29,7 @@ def check_output(out, fun, scalar):
     if dtype is None or not np.issubdtype(dtype, np.floating):
         raise OutputError(at(where, f"{name} must return a floating-point value to be "
                              f"differentiated, but it returned {_kind_of(value)}"))
-    if scalar and shape != ():
+    if scalar and int(np.prod(shape)) != 1:
         raise OutputError(at(where, f"grad needs a scalar output, but {name} returned "
                              f"an array of shape {shape}; reduce it (e.g. .sum() or .mean()) "
                              "or use a Jacobian"))

@@ -44,16 +44,18 @@ def map_tree(tree, fn):
 
 def map_trees(fn, tree, other, where="the argument"):
     """fn(leaf, other_leaf) over two trees of the same structure; a clear error if not.
+    Dicts match by their keys, in any order (as in JAX).
 
     `other` may hold None in place of a whole subtree (no tangent there, say)."""
     if other is None or not is_container(tree):
         return fn(tree, other)
     if type(other) is not type(tree) or len(other) != len(tree) or (
-            type(tree) is dict and list(other) != list(tree)):
-        raise ValueError(f"{where} has structure {structure_text(other)} but {structure_text(tree)} was "
-                         "expected")
+            type(tree) is dict and set(other) != set(tree)):
+        raise ValueError(f"{where} has structure {structure_text(other)} but "
+                         f"{structure_text(tree)} was expected")
+    others = [other[k] for k in tree] if type(tree) is dict else [c for _, c in items(other)]
     return rebuild(tree, [map_trees(fn, child, other_child, where)
-                          for (_, child), (_, other_child) in zip(items(tree), items(other))])
+                          for (_, child), other_child in zip(items(tree), others)])
 
 
 def structure_text(tree):

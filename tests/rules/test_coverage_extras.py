@@ -164,6 +164,24 @@ case("real-imag-properties", lambda x: _s(x.real * x + x.imag), normal(2, 3))
 case("conj-methods", lambda x: _s(x.conj() * x.conjugate()), normal(2, 3))
 case("real-0d", lambda x: np.sin(np.real(x) * np.conj(x)), f64(normal()))
 
+# ---- append, ptp, matrix_power, multi_dot (issue 12) ---------------------------------------
+case("append-flat", lambda x, y: _s(np.append(x, y)), normal(2, 3), normal(4), argnums=(0, 1))
+case("append-axis0", lambda x, y: _s(np.append(x, y, axis=0)), normal(2, 3), normal(1, 3),
+     argnums=(0, 1))
+case("append-constant", lambda x: _s(np.append(x, [1.0, 2.0])), normal(3))
+case("ptp-flat", lambda x: np.sin(np.ptp(x)), distinct(3, 4))
+case("ptp-axis1-keepdims", lambda x: _s(np.ptp(x, axis=1, keepdims=True) * x), distinct(3, 4))
+case("matrix_power-3", lambda a: _s(np.linalg.matrix_power(a, 3)), normal(3, 3))
+case("matrix_power-0", lambda a: _s(np.linalg.matrix_power(a, 0) * a), normal(3, 3))
+case("matrix_power-neg2", lambda a: _s(np.linalg.matrix_power(a, -2)),
+     lambda rng: 3 * np.eye(3) + 0.3 * rng.standard_normal((3, 3)))
+case("matrix_power-batched-5", lambda a: _s(np.linalg.matrix_power(a, 5)),
+     lambda rng: 0.5 * rng.standard_normal((2, 3, 3)))
+case("multi_dot-3", lambda a, b, c: _s(np.linalg.multi_dot([a, b, c])), normal(2, 3),
+     normal(3, 4), normal(4, 2), argnums=(0, 1, 2))
+case("multi_dot-vectors", lambda v, a, w: np.sin(np.linalg.multi_dot([v, a, a, w])), normal(3),
+     normal(3, 3), normal(3), argnums=(0, 1, 2))
+
 BY_NAME = tables.by_name(CASES)
 
 
@@ -173,9 +191,10 @@ FLOAT32 = ["sort-3x4-axis0", "sort-2x3x4-axisNone", "partition-kth-list", "diff-
            "diff-traced-prepend-append", "trapezoid-x-1d", "trapezoid-x-nd", "kron-2x3-2x2",
            "kron-3-2x2", "cross-batched", "cross-axis0", "rot90-k1", "rot90-axes12",
            "rollaxis-0-start3", "nan_to_num-values", "linspace-traced-ends", "linspace-arrays",
-           "np.real", "real-imag-properties", "conj-methods"]
+           "np.real", "real-imag-properties", "conj-methods", "append-axis0",
+           "ptp-axis1-keepdims", "matrix_power-3", "multi_dot-3"]
 SECOND = ["sort-3x4-axis1", "diff-n2", "trapezoid-rows", "kron-self-1d-2d", "cross-rows",
-          "linspace-rows", "rot90-axes-negative-k3"]
+          "linspace-rows", "rot90-axes-negative-k3", "matrix_power-neg2"]
 
 
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])

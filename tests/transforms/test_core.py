@@ -362,3 +362,19 @@ def test_defaulted_argument_under_argnums():
     def f(x, y=2.0):
         return np.sum(x * y)
     assert grad(f, argnums=1)(np.ones(3)) == 3.0
+
+
+@pytest.mark.parametrize("shape", [(1,), (1, 1)])
+def test_a_one_element_output_is_differentiated_as_autograd_does(shape):
+    """grad takes any one-element output (issue 12): the value keeps its shape."""
+    x = np.array([0.3, -0.7, 1.1])
+
+    def f(x):
+        return np.sum(x ** 3).reshape(shape)
+    value, g = autodiffgen.value_and_grad(f)(x)
+    assert np.shape(value) == shape
+    np.testing.assert_allclose(value, f(x))
+    np.testing.assert_allclose(g, 3 * x ** 2)
+    np.testing.assert_allclose(autodiffgen.tape.grad(f)(x), 3 * x ** 2)
+    with pytest.raises(autodiffgen.OutputError, match="scalar output"):
+        autodiffgen.grad(lambda x: x[:2] * 1.0)(x)

@@ -226,8 +226,8 @@ def test_jvp_checks_the_tangent_tree():
     p = {"a": np.array(1.0), "b": np.array(1.0)}
     _, t = ad.jvp(f, (p,), ({"a": np.array(1.0), "b": np.array(0.0)},))
     assert t == 1.0
-    with pytest.raises(ad.ArgumentError, match="structure"):
-        ad.jvp(f, (p,), ({"b": np.array(0.0), "a": np.array(1.0)},))
+    _, t = ad.jvp(f, (p,), ({"b": np.array(0.0), "a": np.array(1.0)},))
+    assert t == 1.0  # the same pytree: dicts match by key (issue 12, as in JAX)
     with pytest.raises(ad.ArgumentError, match="structure"):
         ad.jvp(lambda t: t[0] + t[1], ((np.ones(1), np.ones(1)),), ((np.ones(1),),))
 
@@ -255,3 +255,20 @@ def test_hessian_through_code_whose_intermediates_depend_on_constants_only():
     eps = 1e-6
     column = (g(x + eps * np.eye(50)[3]) - g(x - eps * np.eye(50)[3])) / (2 * eps)
     np.testing.assert_allclose(H[:, 3], column, rtol=1e-5, atol=1e-6)
+
+
+def test_a_tangent_dict_matches_its_primal_by_keys_in_any_order():
+    """The same pytree (as in JAX): {'b': ..., 'a': ...} is a tangent of {'a': ..., 'b': ...}."""
+    def f(p):
+        return np.sum(p["a"] * p["b"] ** 2)
+    primal = {"a": np.array([1.0, 2.0]), "b": np.array([3.0, 4.0])}
+    shuffled = {"b": np.array([1.0, 0.0]), "a": np.array([0.0, 1.0])}
+    ordered = {"a": shuffled["a"], "b": shuffled["b"]}
+    expected = np.sum(ordered["a"] * primal["b"] ** 2) + \
+        np.sum(primal["a"] * 2 * primal["b"] * ordered["b"])
+    for tangent in (shuffled, ordered):
+        _, t = ad.jvp(f, (primal,), (tangent,))
+        np.testing.assert_allclose(t, expected)
+        np.testing.assert_allclose(tape.jvp(f, (primal,), (tangent,))[1], expected)
+    with pytest.raises(ad.ArgumentError, match="structure"):
+        ad.jvp(f, (primal,), ({"a": shuffled["a"], "c": shuffled["b"]},))

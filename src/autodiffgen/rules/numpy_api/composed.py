@@ -1,5 +1,5 @@
 """NumPy functions that are a few other primitives in a row: sort and partition, diff and
-trapezoid, kron and cross, linspace.
+trapezoid, kron and cross, linspace, append and ptp, matrix_power and multi_dot.
 
 Nothing here has a primitive of its own, nor a rule. sort and partition are an index
 (argsort, or argpartition, which has no derivative) and take_along_axis, so the
@@ -175,3 +175,54 @@ def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axi
     if retstep:
         return y, (stop - start) / div if div > 0 else np.nan
     return y
+
+
+# ---- append and ptp: one or two other functions -----------------------------------------
+@register_function(np.append)
+def _append(arr, values, axis=None):
+    if axis is None:
+        return np.concatenate([np.ravel(arr), np.ravel(values)])
+    return np.concatenate([arr, values], axis=axis)
+
+
+@register_function(np.ptp)
+def _ptp(a, axis=None, out=None, keepdims=False):
+    if out is not None:
+        raise TracingError(at(user_loc(), "np.ptp(..., out=...) writes in place, which "
+                              "cannot be traced; use the returned value"))
+    return np.max(a, axis=axis, keepdims=keepdims) - np.min(a, axis=axis, keepdims=keepdims)
+
+
+# ---- matrix_power and multi_dot: matmul chains ------------------------------------------
+@register_function(np.linalg.matrix_power)
+def _matrix_power(a, n):
+    """Repeated squaring, as NumPy does (n < 0: of the inverse; n == 0: the identity)."""
+    n = operator.index(n)
+    if n < 0:
+        a, n = np.linalg.inv(a), -n
+    if n == 0:
+        return np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape) + a * 0
+    result = None
+    while n:
+        if n & 1:
+            result = a if result is None else result @ a
+        n >>= 1
+        if n:
+            a = a @ a
+    return result
+
+
+@register_function(np.linalg.multi_dot)
+def _multi_dot(arrays, *, out=None):
+    """The product left to right (NumPy picks the cheapest order: the same up to rounding);
+    a 1-D first or last array is a row or a column vector, as in matmul."""
+    if out is not None:
+        raise TracingError(at(user_loc(), "np.linalg.multi_dot(..., out=...) writes in "
+                              "place, which cannot be traced; use the returned value"))
+    arrays = list(arrays)
+    if len(arrays) < 2:
+        raise ValueError(at(user_loc(), "Expecting at least two arrays."))
+    result = arrays[0]
+    for array in arrays[1:]:
+        result = result @ array
+    return result
