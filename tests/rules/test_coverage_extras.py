@@ -182,6 +182,14 @@ case("multi_dot-3", lambda a, b, c: _s(np.linalg.multi_dot([a, b, c])), normal(2
 case("multi_dot-vectors", lambda v, a, w: np.sin(np.linalg.multi_dot([v, a, a, w])), normal(3),
      normal(3, 3), normal(3), argnums=(0, 1, 2))
 
+case("hsplit-2d", lambda x: _s(np.hsplit(x, 2)[1] * 2 + np.hsplit(x, 2)[0]), normal(3, 4))
+case("hsplit-1d", lambda x: _s(np.hsplit(x, [2])[1]), normal(5))
+case("vsplit", lambda x: _s(np.vsplit(x, 3)[2] ** 2), normal(3, 2))
+case("dsplit", lambda x: _s(np.dsplit(x, [1])[1] * x[..., :1]), normal(2, 2, 3))
+case("select", lambda x, y: _s(np.select([x < 0, x > 1], [x * y, y ** 2], default=x)),
+     normal(3, 4), normal(3, 4), argnums=(0, 1))
+case("real_if_close", lambda x: _s(np.real_if_close(x) * x), normal(4))
+
 BY_NAME = tables.by_name(CASES)
 
 

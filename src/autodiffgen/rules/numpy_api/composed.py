@@ -226,3 +226,37 @@ def _multi_dot(arrays, *, out=None):
     for array in arrays[1:]:
         result = result @ array
     return result
+
+
+# ---- vsplit, hsplit, dsplit, select, real_if_close -------------------------------------
+def _split_along(axis, least, name):
+    def split(ary, indices_or_sections):
+        if np.ndim(ary) < least:
+            raise ValueError(at(user_loc(), f"{name} only works on arrays of {least} or more "
+                                "dimensions"))
+        along = 1 if axis == 1 and np.ndim(ary) > 1 else 0 if axis == 1 else axis
+        return np.split(ary, indices_or_sections, axis=along)
+    return split
+
+
+register_function(np.vsplit)(_split_along(0, 2, "vsplit"))
+register_function(np.hsplit)(_split_along(1, 1, "hsplit"))
+register_function(np.dsplit)(_split_along(2, 3, "dsplit"))
+
+
+@register_function(np.select)
+def _select(condlist, choicelist, default=0):
+    """np.where from the last choice to the first, so the first true condition wins."""
+    if len(condlist) != len(choicelist):
+        raise ValueError(at(user_loc(), "list of cases must be same length as list of "
+                            "conditions"))
+    result = default
+    for condition, choice in reversed(list(zip(condlist, choicelist))):
+        result = np.where(condition, choice, result)
+    return result
+
+
+@register_function(np.real_if_close)
+def _real_if_close(a, tol=100):
+    """A real array as it is (complex values are not traced)."""
+    return a
