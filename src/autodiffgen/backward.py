@@ -6,6 +6,8 @@ the outputs need, in creation order: forward first, then backward). For the dyna
 tape, `lookup` gives concrete arrays and the rules simply compute.
 """
 
+import warnings
+
 import numpy as np
 
 from .errors import OutputError, at, def_site, function_name
@@ -14,6 +16,8 @@ from .rules import PRIMITIVES, missing_rule, unbroadcast
 from .shift_invariance import dead_shifts
 from .tracer import Box, result_dtype
 from .tree import leaves, map_tree
+
+_WARNED_BOOL = {}  # warnings' registry: one warning per place, however often it traces
 
 
 def check_output(out, fun, scalar):
@@ -26,7 +30,12 @@ def check_output(out, fun, scalar):
         dtype, shape = result_dtype(value), np.shape(value)
     except (TypeError, ValueError):  # not array-like at all, e.g. a tuple of arrays
         dtype, shape = None, None
-    if dtype is None or not np.issubdtype(dtype, np.floating):
+    if dtype == np.bool_:  # as Autograd: a comparison has a zero derivative, said
+        filename, line = where if isinstance(where, tuple) else ("<unknown>", 0)
+        warnings.warn_explicit(at(where, f"{name} returned a boolean, whose derivative is "
+                                  "zero"), UserWarning, filename, line,
+                               registry=_WARNED_BOOL)
+    elif dtype is None or not np.issubdtype(dtype, np.floating):
         raise OutputError(at(where, f"{name} must return a floating-point value to be "
                              f"differentiated, but it returned {_kind_of(value)}"))
     if scalar and int(np.prod(shape)) != 1:

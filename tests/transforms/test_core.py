@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import traceback
+import warnings
 
 import numpy as np
 import pytest
@@ -378,3 +379,21 @@ def test_a_one_element_output_is_differentiated_as_autograd_does(shape):
     np.testing.assert_allclose(autodiffgen.tape.grad(f)(x), 3 * x ** 2)
     with pytest.raises(autodiffgen.OutputError, match="scalar output"):
         autodiffgen.grad(lambda x: x[:2] * 1.0)(x)
+
+
+def test_a_boolean_output_has_a_zero_gradient_and_a_warning():
+    """As Autograd (issue 12): a comparison's derivative is zero, said once per place."""
+    x = np.array([0.3, -0.7, 1.1])
+
+    def f(x):
+        return np.sum(x) > 0
+    with pytest.warns(UserWarning, match="returned a boolean, whose derivative is zero"):
+        value, g = autodiffgen.value_and_grad(f)(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # said once per place: maybe already said
+        taped = autodiffgen.tape.grad(f)(x)
+    assert value == f(x)
+    np.testing.assert_array_equal(g, np.zeros(3))
+    np.testing.assert_array_equal(taped, np.zeros(3))
+    with pytest.raises(autodiffgen.OutputError, match="floating-point"):
+        autodiffgen.grad(lambda x: np.sum(x).astype(np.int64))(x)
