@@ -209,7 +209,8 @@ class Capture:
         self.copies = {}  # id(a user's list or dict) -> (the copy the trace sees, it)
         self.baked_reads = set()  # Read.key of inputs converted to plain values (baked)
         self.scopes = []  # the clones' globals (_Scope), to see what the function assigned
-        self.made_cells = []  # (cell, what the trace saw, name): to see what it assigned
+        self.made_cells = []  # (cell, what the trace saw, name, code of the function it
+        # belongs to): to see what the function assigned
         self.effects = []  # (loc, what): attributes of outside objects the function set
         self._builtins = None
 
@@ -436,7 +437,7 @@ class Capture:
         scope = _Scope(self, real, where)
         scope.code = [fn.__code__]
         self.scopes.append(scope)
-        cells = tuple(self.cell(cell, name, where) for name, cell in
+        cells = tuple(self.cell(cell, name, where, fn.__code__) for name, cell in
                       zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         # a default (`def f(w, W=W, scale=0.5, cfg=CONFIG)`) is read like a global, at
         # each call: an array may change in place, a dict be edited, __defaults__ be set
@@ -471,7 +472,7 @@ class Capture:
             return value
         return self.substitute(value, read)
 
-    def cell(self, cell, name, where):
+    def cell(self, cell, name, where, code=None):
         if name == "__class__":  # super() reads it: the class itself
             return cell
         cell = self.original_cell(cell)
@@ -482,7 +483,7 @@ class Capture:
         seen = self.substitute(value, Read(cell, (("attr", "cell_contents"),), where, name))
         made = types.CellType(seen)
         self.cells[id(made)] = (made, cell)
-        self.made_cells.append((made, seen, name))
+        self.made_cells.append((made, seen, name, code))
         return made
 
     def original_cell(self, cell):

@@ -36,13 +36,13 @@ def check(fun, found, scopes, copies, cells):
     """After the trace: refuse a global or closure variable it reads and assigns, warn of
     the other writes (`found`: (loc, what) pairs already seen, attributes set)."""
     found = list(found)
-    for cell, seen, name in cells:
+    for cell, seen, name, code in cells:
         try:
             same = cell.cell_contents is seen
         except ValueError:  # deleted
             same = False
         if not same:
-            found.append(_nonlocal(fun, name))
+            found.append(_nonlocal(code, name))
     for scope in scopes:
         for name in scope.assigned():
             loc, who = _store_line(scope.code, name), scope.code[0].co_name
@@ -67,9 +67,9 @@ def check(fun, found, scopes, copies, cells):
                                UserWarning, filename, line)
 
 
-def _nonlocal(fun, name):
-    """(loc, what) of an assigned closure variable, refused if the function reads it."""
-    code = getattr(fun, "__code__", None)
+def _nonlocal(code, name):
+    """(loc, what) of an assigned closure variable, refused if the function whose closure
+    holds it (`code`: a helper's too, not only the traced function) reads it first."""
     codes = [code] if code else []
     loc = _store_line(codes, name, "STORE_DEREF")
     reads = False  # read before it is first assigned: the value of an earlier call
@@ -80,7 +80,7 @@ def _nonlocal(fun, name):
             if i.argval == name and i.opname in ("LOAD_DEREF", "LOAD_CLASSDEREF",
                                                   "STORE_DEREF"):
                 break
-    who = getattr(fun, "__name__", "the function")
+    who = code.co_name if code else "the function"
     if reads:
         raise TracingError(at(loc or "?", f"{who} assigns the closure variable {name} "
                               "(nonlocal), which it also reads: the next call would read "

@@ -134,3 +134,15 @@ def test_closure_variables_assigned():
     keeper = make_keeper()
     with pytest.warns(UserWarning, match="f assigns the closure variable last"):
         np.testing.assert_allclose(grad(keeper)(np.ones(3)), 2 * np.ones(3))
+
+
+def test_a_helpers_nonlocal_counter_is_refused_naming_the_helper():
+    """The closure variable belongs to a helper the function calls: its own code says
+    whether it reads the variable before assigning it."""
+    counter = make_counter()
+
+    def f(w):
+        return counter(w) * 2.0
+    with pytest.raises(TracingError, match=r"test_effects.py:\d+: f assigns the closure "
+                       "variable calls \\(nonlocal\\), which it also reads"):
+        grad(f)(np.ones(3))
