@@ -35,7 +35,7 @@ def check_output(out, fun, scalar):
         warnings.warn_explicit(at(where, f"{name} returned a boolean, whose derivative is "
                                   "zero"), UserWarning, filename, line,
                                registry=_WARNED_BOOL)
-    elif dtype is None or not np.issubdtype(dtype, np.floating):
+    elif dtype is None or not np.issubdtype(dtype, np.inexact):
         raise OutputError(at(where, f"{name} must return a floating-point value to be "
                              f"differentiated, but it returned {_kind_of(value)}"))
     if scalar and int(np.prod(shape)) != 1:

@@ -7,7 +7,9 @@ For your own tests:
     def test_my_loss():
         check_grads(my_loss, W, b, x, y, argnums=(0, 1))
 
-Finite differences run in float64 whatever the input dtype. Arguments with more than
+Finite differences run in float64 (complex128) whatever the input dtype. A complex
+argument is moved in its real and its imaginary directions, and its gradient read with
+Autograd's convention: dL/dx - i dL/dy, where L is the output's real part. Arguments with more than
 `max_fd_elements` elements are checked along a few seeded random directions instead of
 element by element, so a large model stays cheap to check.
 """
@@ -92,8 +94,9 @@ def _get(tree, path):
 
 
 def _compare(where, name_a, a, name_b, b, rtol, atol, report):
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
+    dtype = np.complex128 if np.iscomplexobj(a) or np.iscomplexobj(b) else np.float64
+    a = np.asarray(a, dtype=dtype)
+    b = np.asarray(b, dtype=dtype)
     if a.shape != b.shape:
         report.append(f"{where}: {name_a} shape {a.shape} != {name_b} shape {b.shape}")
         return
@@ -112,17 +115,19 @@ def _check_fd(fun, args, n, g, eps, rtol, atol, max_elements, directions, rng, r
     leaf_paths = [p for p, _, _ in _paired_leaves(g, g)]
     for path, gleaf in zip(leaf_paths, leaves(g)):
         x = _get(arg, path)
-        gleaf = np.asarray(gleaf, dtype=np.float64)
+        gleaf = np.asarray(gleaf, dtype=np.result_type(gleaf, np.float64))
         if np.size(x) <= max_elements:
             dirs = [np.eye(np.size(x))[k].reshape(np.shape(x)) for k in range(np.size(x))]
         else:
             dirs = [rng.standard_normal(np.shape(x)) for _ in range(directions)]
+        if np.iscomplexobj(x):  # the real and the imaginary direction of each
+            dirs += [1j * d for d in dirs]
         fd_vals, an_vals = [], []
         for d in dirs:
             plus = _replace(base, n, path, x + eps * d)
             minus = _replace(base, n, path, x - eps * d)
-            fd_vals.append((float(_call(fun, plus)) - float(_call(fun, minus))) / (2 * eps))
-            an_vals.append(float(np.sum(gleaf * d)))
+            fd_vals.append((_real(_call(fun, plus)) - _real(_call(fun, minus))) / (2 * eps))
+            an_vals.append(float(np.real(np.sum(gleaf * d))))
         where = f"argument {n}{_show(path)}"
         _compare(where, "generated", np.array(an_vals), "finite differences",
                  np.array(fd_vals), max(rtol, 1e-4), max(atol, 1e-6), report)
@@ -143,14 +148,21 @@ def _check_jvp(fun, args, n, g, eps, rtol, atol, rng, report):
     base = [_as64(a) for a in args]
     plus = _replace_tree(base, n, v, eps)
     minus = _replace_tree(base, n, v, -eps)
-    fd = (np.asarray(_call(fun, plus), np.float64)
-          - np.asarray(_call(fun, minus), np.float64)) / (2 * eps)
+    fd = (np.asarray(_call(fun, plus), np.complex128)
+          - np.asarray(_call(fun, minus), np.complex128)) / (2 * eps)
+    if not np.iscomplexobj(_call(fun, base)):
+        fd = fd.real
     _compare(where, "generated JVP", t_gen, "finite differences", fd,
              max(rtol, 1e-4), max(atol, 1e-6), report)
-    dot = sum(float(np.sum(np.asarray(gl, np.float64) * np.asarray(vl, np.float64)))
+    dot = sum(float(np.real(np.sum(np.asarray(gl) * np.asarray(vl))))
               for gl, vl in zip(leaves(g), leaves(v)) if vl is not None)
-    _compare(where, "<grad, v>", np.array(dot), "jvp(v)", np.asarray(t_gen, np.float64),
+    _compare(where, "<grad, v>", np.array(dot), "jvp(v)", np.real(t_gen),
              max(rtol, 1e-4), max(atol, 1e-6), report)
+
+
+def _real(value):
+    """A scalar output as a float; a complex one's real part (the L of the convention)."""
+    return float(np.real(value))
 
 
 def _call(fun, args):
@@ -160,10 +172,15 @@ def _call(fun, args):
 
 
 def _direction(a, rng):
+    if isinstance(a, (np.ndarray, np.generic)) and np.issubdtype(a.dtype, np.complexfloating):
+        return (rng.standard_normal(np.shape(a))
+                + 1j * rng.standard_normal(np.shape(a))).astype(a.dtype)
     if isinstance(a, (np.ndarray, np.generic)) and np.issubdtype(a.dtype, np.inexact):
         return rng.standard_normal(np.shape(a)).astype(a.dtype)
     if isinstance(a, float):
         return float(rng.standard_normal())
+    if isinstance(a, complex):
+        return complex(rng.standard_normal(), rng.standard_normal())
     return None
 
 
@@ -172,7 +189,9 @@ def _replace_tree(args, n, v, step):
     def move(a, d):
         if d is None:
             return a
-        return float(a + step * d) if isinstance(a, float) else a + step * np.asarray(d, np.float64)
+        if isinstance(a, (float, complex)):
+            return type(a)(a + step * d)
+        return a + step * np.asarray(d, np.result_type(d, np.float64))
     args = list(args)
     args[n] = map_trees(move, args[n], v)
     return args
@@ -182,6 +201,8 @@ def _as64(a):
     def leaf(x):
         if isinstance(x, (np.ndarray, np.generic)) and np.issubdtype(x.dtype, np.floating):
             return np.asarray(x, dtype=np.float64)
+        if isinstance(x, (np.ndarray, np.generic)) and np.issubdtype(x.dtype, np.complexfloating):
+            return np.asarray(x, dtype=np.complex128)
         return x
     return map_tree(a, leaf)
 
@@ -195,7 +216,7 @@ def _replace(args, n, path, value):
 
 def _replace_in(tree, path, value):
     if not path:
-        return float(value) if isinstance(tree, float) else value
+        return type(tree)(value) if isinstance(tree, (float, complex)) else value
     head, rest = path[0], path[1:]
     if isinstance(tree, dict):
         return {k: _replace_in(v, rest, value) if k == head else v for k, v in tree.items()}

@@ -706,32 +706,35 @@ def _unbox_leaf(x):
         return x.value
     if type(x) is not Box:
         return x
+    if type(x.value) is complex:
+        return np.complex128(x.value)
     return np.float64(x.value) if type(x.value) is float else x.value
 
 
 def is_number_input(x, diff):
-    """Whether a Python number is an input of the generated code: a float always, an int
-    outside grad's argnums (not a bool, and not past int64, which NumPy could not hold);
-    under jvp and vjp ("auto") an int is an input with no tangent."""
+    """Whether a Python number is an input of the generated code: a float or a complex
+    always, an int outside grad's argnums (not a bool, and not past int64, which NumPy
+    could not hold); under jvp and vjp ("auto") an int is an input with no tangent."""
     kind = type(x)
     if diff is None:  # a static argument (cache.entries: a number made static)
         return False
-    return kind is float or kind is int and diff in (False, "auto") and -2**63 <= x < 2**63
+    return kind is float or kind is complex or \
+        kind is int and diff in (False, "auto") and -2**63 <= x < 2**63
 
 
 def _box_tree(recording, x, path, name, diff):
     kind = type(x)
-    if (kind is int or kind is float) and is_number_input(x, diff):
+    if (kind is int or kind is float or kind is complex) and is_number_input(x, diff):
         box = recording.new_input(x, name, path)
-        if diff and kind is float:  # an int under jvp or vjp ("auto"): an input, no tangent
+        if diff and kind is not int:  # an int under jvp or vjp ("auto"): an input, no tangent
             recording.wrt.add(box.node)
         return box
     if kind is np.ndarray or isinstance(x, np.generic):
-        if diff is True and not np.issubdtype(result_dtype(x), np.floating):
+        if diff is True and not np.issubdtype(result_dtype(x), np.inexact):
             raise _argument_error(
                 f"argument {name!r} is under argnums but has dtype {result_dtype(x)}: only "
-                "real floating-point arrays have gradients. Remove it from argnums or "
-                "convert it with .astype(np.float64)")
+                "floating-point and complex arrays have gradients. Remove it from argnums "
+                "or convert it with .astype(np.float64)")
         if result_dtype(x) == object:  # its arithmetic is on Python objects: no float
             raise _argument_error(  # dtype, so no derivative would reach it, silently
                 f"argument {name!r} is an array of dtype object, which generated code does "
@@ -745,7 +748,7 @@ def _box_tree(recording, x, path, name, diff):
     if isinstance(x, np.ndarray):
         raise _argument_error(f"argument {name!r} is a {kind.__name__}, an ndarray subclass; "
                               "pass np.asarray(...) of it")
-    if diff is True and kind in (int, bool, complex):
+    if diff is True and kind in (int, bool):
         raise _argument_error(
             f"argument {name!r} is under argnums but is a Python {kind.__name__} ({x!r}): "
             "only floats and floating-point arrays have gradients. Pass a float (e.g. 2.0) "

@@ -28,6 +28,8 @@ def leaf_key(x, diff):
         return (x.shape, x.dtype)
     if kind is float:  # an input of the generated code, like a 0-d array
         return float if diff is not None else (float, x.hex())  # None: made static
+    if kind is complex and diff is not None:  # an input too
+        return complex
     if isinstance(x, np.generic):  # a NumPy scalar: an input, like a 0-d array
         return (kind, "scalar")
     if kind is Box:  # an enclosing trace's value: always an input of the inner code

@@ -62,6 +62,8 @@ class Primitive:
         self.effect = effect
         # passes recognize primitives by `op`: a user's primitive named "exp" is not np.exp
         self.op = name if builtin else None
+        # its rules hold for complex values (rules/complex.py refuses the others there)
+        self.complex_ok = False
 
     def __call__(self, *args, **params):
         return bind(self, args, params)
@@ -186,9 +188,19 @@ def unbroadcast(g, target, dtype):
         if np.shape(g) != target:
             g = (np.reshape(g, target) if np.size(g) == int(np.prod(target))
                  else np.broadcast_to(g, target))
-    if result_dtype(g) != dtype:
-        g = astype(g, dtype)
-    return g
+    return _cast(g, dtype)
+
+
+def _cast(v, dtype):
+    """v in `dtype`; a complex v for a real value is its real part (rules/complex.py)."""
+    have = result_dtype(v)
+    if have == dtype:
+        return v
+    if have.kind == "c" and np.dtype(dtype).kind != "c":
+        v = bind(PRIMITIVES["real"], (v,), {})
+        if result_dtype(v) == dtype:
+            return v
+    return astype(v, dtype)
 
 
 def astype(x, dtype):
@@ -199,15 +211,14 @@ def broadcast_up(t, shape, dtype):
     """Bring a tangent to the shape and dtype of the value it belongs to (forward mode)."""
     if np.shape(t) != shape:
         t = np.broadcast_to(t, shape)
-    if result_dtype(t) != dtype:
-        t = astype(t, dtype)
-    return t
+    return _cast(t, dtype)
 
 
 # each module registers its primitives when imported; then numpy_api routes NumPy's
 # functions and ndarray methods to them
 from . import (  # noqa: F401
     assembly,
+    complex_numbers,
     control,
     elementwise,
     indexing,

@@ -10,6 +10,7 @@ argument's shape. Python scalars in the rules are weakly typed (NEP 50), so a fl
 gradient stays float32.
 """
 
+import cmath
 import math
 
 import numpy as np
@@ -84,6 +85,11 @@ def _power_x(g, ans, x, y):
 
 
 def _power_y(g, ans, x, y):
+    if getattr(ans, "dtype", None) is not None and ans.dtype.kind == "c":
+        # complex: log(x) on its principal branch, as x ** y is computed (0 where x is 0)
+        if type(x) in (int, float, complex):
+            return g * (ans * (cmath.log(x) if x != 0 else 0.0))
+        return g * (ans * np.log(np.where(x == 0, 1, x)))
     if type(x) in (int, float):  # 2.0 ** y: keep log(2.0) a weak Python float, as the base was
         return g * (ans * (math.log(x) if x > 0 else 0.0))
     return g * (ans * np.log(np.where(x > 0, x, 1)))
@@ -225,7 +231,8 @@ def real_only(x, name):
     return x
 
 
+# (its rule for complex values, conj(g), is set in rules/complex.py)
 conj = defprimitive("conj", np.conjugate, "np.conj({0})", vjps=[lambda g, ans, x: g],
-                    linear_in=(0,),
-                    simplify=lambda args, params, value: real_only(args[0], "np.conj"))
+                    linear_in=(0,), simplify=lambda args, params, value: args[0]
+                    if value.dtype.kind != "c" and type(args[0]) is Box else None)
 register_ufunc(np.conjugate, conj)

@@ -7,7 +7,8 @@ import numpy as np
 
 from ...errors import TracingError, UnsupportedOperationError, at
 from ...tracer import Box, bind, reader, user_loc
-from ..elementwise import astype, clip, copy, nan_to_num, real_only, round_, sinc, where
+from ..complex_numbers import angle, imag, is_complex, real
+from ..elementwise import astype, clip, conj, copy, nan_to_num, real_only, round_, sinc, where
 from . import boxmethod, check_no_out, register_function
 
 
@@ -89,18 +90,31 @@ def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
                                    "neginf": None if neginf is None else float(neginf)})
 
 
-# ---- real, imag, conj of real values: the value itself, zeros, the value itself ------------
-boxmethod("conj", "conjugate")(lambda self: real_only(self, ".conj()"))
+# ---- real, imag, conj, angle (rules/complex.py) ------------------------------------------
+def _conj(x):
+    return bind(conj, (x,), {})
+
+
+boxmethod("conj", "conjugate")(_conj)
 
 
 @register_function(np.real)
 def _real(val):
-    return real_only(val, "np.real")
+    """The value itself for a real array, as NumPy's np.real gives it."""
+    return bind(real, (val,), {}) if is_complex(val) else val
 
 
 @register_function(np.imag)
 def _imag(val):
-    return np.zeros(np.shape(val), real_only(val, "np.imag").dtype)
+    if is_complex(val):
+        return bind(imag, (val,), {})
+    return np.zeros(np.shape(val), val.dtype)  # a constant: no derivative
+
+
+@register_function(np.angle)
+def _angle(z, deg=False):
+    out = bind(angle, (z,), {})
+    return out * (180 / np.pi) if deg else out
 
 
 boxmethod("real")(property(_real))

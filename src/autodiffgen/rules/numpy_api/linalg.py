@@ -8,6 +8,7 @@ import numpy as np
 
 from ...errors import UnsupportedOperationError, at
 from ...tracer import result_dtype, user_loc
+from ..complex_numbers import abs2
 from ..linalg import (
     cholesky,
     det,
@@ -101,7 +102,7 @@ def _svdvals(x, /):
 def _norm(x, ord=None, axis=None, keepdims=False):
     ndim = np.ndim(x)
     if axis is None and ord is None:  # the 2-norm of the flattened array
-        return np.sqrt(np.sum(x * x, axis=None, keepdims=keepdims))
+        return np.sqrt(np.sum(abs2(x), axis=None, keepdims=keepdims))
     if axis is None:
         if ndim not in (1, 2):
             raise ValueError(at(user_loc(), f"np.linalg.norm with ord={ord!r} and no axis "
@@ -118,7 +119,7 @@ def _norm(x, ord=None, axis=None, keepdims=False):
 
 def _vector_norm(x, ord, axis, keepdims):
     if ord is None or ord == 2:
-        return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
+        return np.sqrt(np.sum(abs2(x), axis=axis, keepdims=keepdims))
     if ord == np.inf:
         return np.max(np.abs(x), axis=axis, keepdims=keepdims)
     if ord == -np.inf:
@@ -136,7 +137,7 @@ def _vector_norm(x, ord, axis, keepdims):
 def _matrix_norm(x, ord, axes, keepdims):
     rows, cols = axes
     if ord in (None, "fro", "f"):
-        return np.sqrt(np.sum(x * x, axis=axes, keepdims=keepdims))
+        return np.sqrt(np.sum(abs2(x), axis=axes, keepdims=keepdims))
     if ord in (1, -1, np.inf, -np.inf):
         inner, outer = (rows, cols) if ord in (1, -1) else (cols, rows)
         sums = np.sum(np.abs(x), axis=inner, keepdims=True)

@@ -10,6 +10,8 @@ import numpy as np
 
 from ...errors import UnsupportedOperationError, at
 from ...tracer import user_loc
+from ..complex_numbers import is_complex
+from ..elementwise import conj
 from ..products import einsum, matmul, split_subscripts, unused_letters
 from . import boxmethod, check_no_out, register_function
 
@@ -97,6 +99,9 @@ def _inner(a, b):
 
 @register_function(np.vdot)
 def _vdot(a, b):
+    """The first argument conjugated, as NumPy does."""
+    if is_complex(a):
+        a = conj(a)
     return einsum(np.reshape(a, (-1,)), np.reshape(b, (-1,)), subscripts="i,i->", optimize=True)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from ...errors import UnsupportedOperationError, at
 from ...tracer import user_loc
+from ..complex_numbers import abs2, is_complex
 from ..reductions import axes_tuple, count, cumprod, cumsum, max_, mean, min_, prod, std_root, sum_
 from . import boxmethod, check_no_out, normalize_axis, register_function, register_ufunc_method
 
@@ -98,7 +99,8 @@ def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=np
     ddof = ddof if correction is np._NoValue else correction
     axis = normalize_axis(axis, np.ndim(a))
     centered = a - np.mean(a, axis=axis, keepdims=True)
-    return np.sum(np.square(centered), axis=axis, keepdims=keepdims) / (count(a, axis) - ddof)
+    squares = abs2(centered) if is_complex(centered) else np.square(centered)
+    return np.sum(squares, axis=axis, keepdims=keepdims) / (count(a, axis) - ddof)
 
 
 @register_function(np.std)
