@@ -148,9 +148,9 @@ def _check_jvp(fun, args, n, g, eps, rtol, atol, rng, report):
     base = [_as64(a) for a in args]
     plus = _replace_tree(base, n, v, eps)
     minus = _replace_tree(base, n, v, -eps)
-    fd = (np.asarray(_call(fun, plus), np.complex128)
-          - np.asarray(_call(fun, minus), np.complex128)) / (2 * eps)
-    if not np.iscomplexobj(_call(fun, base)):
+    at_plus, at_minus = _call(fun, plus), _call(fun, minus)
+    fd = (np.asarray(at_plus, np.complex128) - np.asarray(at_minus, np.complex128)) / (2 * eps)
+    if not np.iscomplexobj(at_plus):
         fd = fd.real
     _compare(where, "generated JVP", t_gen, "finite differences", fd,
              max(rtol, 1e-4), max(atol, 1e-6), report)
@@ -190,7 +190,7 @@ def _replace_tree(args, n, v, step):
         if d is None:
             return a
         if isinstance(a, (float, complex)):
-            return type(a)(a + step * d)
+            return (float if isinstance(a, float) else complex)(a + step * d)
         return a + step * np.asarray(d, np.result_type(d, np.float64))
     args = list(args)
     args[n] = map_trees(move, args[n], v)
@@ -216,7 +216,9 @@ def _replace(args, n, path, value):
 
 def _replace_in(tree, path, value):
     if not path:
-        return type(tree)(value) if isinstance(tree, (float, complex)) else value
+        if isinstance(tree, (float, complex)):
+            return float(value) if isinstance(tree, float) else complex(value)
+        return value
     head, rest = path[0], path[1:]
     if isinstance(tree, dict):
         return {k: _replace_in(v, rest, value) if k == head else v for k, v in tree.items()}
