@@ -21,12 +21,13 @@ import numpy as np
 
 from ..errors import UnsupportedOperationError, at
 from ..tracer import RESULT_HOOKS, Box, carries_gradient, user_loc
-from . import (  # noqa: F401 (marked below)
+from . import (  # noqa: F401
     PRIMITIVES,
     assembly,
     defjvp,
     defprimitive,
     defvjp,
+    fft,
     indexing,
     linalg,
     products,
@@ -92,7 +93,16 @@ defjvp(PRIMITIVES["absolute"], _abs_jvp)
 
 # ---- which primitives take complex values -------------------------------------------------
 # holomorphic or linear (their rules need no conjugate), or with rules of their own above
-COMPLEX_OK = frozenset(["getitem", "scatter_add", "setitem", "tile", "repeat", "pad", "triu", "tril", "ones", "astype", "copy", "conj", "real", "imag", "angle", "absolute", "add", "subtract", "multiply", "divide", "negative", "positive", "power", "square", "reciprocal", "exp", "expm1", "log", "log1p", "sqrt", "exp2", "log2", "log10", "sin", "cos", "tan", "tanh", "sinh", "cosh", "arctan", "arcsin", "arccos", "arcsinh", "arccosh", "arctanh", "where", "sinc", "sum", "mean", "prod", "cumsum", "cumprod", "reshape", "transpose", "squeeze", "expand_dims", "broadcast_to", "concatenate", "stack", "zeros_like", "ones_like", "full_like", "matmul", "einsum", "inv", "det", "solve"])
+COMPLEX_OK = frozenset((
+    "getitem", "scatter_add", "setitem", "tile", "repeat", "pad", "triu", "tril", "ones",
+    "astype", "copy", "conj", "real", "imag", "angle", "absolute", "add", "subtract",
+    "multiply", "divide", "negative", "positive", "power", "square", "reciprocal", "exp",
+    "expm1", "log", "log1p", "sqrt", "exp2", "log2", "log10", "sin", "cos", "tan", "tanh",
+    "sinh", "cosh", "arctan", "arcsin", "arccos", "arcsinh", "arccosh", "arctanh", "where",
+    "sinc", "sum", "mean", "prod", "cumsum", "cumprod", "reshape", "transpose", "squeeze",
+    "expand_dims", "broadcast_to", "concatenate", "stack", "zeros_like", "ones_like",
+    "full_like", "matmul", "einsum", "inv", "det", "solve", "fftn", "ifftn", "rfftn",
+    "irfftn"))
 
 
 def mark_complex_ok(*names):

@@ -88,6 +88,7 @@ from . import (  # noqa: F401
     assembly,
     composed,
     elementwise,
+    fft,
     indexing,
     indices,
     linalg,
