@@ -81,7 +81,8 @@ def _where(loc):
 _READ_FORMS = {"bool": "{x}", "item": "{x}.item({index})", "index": "operator.index({x})",
                "layout": "_layout({x})",
                "aliases": "np.may_share_memory({x}, {y})",
-               "count_nonzero": "int(np.count_nonzero({x}))"}
+               "count_nonzero": "int(np.count_nonzero({x}))",
+               "iscomplexobj": "np.iscomplexobj({x})"}
 _LAYOUTS = {"CF": "contiguous", "C": "C-ordered", "F": "Fortran-ordered"}
 
 
@@ -439,7 +440,7 @@ class Emitter:
                     (f"except {_error_name(outcome.error)}:", ""), ("    pass", ""),
                     *_other_raise(where, outcome.error), ("else:", ""),
                     (f"    raise GuardFailure({message!r})", "")]
-        if p["test"] in ("bool", "aliases"):
+        if p["test"] in ("bool", "aliases", "iscomplexobj"):
             test = f"not {read}" if outcome else read
         elif isinstance(outcome, float) and np.isnan(outcome):
             test = f"not np.isnan({read})"

@@ -2,9 +2,10 @@
 
 The modules here hold the derivative rules, one family each: elementwise, reductions,
 shapes, indexing (getitem, scatter_add, setitem), assembly (tile, repeat, pad, triu,
-tril), products (matmul, einsum), linalg (np.linalg), indices (argmax, argsort,
-nonzero: no derivative), fft (np.fft), complex_numbers (real, imag, angle; which
-primitives take complex values), special (scipy.special), random (draws), control (guards).
+tril), products (matmul, einsum), linalg (np.linalg), eig (np.linalg.eig), indices
+(argmax, argsort, nonzero: no derivative), fft (np.fft), complex_numbers (real, imag,
+angle; which primitives take complex values), special (scipy.special), random (draws),
+control (guards).
 How NumPy's functions and ndarray methods reach these primitives (argument
 normalization, aliases, functions composed of other primitives, in-place writes) is
 the subpackage numpy_api/.
@@ -221,6 +222,7 @@ from . import (  # noqa: F401
     assembly,
     complex_numbers,
     control,
+    eig,
     elementwise,
     fft,
     indexing,

@@ -27,6 +27,7 @@ from . import (  # noqa: F401
     defjvp,
     defprimitive,
     defvjp,
+    eig,
     fft,
     indexing,
     linalg,
@@ -102,12 +103,12 @@ COMPLEX_OK = frozenset((
     "sinc", "sum", "mean", "prod", "cumsum", "cumprod", "reshape", "transpose", "squeeze",
     "expand_dims", "broadcast_to", "concatenate", "stack", "zeros_like", "ones_like",
     "full_like", "matmul", "einsum", "inv", "det", "solve", "fftn", "ifftn", "rfftn",
-    "irfftn"))
+    "irfftn", "eig_values", "eig_vectors"))
 
 
 def mark_complex_ok(*names):
-    """Primitives registered elsewhere (np.fft, np.linalg.eig) whose rules hold for
-    complex values."""
+    """Mark primitives whose rules hold for complex values (a user's, or a family's
+    added later)."""
     for name in names:
         PRIMITIVES[name].complex_ok = True
 

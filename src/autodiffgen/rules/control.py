@@ -30,6 +30,7 @@ READS = {  # test -> how the user's code read the value (x, *index) -> Python ob
     "layout": _layout,
     "aliases": lambda x, y: bool(np.may_share_memory(x, y)),
     "count_nonzero": lambda x: int(np.count_nonzero(x)),  # a mask's count (generalize_counts.py)
+    "iscomplexobj": lambda x: bool(np.iscomplexobj(x)),  # the dtype np.linalg.eig chose
 }
 
 

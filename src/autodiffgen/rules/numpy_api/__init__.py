@@ -87,6 +87,7 @@ def normalize_axis(axis, ndim):
 from . import (  # noqa: F401
     assembly,
     composed,
+    eig,
     elementwise,
     fft,
     indexing,

@@ -1,0 +1,28 @@
+"""np.linalg.eig and eigvals on traced values (rules/eig.py). NumPy returns complex arrays
+when some eigenvalue is complex and real ones otherwise: that is read from the values,
+so each result carries a guard on its dtype, and the other kind traces again.
+"""
+
+import numpy as np
+
+from ...tracer import Box, current_trace
+from ..eig import eig_values, eig_vectors
+from . import register_function
+
+_EigResult = type(np.linalg.eig(np.eye(1)))
+
+
+def _dtype_guarded(box):
+    if type(box) is Box:
+        current_trace().guard(box, "iscomplexobj", bool(np.iscomplexobj(box.value)))
+    return box
+
+
+@register_function(np.linalg.eig)
+def _eig(a):
+    return _EigResult(_dtype_guarded(eig_values(a)), _dtype_guarded(eig_vectors(a)))
+
+
+@register_function(np.linalg.eigvals)
+def _eigvals(a):
+    return _dtype_guarded(eig_values(a))
