@@ -15,9 +15,10 @@ from .tree import leaves
 
 # primitives whose result is a new array of its own (a view would share its buffer)
 _OWNERS = {"matmul", "scatter_add", "copy", "concatenate", "stack", "sum", "mean", "prod",
-           "where", "clip", "astype", "tile", "repeat", "pad", "cumsum", "cumprod"}
+           "where", "clip", "astype", "tile", "repeat", "pad", "cumsum", "cumprod",
+           "angle", "fftn", "ifftn", "rfftn", "irfftn", "eig_values", "eig_vectors"}
 _VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast_to",
-          "stop_gradient", "einsum", "diagonal"}
+          "stop_gradient", "einsum", "diagonal", "real", "imag"}
 
 
 def ufunc_of(prim):

@@ -119,3 +119,25 @@ def _angle(z, deg=False):
 
 boxmethod("real")(property(_real))
 boxmethod("imag")(property(_imag))
+
+
+# ---- predicates on complex numbers ---------------------------------------------------------
+# a traced value's dtype is fixed by the trace (the inputs' dtypes are in the cache key,
+# np.linalg.eig's is guarded), so these answer as plain Python bools
+register_function(np.iscomplexobj)(is_complex)
+register_function(np.isrealobj)(lambda x: not is_complex(x))
+
+
+@register_function(np.iscomplex)
+def _iscomplex(x):
+    """Element by element, from the values: traced for a complex x."""
+    if is_complex(x):
+        return _imag(x) != 0
+    return np.zeros(np.shape(x), bool)
+
+
+@register_function(np.isreal)
+def _isreal(x):
+    if is_complex(x):
+        return _imag(x) == 0
+    return np.ones(np.shape(x), bool)
