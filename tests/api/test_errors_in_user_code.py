@@ -91,7 +91,7 @@ def array_of_elements(x):
 
 
 def fft(x):
-    return np.fft.fft(x).real.sum()  # fft
+    return np.fft.hfft(x).sum()  # fft
 
 
 def float_of_param(x):
@@ -124,7 +124,7 @@ def unknown_method(x):
     (asarray, "asarray", autodiffgen.TracingError, ["np.asarray()"]),
     (math_exp, "math_exp", autodiffgen.TracingError, ["float()", "derivative"]),
     (array_of_elements, "array_of_elements", autodiffgen.TracingError, ["np.stack"]),
-    (fft, "fft", autodiffgen.UnsupportedOperationError, ["np.fft.fft"]),
+    (fft, "fft", autodiffgen.UnsupportedOperationError, ["np.fft.hfft"]),
     (float_of_param, "float_of_param", autodiffgen.TracingError, ["float()", "np.maximum"]),
     (item_of_param, "item_of_param", autodiffgen.TracingError, [".item()"]),
     (tolist, "tolist", autodiffgen.TracingError, [".tolist()"]),
@@ -295,7 +295,7 @@ def test_unusual_float_dtypes(dtype):
 
 def _swallows_a_missing_rule(w, x):
     try:
-        z = np.fft.fft(w).real  # no rule: refused while tracing
+        z = np.fft.hfft(w)[:np.size(w)]  # no rule: refused while tracing
     except Exception:  # noqa: BLE001  the user's broad except
         z = w * 0.0
     return np.sum(z * x) + np.sum(w ** 2)
@@ -361,7 +361,7 @@ def int_output(x):
 
 @pytest.mark.parametrize("fun, marker, error, words", [
     (nonscalar, "nonscalar", autodiffgen.OutputError, ["scalar", "(2, 3)"]),
-    (fft, "fft", autodiffgen.UnsupportedOperationError, ["np.fft.fft", "defprimitive"]),
+    (fft, "fft", autodiffgen.UnsupportedOperationError, ["np.fft.hfft", "defprimitive"]),
     (to_float, "to_float", autodiffgen.TracingError, ["float()", "derivative"]),
     (item, "item", autodiffgen.TracingError, [".item()"]),
     (make_array, "make_array", autodiffgen.TracingError, ["np.array", "np.stack"]),

@@ -200,9 +200,9 @@ def _cast(v, dtype):
         return v
     if have.kind == "c" and np.dtype(dtype).kind != "c":
         v = bind(PRIMITIVES["real"], (v,), {})
-        if result_dtype(v) == dtype:
-            return v
-    return astype(v, dtype)
+    elif have.kind != "c" and np.dtype(dtype).kind == "c":
+        v = v + 0j  # as complex: also where v is a Python float (a VJP's cotangent g)
+    return v if result_dtype(v) == dtype else astype(v, dtype)
 
 
 def astype(x, dtype):
