@@ -96,6 +96,8 @@ case("abs", lambda z: _s(np.abs(z)), away(5))
 case("abs-squared", lambda z: np.sum(np.abs(z) ** 2 * np.arange(1.0, 5.0)), cnormal(4))
 case("abs-operator", lambda z: _s(abs(z * z)), away(2, 2))
 case("abs-of-real-through-complex", lambda x: _s(np.abs(x + 0.5j)), normal(4))
+case("sign", lambda z: _c(np.sign(z) * np.arange(1.0, 5.0)), away(4))
+case("sign-of-real", lambda x: _s(np.sign(x) * x), normal(4))
 
 # ---- reductions, shapes, indexing ----------------------------------------------------------
 case("sum", lambda z: _s(np.sum(z, axis=0) * 1j), cnormal(3, 2))

@@ -92,11 +92,29 @@ def _abs_jvp(t, ans, x):
 defvjp(PRIMITIVES["absolute"], _abs_vjp)
 defjvp(PRIMITIVES["absolute"], _abs_jvp)
 
+# ---- sign: z / |z| for complex z (NumPy 2), locally constant for real x --------------------
+def _sign_vjp(g, ans, x):
+    if not is_complex(x):
+        return None
+    r = _safe(np.abs(x))  # d(z/|z|) = dz/|z| - s Re(conj(s) dz)/|z|, transposed
+    return g / r - real(g * ans) * conj(ans) / r
+
+
+def _sign_jvp(t, ans, x):
+    if not is_complex(x):
+        return None
+    r = _safe(np.abs(x))
+    return t / r - ans * real(conj(ans) * t) / r
+
+
+defvjp(PRIMITIVES["sign"], _sign_vjp)
+defjvp(PRIMITIVES["sign"], _sign_jvp)
+
 # ---- which primitives take complex values -------------------------------------------------
 # holomorphic or linear (their rules need no conjugate), or with rules of their own above
 COMPLEX_OK = frozenset((
     "getitem", "scatter_add", "setitem", "tile", "repeat", "pad", "triu", "tril", "ones",
-    "astype", "copy", "conj", "real", "imag", "angle", "absolute", "add", "subtract",
+    "astype", "copy", "conj", "real", "imag", "angle", "absolute", "sign", "add", "subtract",
     "multiply", "divide", "negative", "positive", "power", "square", "reciprocal", "exp",
     "expm1", "log", "log1p", "sqrt", "exp2", "log2", "log10", "sin", "cos", "tan", "tanh",
     "sinh", "cosh", "arctan", "arcsin", "arccos", "arcsinh", "arccosh", "arctanh", "where",
