@@ -1,5 +1,5 @@
 """Elementwise primitives: arithmetic, transcendental functions, comparisons, rounding,
-where, clip, sinc, nan_to_num, conj of real values; astype, copy and the seed `ones`.
+where, clip, sinc, nan_to_num, conj; astype, copy and the seed `ones`.
 
 One entry per primitive: its NumPy form, how it is written, and one VJP per argument
 (elementwise VJPs `g * df/dx` are also the JVPs). How np.where, np.clip, x.astype(),
@@ -222,16 +222,17 @@ nan_to_num = defprimitive(
     jvp_from="vjp")
 
 
-# ---- conj of a real value: the value itself (real and imag: numpy_api.elementwise) ----------
+# ---- conj (its rule for complex values, and real, imag, angle: complex_numbers.py) ---------
 def real_only(x, name):
-    """x, refused if complex: complex numbers are not supported."""
+    """x, refused if complex (a function with no rule for complex values)."""
     if np.issubdtype(x.dtype, np.complexfloating):
-        raise UnsupportedOperationError(at(user_loc(), f"{name} of a complex traced value: "
-                                           "complex numbers are not supported"))
+        raise UnsupportedOperationError(at(user_loc(), f"{name} of a complex traced value "
+                                           "is not supported: apply it to np.real(z) and "
+                                           "np.imag(z)"))
     return x
 
 
-# (its rule for complex values, conj(g), is set in rules/complex.py)
+# (its rule for complex values, conj(g), is set in rules/complex_numbers.py)
 conj = defprimitive("conj", np.conjugate, "np.conj({0})", vjps=[lambda g, ans, x: g],
                     linear_in=(0,), simplify=lambda args, params, value: args[0]
                     if value.dtype.kind != "c" and type(args[0]) is Box else None)
