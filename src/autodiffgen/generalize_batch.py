@@ -363,6 +363,6 @@ def _close(a, b):
         return False
     if not np.issubdtype(a.dtype, np.inexact):
         return bool(np.array_equal(a, b))
-    tol = 1e-9 if a.dtype.itemsize >= 8 else 1e-4
+    tol = 1e-9 if np.finfo(a.dtype).bits >= 64 else 1e-4  # complex64: a float32's
     scale = max(1.0, float(np.nanmax(np.abs(b), initial=0.0)))
     return bool(np.allclose(a, b, rtol=tol, atol=tol * scale, equal_nan=True))

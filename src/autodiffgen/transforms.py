@@ -221,11 +221,20 @@ def jacobian(fun, argnums=0):
         # a VJP with respect to that argument alone: the others are data, not differentiated
         vjp_of = _cached(f"vjp_{argnums}", fun, lambda f: VJPFunction(f, (argnums,)))
         out, vjp_fn = vjp_of(*args)
-        rows = [vjp_fn(_basis(out, k))[0] for k in range(np.size(out))]
+        rows = [_row(vjp_fn, _basis(out, k), out) for k in range(np.size(out))]
         if not rows:
             return np.zeros(np.shape(out) + np.shape(x), np.result_type(x))
         return np.stack(rows).reshape(np.shape(out) + np.shape(x))
     return jacobian_fn
+
+
+def _row(vjp_fn, e, out):
+    """One row of the Jacobian. For a complex output (of a real argument), the cotangent
+    e gives the row's real part and 1j * e minus its imaginary part (complex_numbers.py)."""
+    row = vjp_fn(e)[0]
+    if np.iscomplexobj(out):
+        row = row - 1j * vjp_fn(1j * e)[0]
+    return row
 
 
 def _jacobian_argument(args, argnums):

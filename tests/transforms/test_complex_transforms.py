@@ -123,6 +123,18 @@ def test_grad_of_grad_of_a_complex_argument():
     assert d2.cache_info().misses == 1
 
 
+def test_reverse_jacobian_of_a_complex_output_is_complex():
+    """Each row from two VJPs: the real part and the imaginary part (it was the real part
+    alone)."""
+    x = RNG.standard_normal(3)
+    f = lambda x: np.exp(1j * x) * x[::-1] + np.fft.fft(x)
+    J = ad.jacobian(f)(x)
+    assert J.dtype == np.complex128
+    np.testing.assert_allclose(J, ad.jacfwd(f)(x), rtol=1e-12)
+    np.testing.assert_allclose(J, np.stack([differenced(f, [x], [e]) for e in np.eye(3)],
+                                           axis=1), rtol=1e-6, atol=1e-8)
+
+
 def test_jacobian_of_a_complex_argument_is_refused_clearly():
     with pytest.raises(ad.ArgumentError, match="floating-point"):
         ad.jacobian(np.exp)(_z(2))
