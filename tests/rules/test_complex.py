@@ -301,3 +301,20 @@ def test_python_complex_keeps_python_typing_against_complex64():
     f = autodiffgen.value_and_grad(lambda z, c: np.sum(np.abs(z * c) ** 2))
     value, g = f(np.ones(2, np.complex64), 0.5 + 0.5j)
     assert g.dtype == np.complex64 and value.dtype == np.float32
+
+
+def test_real_if_close_decides_on_the_values_and_guards_it():
+    f = autodiffgen.grad(lambda z: np.sum(np.abs(np.real_if_close(z * z)) ** 2 * np.arange(2)))
+    seen = []
+
+    def g(z):
+        r = np.real_if_close(z * z)
+        seen.append(r.dtype)
+        return np.sum(r.real * np.arange(2.0))
+
+    for z in (np.array([1 + 1e-17j, 2 + 0j]), np.array([1 + 0.5j, 2 + 0j]),
+              np.array([3 + 0j, 1 + 0j]), np.array([1 + 0.1j, 1j])):
+        np.testing.assert_allclose(f(z), tape.grad(f.fun)(z))
+        autodiffgen.grad(g)(z)
+    assert f.cache_info().misses == 2
+    assert seen == [np.float64, np.complex128]  # one trace of each answer
