@@ -8,20 +8,21 @@ primitive is `g * f'(z)`, with no conjugate: the rules of multiply, exp, matmul,
 inv, sum, reshape... hold unchanged for complex values. A real value's cotangent is the
 real part of what reaches it (`unbroadcast`), and a real value's tangent the real part of
 a complex one (`broadcast_up`). The functions that are not holomorphic (real, imag,
-conj, angle, abs) have rules of their own here. Forward mode needs nothing special: a
-complex tangent is pushed through the same rules.
+conj, angle, abs, sign) have rules of their own here. Forward mode needs nothing special:
+a complex tangent is pushed through the same rules.
 
-Every other primitive with a derivative rule was written for real numbers (max, clip,
-arctan2, cholesky, scipy.special...): applied to a complex value that a derivative flows
-through, it raises an error naming it, instead of casting or comparing silently
-(`refuse_complex`, a result hook of the tracer).
+`COMPLEX_OK` lists the primitives whose rules hold for complex values. Every other
+primitive with a derivative rule was written for real numbers (max, clip, cholesky,
+eigh, scipy.special...): applied to a complex value that a derivative flows through, it
+raises an error naming it, instead of casting or comparing silently (`refuse_complex`, a
+result hook of the tracer).
 """
 
 import numpy as np
 
 from ..errors import UnsupportedOperationError, at
 from ..tracer import RESULT_HOOKS, Box, carries_gradient, user_loc
-from . import (  # noqa: F401
+from . import (  # noqa: F401  (the families COMPLEX_OK marks, registered first)
     PRIMITIVES,
     assembly,
     defjvp,
