@@ -86,6 +86,7 @@ def normalize_axis(axis, ndim):
 # each module registers its handlers when imported
 from . import (  # noqa: F401
     assembly,
+    building,
     composed,
     elementwise,
     indexing,

@@ -1,0 +1,222 @@
+"""Arrays built from traced values: np.array / np.asarray of a traced value or of a
+(nested) list of them, np.r_[...] and np.c_[...], np.full / np.full_like with a traced
+fill, and NumPy functions given a Python list of traced values (np.mean([a, b])).
+
+NumPy converts a list's items with __array__ before it dispatches anything, and
+np.array, np.asarray and np.full are no __array_function__ of their argument, so a Box
+there never reaches a handler. As np.random's module functions are (random.py), these
+callables are replaced, while a trace runs in some thread, by wrappers that, in *that*
+thread, turn a nested list holding Boxes into one traced array (np.stack level by level,
+constants included, so NumPy promotes the dtype as np.array does) and call NumPy again
+with it, which now dispatches; any other call goes to NumPy's own function. The last
+trace to end puts the originals back.
+"""
+
+import contextlib
+import functools
+import threading
+
+import numpy as np
+
+from ...errors import UnsupportedOperationError, at
+from ...tracer import TRACE_HOOKS, Box, _holds_box, bind, concrete, current_trace, user_loc
+from .. import astype
+from ..elementwise import copy as copy_prim
+from .shapes import _full_like
+
+
+def gather(obj):
+    """A list or tuple (nested) holding Boxes as one traced array; anything else as is."""
+    if type(obj) in (list, tuple) and _holds_box(obj):
+        return np.stack([gather(item) for item in obj])
+    return obj
+
+
+def _fresh(box):
+    """A new traced array with box's contents (np.array copies; a Python number becomes
+    an array)."""
+    return bind(copy_prim, (box,), {})
+
+
+def _as_array(box, dtype, copy):
+    """np.array / np.asarray of a traced value (not a list): cast, copied, or itself."""
+    if dtype is not None and np.dtype(dtype) != box.dtype:
+        return astype(box, dtype)
+    if copy or not isinstance(box.value, np.ndarray):
+        return _fresh(box)
+    return box
+
+
+def _array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
+    built = gather(obj)
+    out = astype(built, dtype) if built is not obj and dtype is not None and \
+        np.dtype(dtype) != built.dtype else built if built is not obj else \
+        _as_array(built, dtype, copy is not False)
+    if np.ndim(out) < ndmin:
+        out = np.reshape(out, (1,) * (ndmin - np.ndim(out)) + np.shape(out))
+    return out
+
+
+def _asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
+    built = gather(a)
+    if built is not a:
+        return astype(built, dtype) if dtype is not None and \
+            np.dtype(dtype) != built.dtype else built
+    return _as_array(built, dtype, copy)
+
+
+def _full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
+    """As NumPy: the fill's dtype unless one is given, the fill broadcast to the shape."""
+    fill = gather(fill_value)
+    if dtype is not None and np.dtype(dtype) != fill.dtype:
+        fill = astype(fill, dtype)
+    shape = concrete(shape)  # a traced int there is read, guarded
+    return _fresh(np.broadcast_to(fill, (shape,) if np.ndim(shape) == 0 else tuple(shape)))
+
+
+def _full_like_any(a, fill_value, *args, **kwargs):
+    """A traced `a` goes to full_like's handler (shapes.py); a plain one makes np.full."""
+    if type(a) is Box:
+        return _full_like(a, gather(fill_value), *args, **kwargs)
+    dtype = kwargs.get("dtype", args[0] if args else None)
+    shape = kwargs.get("shape", args[3] if len(args) > 3 else None)
+    a = a if isinstance(a, np.ndarray) else np.asarray(a)
+    return _full(np.shape(a) if shape is None else shape, fill_value,
+                 a.dtype if dtype is None else dtype)
+
+
+# ---- np.r_ and np.c_: pieces made 1-d (r_) or columns (c_), then concatenated -----------
+def _piece(item, column):
+    if type(item) is slice:
+        start, stop, step = item.start or 0, item.stop, 1 if item.step is None else item.step
+        if isinstance(step, complex):
+            return np.linspace(start, stop, int(abs(step)))
+        return np.arange(start, stop, step)
+    item = gather(item)
+    if np.ndim(item) == 0:
+        return np.reshape(item, (1, 1) if column else (1,))
+    if column and np.ndim(item) == 1:
+        return np.reshape(item, (-1, 1))
+    return item
+
+
+def _concatenator(key, column):
+    items = key if type(key) is tuple else (key,)
+    if any(isinstance(item, str) for item in items):
+        raise UnsupportedOperationError(at(user_loc(), "np.r_ / np.c_ with a string "
+                                           "directive ('0,2', 'r', ...) on traced values is "
+                                           "not supported: use np.concatenate or np.stack"))
+    pieces = [_piece(item, column) for item in items]
+    arrays = [p for p, item in zip(pieces, items) if np.ndim(item) > 0 or type(item) is slice]
+    if arrays and len(arrays) < len(pieces):  # scalars take the arrays' dtype, as in NumPy
+        dtype = np.result_type(*[p.dtype for p in arrays])
+        pieces = [p if np.ndim(item) > 0 or type(item) is slice or p.dtype == dtype
+                  else astype(p, dtype) for p, item in zip(pieces, items)]
+    return np.concatenate(pieces, axis=-1 if column else 0)
+
+
+class _Concatenator:
+    """What np.r_ / np.c_ are while a trace runs: NumPy's own unless this thread traces
+    and the key holds a traced value."""
+
+    def __init__(self, original, column):
+        self._original, self._column = original, column
+
+    def __getitem__(self, key):
+        if current_trace() is None or not _holds_box(key if type(key) is tuple else (key,)):
+            return self._original[key]
+        return _concatenator(key, self._column)
+
+    def __len__(self):
+        return len(self._original)
+
+    def __getattr__(self, name):
+        return getattr(self._original, name)
+
+
+# ---- the wrappers -------------------------------------------------------------------------
+def _data_wrapper(original, count):
+    """NumPy's function, its first `count` arguments gathered when they hold Boxes."""
+    @functools.wraps(original)
+    def wrapped(*args, **kwargs):
+        if current_trace() is None or not any(
+                type(a) in (list, tuple) and _holds_box(a) for a in args[:count]):
+            return original(*args, **kwargs)
+        return original(*[gather(a) if i < count else a for i, a in enumerate(args)],
+                        **kwargs)
+    return wrapped
+
+
+def _own_wrapper(original, handler, fill=None):
+    """NumPy's function, or `handler` when this thread traces and the data (argument 0,
+    or the fill at position `fill`) is or holds a Box."""
+    @functools.wraps(original)
+    def wrapped(*args, **kwargs):
+        data = args[fill] if fill is not None and len(args) > fill else \
+            kwargs.get("fill_value") if fill is not None else args[0] if args else \
+            kwargs.get("object", kwargs.get("a"))
+        if current_trace() is None or not _holds_box(data if type(data) in (list, tuple)
+                                                     else (data,)):
+            return original(*args, **kwargs)
+        return handler(*args, **kwargs)
+    return wrapped
+
+
+_DATA = {"mean": 1, "sum": 1, "prod": 1, "average": 1, "std": 1, "var": 1, "max": 1,
+         "min": 1, "amax": 1, "amin": 1, "cumsum": 1, "cumprod": 1, "median": 1,
+         "transpose": 1, "reshape": 1, "ravel": 1, "diag": 1, "trace": 1, "sort": 1,
+         "atleast_1d": 1, "atleast_2d": 1, "dot": 2, "outer": 2, "inner": 2, "vdot": 2,
+         "cross": 2, "kron": 2, "tensordot": 2, "where": 3, "clip": 1, "diff": 1,
+         "squeeze": 1, "expand_dims": 1, "tile": 1, "repeat": 1, "flip": 1, "roll": 1}
+_LINALG = {"norm": 1, "det": 1, "inv": 1, "solve": 2, "slogdet": 1}
+
+
+def _originals():
+    found = [(np, name, getattr(np, name)) for name in _DATA if hasattr(np, name)]
+    found += [(np.linalg, name, getattr(np.linalg, name)) for name in _LINALG]
+    found += [(np, name, getattr(np, name)) for name in
+              ("array", "asarray", "asanyarray", "ascontiguousarray", "full", "full_like",
+               "r_", "c_")]
+    return found
+
+
+_ORIGINALS = _originals()
+
+
+def _replacement(module, name, original):
+    if name in ("r_", "c_"):
+        return _Concatenator(original, name == "c_")
+    if name == "array":
+        return _own_wrapper(original, _array)
+    if name in ("asarray", "asanyarray", "ascontiguousarray"):
+        return _own_wrapper(original, _asarray)
+    if name == "full":
+        return _own_wrapper(original, _full, fill=1)
+    if name == "full_like":
+        return _own_wrapper(original, _full_like_any, fill=1)
+    return _data_wrapper(original, (_LINALG if module is np.linalg else _DATA)[name])
+
+
+_WRAPPERS = [(module, name, _replacement(module, name, fn)) for module, name, fn in _ORIGINALS]
+_lock = threading.Lock()
+_tracing = [0]
+
+
+@contextlib.contextmanager
+def _during_trace(trace):
+    with _lock:
+        if _tracing[0] == 0:
+            for module, name, fn in _WRAPPERS:
+                setattr(module, name, fn)
+        _tracing[0] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _tracing[0] -= 1
+            if _tracing[0] == 0:
+                for module, name, fn in _ORIGINALS:
+                    setattr(module, name, fn)
+
+
+TRACE_HOOKS.append(_during_trace)
