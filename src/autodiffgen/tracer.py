@@ -431,18 +431,16 @@ class Box:
             raise TracingError(at(user_loc(), f"in-place np.{ufunc.__name__}(..., out=...) "
                                   "with a traced value: write `y = x + v`, not `x += v`, "
                                   "when x is a NumPy array and v is traced"))
-        if method == "__call__":
-            prim = UFUNCS.get(ufunc)
-            if prim is not None and not kwargs:
-                return bind(prim, inputs, {})
-            if prim is not None:
-                raise UnsupportedOperationError(at(user_loc(), f"np.{ufunc.__name__} with "
-                                                   f"keyword arguments {sorted(kwargs)} is "
-                                                   "not supported on traced values"))
-        else:
-            handler = UFUNC_METHODS.get((ufunc, method))
-            if handler is not None:
-                return handler(*inputs, **kwargs)
+        prim = UFUNCS.get(ufunc) if method == "__call__" else None
+        if prim is not None and not kwargs:
+            return bind(prim, inputs, {})
+        if prim is not None:
+            raise UnsupportedOperationError(at(user_loc(), f"np.{ufunc.__name__} with "
+                                               f"keyword arguments {sorted(kwargs)} is "
+                                               "not supported on traced values"))
+        handler = UFUNC_METHODS.get((ufunc, method))  # a method, or a composed ufunc
+        if handler is not None:
+            return handler(*inputs, **kwargs)
         if _numbers_only(inputs):  # no rule, and no array traced: read them, guarded
             return getattr(ufunc, method)(*map(concrete, inputs), **kwargs)
         name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")

@@ -92,6 +92,7 @@ from . import (  # noqa: F401
     indexing,
     indices,
     linalg,
+    predicates,
     products,
     random,
     reductions,
