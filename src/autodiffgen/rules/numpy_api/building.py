@@ -15,9 +15,11 @@ trace to end puts the originals back.
 import contextlib
 import functools
 import threading
+import types
 
 import numpy as np
 
+from ...capture import STAND_INS
 from ...errors import UnsupportedOperationError, at
 from ...tracer import TRACE_HOOKS, Box, _holds_box, bind, concrete, current_trace, user_loc
 from .. import astype
@@ -32,6 +34,14 @@ def gather(obj):
     return obj
 
 
+def cast(box, dtype):
+    """box.astype(dtype); a traced Python number is made a 0-d array first (the generated
+    code gets a float or an int there, which has no .astype)."""
+    if not isinstance(box.value, (np.ndarray, np.generic)):
+        box = _fresh(box)
+    return astype(box, dtype)
+
+
 def _fresh(box):
     """A new traced array with box's contents (np.array copies; a Python number becomes
     an array)."""
@@ -41,7 +51,7 @@ def _fresh(box):
 def _as_array(box, dtype, copy):
     """np.array / np.asarray of a traced value (not a list): cast, copied, or itself."""
     if dtype is not None and np.dtype(dtype) != box.dtype:
-        return astype(box, dtype)
+        return cast(box, dtype)
     if copy or not isinstance(box.value, np.ndarray):
         return _fresh(box)
     return box
@@ -69,7 +79,7 @@ def _full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
     """As NumPy: the fill's dtype unless one is given, the fill broadcast to the shape."""
     fill = gather(fill_value)
     if dtype is not None and np.dtype(dtype) != fill.dtype:
-        fill = astype(fill, dtype)
+        fill = cast(fill, dtype)
     shape = concrete(shape)  # a traced int there is read, guarded
     return _fresh(np.broadcast_to(fill, (shape,) if np.ndim(shape) == 0 else tuple(shape)))
 
@@ -220,3 +230,100 @@ def _during_trace(trace):
 
 
 TRACE_HOOKS.append(_during_trace)
+
+
+# ---- what the traced code sees of numpy itself (capture.py's stand-ins) -------------------
+# A module, a type or a function the user's code holds on to (np.float64, `from numpy
+# import array`) is not what the patching above replaces; capture.py hands the traced code
+# these stand-ins instead, for the reads it sees (globals, closures, imports).
+class _ScalarType(type):
+    """np.float64(x), np.int64(x) of a traced value: x cast (np.int64 of a traced array
+    is an integer array, with no derivative). Anything else is NumPy's own type: its
+    instances, subclasses and dtype are those of the real one."""
+
+    def __call__(cls, *args, **kwargs):
+        real = cls.__mro__[1]
+        if current_trace() is not None and len(args) == 1 and not kwargs and \
+                _holds_box(args[0] if type(args[0]) in (list, tuple) else (args[0],)):
+            return cast(gather(args[0]), real)
+        return real(*args, **kwargs)
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, cls.__mro__[1])
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, cls.__mro__[1])
+
+    def __eq__(cls, other):
+        return other is cls or other is cls.__mro__[1]
+
+    def __hash__(cls):
+        return hash(cls.__mro__[1])
+
+
+class Indexable(np.ndarray):
+    """What np.eye and np.identity give the traced code: a constant that a traced index
+    can index (np.eye(k)[y], a one-hot of the labels y), which a plain array cannot
+    (NumPy would convert the index to a plain array). Anything else it takes part in
+    gives plain arrays."""
+
+    def __getitem__(self, key):
+        if current_trace() is not None and _holds_box(key if type(key) is tuple else (key,)):
+            trace = current_trace()
+            plain = self.view(np.ndarray)
+            return trace.box(copy_prim, (plain,), {}, plain.copy())[key]
+        out = np.ndarray.__getitem__(self, key)
+        return out.view(np.ndarray) if isinstance(out, np.ndarray) else out
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = [_plain(x) for x in inputs]
+        if "out" in kwargs:
+            kwargs["out"] = tuple(_plain(x) for x in kwargs["out"])
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        args = [_plain(a) if type(a) is not list else [_plain(x) for x in a] for a in args]
+        return func(*args, **{k: _plain(v) for k, v in kwargs.items()})
+
+    def __reduce__(self):  # pickled (the disk cache) as the constant it is
+        return self.view(np.ndarray).__reduce__()
+
+
+def _plain(x):
+    return x.view(np.ndarray) if type(x) is Indexable else x
+
+
+def _indexable(original):
+    @functools.wraps(original)
+    def make(*args, **kwargs):
+        out = original(*args, **kwargs)
+        return out.view(Indexable) if current_trace() is not None else out
+    return make
+
+
+class _NumpyView(types.ModuleType):
+    """numpy, as the traced code reads it (`np.float64`, `np.eye`): the stand-ins above,
+    and numpy's own attributes (those being patched, while a trace runs)."""
+
+    def __getattr__(self, name):
+        found = _VIEW.get(name)
+        return found if found is not None else getattr(np, name)
+
+    def __dir__(self):
+        return dir(np)
+
+
+_SCALARS = ("half", "single", "double", "longdouble", "float16", "float32", "float64",
+            "int8", "int16", "int32", "int64", "intp", "int_", "uint8", "uint16", "uint32",
+            "uint64", "uintp")
+_VIEW = {name: _ScalarType(getattr(np, name).__name__, (getattr(np, name),),
+                           {"__module__": "numpy"}) for name in _SCALARS if hasattr(np, name)}
+_VIEW.update(eye=_indexable(np.eye), identity=_indexable(np.identity))
+_VIEW_MODULE = _NumpyView("numpy", np.__doc__)
+STAND_INS[id(np)] = (np, _VIEW_MODULE)
+for _name, _value in _VIEW.items():
+    STAND_INS[id(getattr(np, _name))] = (getattr(np, _name), _value)
+for _module, _name, _wrapper in _WRAPPERS:
+    _real = getattr(_module, _name)
+    if callable(_real) and not isinstance(_real, type):
+        STAND_INS[id(_real)] = (_real, _wrapper)

@@ -26,6 +26,7 @@ from . import (
     register_ufunc_method,
 )
 from .assembly import _axis, _take_along_axis
+from .building import cast
 from .indices import _argsort
 from .shapes import _moveaxis, _ravel
 
@@ -281,7 +282,7 @@ def _ptp(a, axis=None, out=None, keepdims=False):
 def _float_power(x1, x2, out=None, **kwargs):
     check_no_out(out, "np.float_power", kwargs)
     wide = np.result_type(_dtype_of(x1), _dtype_of(x2), np.float64)
-    x1, x2 = (astype(x, wide) if type(x) is Box and x.dtype != wide else
+    x1, x2 = (cast(x, wide) if type(x) is Box and x.dtype != wide else
               x if type(x) is Box else np.asarray(x, wide) for x in (x1, x2))
     return np.power(x1, x2)
 

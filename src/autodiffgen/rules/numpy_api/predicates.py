@@ -34,12 +34,15 @@ def _any(a, axis=None, out=None, keepdims=False, *, where=True):
 
 
 @register_function(np.isclose)
-def _isclose(a, b, rtol=1.0e-5, atol=1.0e-8, equal_nan=False):
-    """|a - b| <= atol + rtol * |b| where b is finite, or a == b (equal infinities)."""
-    near = np.logical_and(np.less_equal(np.abs(a - b), atol + rtol * np.abs(b)), np.isfinite(b))
-    close = np.logical_or(near, np.equal(a, b))
+def _isclose(x, y, rtol=1.0e-5, atol=1.0e-8, equal_nan=False):
+    """|a - b| <= atol + rtol * |b| where both are finite, or a == b (equal infinities).
+    The difference is taken of the finite elements only: inf - inf would warn."""
+    finite = np.logical_and(np.isfinite(x), np.isfinite(y))
+    a, b = np.where(finite, x, 0), np.where(finite, y, 0)
+    near = np.logical_and(np.less_equal(np.abs(a - b), atol + rtol * np.abs(b)), finite)
+    close = np.logical_or(near, np.equal(x, y))
     if equal_nan:
-        close = np.logical_or(close, np.logical_and(np.isnan(a), np.isnan(b)))
+        close = np.logical_or(close, np.logical_and(np.isnan(x), np.isnan(y)))
     return close
 
 
