@@ -413,9 +413,11 @@ class Box:
                      "no derivative; use the array itself, or index it (x[i])",
                      lambda value: np.asarray(value).tolist())
     _refuse_array = _refuse(
-        "np.asarray()/np.array() conversion",
-        "the tracer cannot follow a conversion to a plain ndarray. Pass the value to NumPy "
-        "functions directly, and use np.stack([...]) instead of np.array([...])",
+        "conversion to a plain NumPy array",
+        "the tracer cannot follow it. NumPy converts a traced value so when it indexes a "
+        "plain array (c[traced]: index a traced array, or np.eye(k)[traced]) or meets a "
+        "NumPy function with no rule; np.array([...]) and np.asarray(...) of traced values "
+        "are traced",
         lambda value, dtype=None, copy=None: np.asarray(value, dtype))
 
     def __array__(self, dtype=None, copy=None):
