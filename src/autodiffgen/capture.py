@@ -330,7 +330,7 @@ class Capture:
             return stand_in(self.guard(read, "is", value))  # (a bound method: new each read)
         if _user_object(value):
             return Proxy(self, value, read)
-        return value
+        return stand_in(value)  # np.r_, np.c_
 
     def input(self, value, read):
         found = self.inputs.get(read.key)

@@ -177,7 +177,8 @@ _DATA = {"mean": 1, "sum": 1, "prod": 1, "average": 1, "std": 1, "var": 1, "max"
          "transpose": 1, "reshape": 1, "ravel": 1, "diag": 1, "trace": 1, "sort": 1,
          "atleast_1d": 1, "atleast_2d": 1, "dot": 2, "outer": 2, "inner": 2, "vdot": 2,
          "cross": 2, "kron": 2, "tensordot": 2, "where": 3, "clip": 1, "diff": 1,
-         "squeeze": 1, "expand_dims": 1, "tile": 1, "repeat": 1, "flip": 1, "roll": 1}
+         "squeeze": 1, "expand_dims": 1, "tile": 1, "repeat": 1, "flip": 1, "roll": 1,
+         "append": 2, "ptp": 1, "linspace": 2}
 _LINALG = {"norm": 1, "det": 1, "inv": 1, "solve": 2, "slogdet": 1}
 
 
@@ -331,5 +332,4 @@ BUILDING += [(f"np.{name}", np.issubdtype(getattr(np, name), np.inexact)) for na
              if isinstance(_VIEW[name], type)]
 for _module, _name, _wrapper in _WRAPPERS:
     _real = getattr(_module, _name)
-    if callable(_real) and not isinstance(_real, type):
-        STAND_INS[id(_real)] = (_real, _wrapper)
+    STAND_INS[id(_real)] = (_real, _wrapper)
