@@ -46,6 +46,8 @@ INPUT_HOOKS = []  # hook(trace, box) on every new input (rules.numpy_api.views: 
 GUARD = []  # [the guard Primitive], filled in by the rules package
 INPUT_KINDS = {}  # argument type -> handler(trace, value, name, path): a non-array input
 TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (numpy_api.random)
+ENTER_HOOKS = []  # (enter(), leave()) as a recording becomes, and stops being, the current
+# one, derivative rules included (numpy_api.building: NumPy's callables wrapped meanwhile)
 GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (numpy_api.random: none on a draw)
 RAISES = {}  # primitive name -> what it raises on some values (rules/control.py)
 COUNT_READS = []  # [hook(trace, box) -> int or None]: count_sources.read_count, for int()
@@ -93,9 +95,13 @@ class Trace:
     def __enter__(self):
         self._outer = current_trace()
         _state.trace = self
+        for enter, _ in ENTER_HOOKS:
+            enter()
         return self
 
     def __exit__(self, *exc):
+        for _, leave in ENTER_HOOKS:
+            leave()
         _state.trace = self._outer
         return False
 

@@ -261,3 +261,23 @@ def test_one_hot_of_an_integer_input():
     assert vg.cache_info().misses == 1
     tables.check_gradients(tables.Case("onehot", loss, (lambda r: W, lambda r: x,
                                                         lambda r: np.array([0, 2, 1, 1, 0, 2]))))
+
+
+@autodiffgen.primitive
+def _logsumexp(x):
+    m = np.max(x)
+    return m + np.log(np.sum(np.exp(x - m)))
+
+
+# Autograd's define_gradient example: a rule that builds arrays with np.full runs on traced
+# values too (the wrappers are in place while the rules run)
+autodiffgen.defvjp(_logsumexp, lambda g, ans, x: np.full(x.shape, g)
+                   * np.exp(x - np.full(x.shape, ans)))
+
+
+def test_a_custom_rule_may_build_arrays_from_traced_values():
+    f = lambda x: _logsumexp(np.sin(x)) * 2.0
+    x = np.array([0.3, -1.2, 2.0])
+    tables.check_gradients(tables.Case("custom", f, (lambda rng: x,), check={"fwd": False}))
+    h = autodiffgen.hessian(f)(x)
+    np.testing.assert_allclose(h, tables.differenced_hessian(f, x), rtol=1e-5, atol=1e-6)

@@ -5,14 +5,13 @@ fill, and NumPy functions given a Python list of traced values (np.mean([a, b]))
 NumPy converts a list's items with __array__ before it dispatches anything, and
 np.array, np.asarray and np.full are no __array_function__ of their argument, so a Box
 there never reaches a handler. As np.random's module functions are (random.py), these
-callables are replaced, while a trace runs in some thread, by wrappers that, in *that*
-thread, turn a nested list holding Boxes into one traced array (np.stack level by level,
+callables are replaced, while a recording is current in some thread (the user's function
+and the derivative rules), by wrappers that, in *that* thread, turn a nested list holding Boxes into one traced array (np.stack level by level,
 constants included, so NumPy promotes the dtype as np.array does) and call NumPy again
 with it, which now dispatches; any other call goes to NumPy's own function. The last
 trace to end puts the originals back.
 """
 
-import contextlib
 import functools
 import threading
 import types
@@ -21,7 +20,7 @@ import numpy as np
 
 from ...capture import STAND_INS
 from ...errors import UnsupportedOperationError, at
-from ...tracer import TRACE_HOOKS, Box, _holds_box, bind, concrete, current_trace, user_loc
+from ...tracer import ENTER_HOOKS, Box, _holds_box, bind, concrete, current_trace, user_loc
 from .. import astype
 from ..elementwise import copy as copy_prim
 from .shapes import _full_like
@@ -213,24 +212,23 @@ _lock = threading.Lock()
 _tracing = [0]
 
 
-@contextlib.contextmanager
-def _during_trace(trace):
+def _enter():
     with _lock:
         if _tracing[0] == 0:
             for module, name, fn in _WRAPPERS:
                 setattr(module, name, fn)
         _tracing[0] += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _tracing[0] -= 1
-            if _tracing[0] == 0:
-                for module, name, fn in _ORIGINALS:
-                    setattr(module, name, fn)
 
 
-TRACE_HOOKS.append(_during_trace)
+def _leave():
+    with _lock:
+        _tracing[0] -= 1
+        if _tracing[0] == 0:
+            for module, name, fn in _ORIGINALS:
+                setattr(module, name, fn)
+
+
+ENTER_HOOKS.append((_enter, _leave))  # the user's function and the rules (custom VJPs)
 
 
 # ---- what the traced code sees of numpy itself (capture.py's stand-ins) -------------------
