@@ -296,7 +296,7 @@ class Capture:
             return self.clone(getattr(value, "__wrapped__", value))
         if kind is types.FunctionType:
             if not user_function(value):
-                return self.guard(read, "is", value)
+                return stand_in(self.guard(read, "is", value))
             if not root:
                 self.guard(read, "is", value)
             return self.clone(value)

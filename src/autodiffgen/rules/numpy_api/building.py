@@ -48,7 +48,7 @@ def _fresh(box):
 
 
 def _as_array(box, dtype, copy):
-    """np.array / np.asarray of a traced value (not a list): cast, copied, or itself."""
+    """np.array / np.asarray of a traced value: cast, copied, or itself."""
     if dtype is not None and np.dtype(dtype) != box.dtype:
         return cast(box, dtype)
     if copy or not isinstance(box.value, np.ndarray):
@@ -57,10 +57,8 @@ def _as_array(box, dtype, copy):
 
 
 def _array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
-    built = gather(obj)
-    out = astype(built, dtype) if built is not obj and dtype is not None and \
-        np.dtype(dtype) != built.dtype else built if built is not obj else \
-        _as_array(built, dtype, copy is not False)
+    built = gather(obj)  # a list made into a new array needs no copy
+    out = _as_array(built, dtype, copy is not False and built is obj)
     if np.ndim(out) < ndmin:
         out = np.reshape(out, (1,) * (ndmin - np.ndim(out)) + np.shape(out))
     return out
@@ -68,10 +66,7 @@ def _array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=
 
 def _asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):
     built = gather(a)
-    if built is not a:
-        return astype(built, dtype) if dtype is not None and \
-            np.dtype(dtype) != built.dtype else built
-    return _as_array(built, dtype, copy)
+    return _as_array(built, dtype, bool(copy) and built is a)
 
 
 def _full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
