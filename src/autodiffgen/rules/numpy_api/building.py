@@ -23,7 +23,7 @@ from ...errors import UnsupportedOperationError, at
 from ...tracer import ENTER_HOOKS, Box, _holds_box, bind, concrete, current_trace, user_loc
 from .. import astype
 from ..elementwise import copy as copy_prim
-from .shapes import _full_like
+from .shapes import PASSING
 
 
 def gather(obj):
@@ -78,15 +78,18 @@ def _full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
     return _fresh(np.broadcast_to(fill, (shape,) if np.ndim(shape) == 0 else tuple(shape)))
 
 
-def _full_like_any(a, fill_value, *args, **kwargs):
-    """A traced `a` goes to full_like's handler (shapes.py); a plain one makes np.full."""
-    if type(a) is Box:
-        return _full_like(a, gather(fill_value), *args, **kwargs)
-    dtype = kwargs.get("dtype", args[0] if args else None)
-    shape = kwargs.get("shape", args[3] if len(args) > 3 else None)
-    a = a if isinstance(a, np.ndarray) else np.asarray(a)
-    return _full(np.shape(a) if shape is None else shape, fill_value,
-                 a.dtype if dtype is None else dtype)
+def _full_like_wrapper(original):
+    """np.full_like(c, v) of a plain c and a traced v: np.full of c's shape and dtype. A
+    traced c dispatches to full_like's handler itself (shapes.py)."""
+    @functools.wraps(original)
+    def wrapped(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kwargs):
+        if current_trace() is None or type(a) is Box or not _holds_box(
+                fill_value if type(fill_value) in (list, tuple) else (fill_value,)):
+            return original(a, fill_value, dtype, order, subok, shape, **kwargs)
+        a = a if isinstance(a, np.ndarray) else np.asarray(a)
+        return _full(np.shape(a) if shape is None else shape, fill_value,
+                     a.dtype if dtype is None else dtype)
+    return wrapped
 
 
 # ---- np.r_ and np.c_: pieces made 1-d (r_) or columns (c_), then concatenated -----------
@@ -198,11 +201,12 @@ def _replacement(module, name, original):
     if name == "full":
         return _own_wrapper(original, _full, fill=1)
     if name == "full_like":
-        return _own_wrapper(original, _full_like_any, fill=1)
+        return _full_like_wrapper(original)
     return _data_wrapper(original, (_LINALG if module is np.linalg else _DATA)[name])
 
 
 _WRAPPERS = [(module, name, _replacement(module, name, fn)) for module, name, fn in _ORIGINALS]
+PASSING.update(fn.__code__ for _, _, fn in _WRAPPERS if hasattr(fn, "__code__"))
 _lock = threading.Lock()
 _tracing = [0]
 
