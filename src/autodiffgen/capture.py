@@ -96,6 +96,16 @@ class Check:
     value: object
 
 
+STAND_INS = {}  # id(a NumPy function, type or module) -> (it, what the traced code gets
+# instead): np.array(...) reached by `from numpy import array`, np.float64 of a traced
+# value; filled in by rules/numpy_api/building.py
+
+
+def stand_in(value):
+    found = STAND_INS.get(id(value))
+    return found[1] if found is not None and found[0] is value else value
+
+
 def is_input(value):
     """Whether a value read from outside is an input of the generated code: an array, a
     float, an int (Python's within int64, or NumPy's; not a bool)."""
@@ -286,7 +296,7 @@ class Capture:
             return self.clone(getattr(value, "__wrapped__", value))
         if kind is types.FunctionType:
             if not user_function(value):
-                return self.guard(read, "is", value)
+                return stand_in(self.guard(read, "is", value))
             if not root:
                 self.guard(read, "is", value)
             return self.clone(value)
@@ -307,20 +317,20 @@ class Capture:
             return self.container(value, read)
         if kind is types.ModuleType:
             return Proxy(self, value, read) if user_module(value.__name__) or value is os \
-                else value
+                else stand_in(value)
         if isinstance(value, type):
             if user_module(value.__module__) or value.__module__ == "__main__":
                 if not root:
                     self.guard(read, "is", value)
                 return Proxy(self, value, read)
-            return self.guard(read, "is", value)
+            return stand_in(self.guard(read, "is", value))
         if isinstance(value, np.ufunc) or type(value).__name__ == "_ArrayFunctionDispatcher" \
                 or isinstance(value, types.BuiltinFunctionType) and (
                     value.__self__ is None or isinstance(value.__self__, types.ModuleType)):
-            return self.guard(read, "is", value)  # (a bound method is new at each read)
+            return stand_in(self.guard(read, "is", value))  # (a bound method: new each read)
         if _user_object(value):
             return Proxy(self, value, read)
-        return value
+        return stand_in(value)  # np.r_, np.c_
 
     def input(self, value, read):
         found = self.inputs.get(read.key)

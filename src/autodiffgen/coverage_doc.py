@@ -11,6 +11,7 @@ import numpy as np
 
 from . import rules  # noqa: F401  (fills the registries)
 from .rules import PRIMITIVES
+from .rules.numpy_api.building import BUILDING
 from .tracer import FUNCTIONS, UFUNC_METHODS, UFUNCS
 
 
@@ -33,7 +34,8 @@ def jvp_status(prim):
 # NumPy functions whose handlers record only derivative-free primitives, or refuse.
 _NO_DERIVATIVE = {np.argmax, np.argmin, np.argsort, np.count_nonzero, np.round, np.around,
                   np.shape, np.ndim, np.size, np.zeros_like, np.ones_like, np.empty_like,
-                  np.iscomplexobj, np.isrealobj, np.iscomplex, np.isreal}
+                  np.argpartition, np.all, np.any, np.isclose, np.allclose, np.array_equal,
+                  np.array_equiv, np.iscomplexobj, np.isrealobj, np.iscomplex, np.isreal}
 _COUNTED = {np.nonzero, np.argwhere, np.flatnonzero}  # indices as many as the data says
 
 
@@ -67,7 +69,12 @@ def entry_rows():
         rows.append((_name(func), f"function ({family})", "", status, status))
     for (ufunc, method), handler in UFUNC_METHODS.items():
         status = "rule (recorded as primitives)"
-        rows.append((f"np.{ufunc.__name__}.{method}", "ufunc method", "", status, status))
+        name, kind = (f"np.{ufunc.__name__}", "ufunc (composed)") if method == "__call__" \
+            else (f"np.{ufunc.__name__}.{method}", "ufunc method")
+        rows.append((name, kind, "", status, status))
+    for name, differentiable in BUILDING:  # wrapped while a trace runs: lists of traced values
+        status = "rule (recorded as primitives)" if differentiable else "zero (no derivative)"
+        rows.append((name, "function (building)", "", status, status))
     return sorted(set(rows))
 
 

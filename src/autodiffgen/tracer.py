@@ -46,6 +46,8 @@ INPUT_HOOKS = []  # hook(trace, box) on every new input (rules.numpy_api.views: 
 GUARD = []  # [the guard Primitive], filled in by the rules package
 INPUT_KINDS = {}  # argument type -> handler(trace, value, name, path): a non-array input
 TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (numpy_api.random)
+ENTER_HOOKS = []  # (enter(), leave()) as a recording becomes, and stops being, the current
+# one, derivative rules included (numpy_api.building: NumPy's callables wrapped meanwhile)
 GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (numpy_api.random: none on a draw)
 RAISES = {}  # primitive name -> what it raises on some values (rules/control.py)
 COUNT_READS = []  # [hook(trace, box) -> int or None]: count_sources.read_count, for int()
@@ -93,9 +95,13 @@ class Trace:
     def __enter__(self):
         self._outer = current_trace()
         _state.trace = self
+        for enter, _ in ENTER_HOOKS:
+            enter()
         return self
 
     def __exit__(self, *exc):
+        for _, leave in ENTER_HOOKS:
+            leave()
         _state.trace = self._outer
         return False
 
@@ -413,9 +419,11 @@ class Box:
                      "no derivative; use the array itself, or index it (x[i])",
                      lambda value: np.asarray(value).tolist())
     _refuse_array = _refuse(
-        "np.asarray()/np.array() conversion",
-        "the tracer cannot follow a conversion to a plain ndarray. Pass the value to NumPy "
-        "functions directly, and use np.stack([...]) instead of np.array([...])",
+        "conversion to a plain NumPy array",
+        "the tracer cannot follow it. NumPy converts a traced value so when it indexes a "
+        "plain array (c[traced]: index a traced array, or np.eye(k)[traced]) or meets a "
+        "NumPy function with no rule; np.array([...]) and np.asarray(...) of traced values "
+        "are traced",
         lambda value, dtype=None, copy=None: np.asarray(value, dtype))
 
     def __array__(self, dtype=None, copy=None):
@@ -431,18 +439,16 @@ class Box:
             raise TracingError(at(user_loc(), f"in-place np.{ufunc.__name__}(..., out=...) "
                                   "with a traced value: write `y = x + v`, not `x += v`, "
                                   "when x is a NumPy array and v is traced"))
-        if method == "__call__":
-            prim = UFUNCS.get(ufunc)
-            if prim is not None and not kwargs:
-                return bind(prim, inputs, {})
-            if prim is not None:
-                raise UnsupportedOperationError(at(user_loc(), f"np.{ufunc.__name__} with "
-                                                   f"keyword arguments {sorted(kwargs)} is "
-                                                   "not supported on traced values"))
-        else:
-            handler = UFUNC_METHODS.get((ufunc, method))
-            if handler is not None:
-                return handler(*inputs, **kwargs)
+        prim = UFUNCS.get(ufunc) if method == "__call__" else None
+        if prim is not None and not kwargs:
+            return bind(prim, inputs, {})
+        if prim is not None:
+            raise UnsupportedOperationError(at(user_loc(), f"np.{ufunc.__name__} with "
+                                               f"keyword arguments {sorted(kwargs)} is "
+                                               "not supported on traced values"))
+        handler = UFUNC_METHODS.get((ufunc, method))  # a method, or a composed ufunc
+        if handler is not None:
+            return handler(*inputs, **kwargs)
         if _numbers_only(inputs):  # no rule, and no array traced: read them, guarded
             return getattr(ufunc, method)(*map(concrete, inputs), **kwargs)
         name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")

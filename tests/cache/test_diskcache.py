@@ -881,7 +881,7 @@ WHY = {  # what the explain log says in the process after the edit
     "closure_array": None,  # read again by the code at each call: no retrace at all
     "int_global": None,  # an int as a value (x ** N): an input, read again, no retrace
     "defaults": "f: no stored entry for this signature",  # defaults are in the fingerprint
-    "list_contents": "retracing f: guard failed: .*COEFS",
+    "list_contents": None,  # np.asarray of a list of floats: each float an input, read again
 }
 # an object passed as an argument outside argnums (self of a method): its reads are inputs
 # and guards of the code as for a global, but the key of its signature would be its address

@@ -5,10 +5,12 @@ and forward mode with the transposition test (float64), a subset again with floa
 inputs, a subset for second derivatives (the generated Hessian against finite differences
 of the generated gradient), and every row's generated source must pass `ruff check`.
 
-Matrices are well conditioned (n * I plus a small random part). cholesky and eigh read
-one triangle of a symmetric input and their rules treat the input as symmetric, so their
-functions symmetrize the argument first; eigh's inputs have well-separated eigenvalues and
-its eigenvector losses are invariant to each eigenvector's sign.
+Matrices are well conditioned (n * I plus a small random part). cholesky reads one
+triangle of a symmetric input and its rules treat the input as symmetric, so its functions
+symmetrize the argument first; eigh's rules are those of NumPy's function, which reads
+one triangle, so its rows take the argument symmetrized and as it is. eigh's inputs have
+well-separated eigenvalues and its eigenvector losses are invariant to each eigenvector's
+sign.
 """
 
 import numpy as np
@@ -142,6 +144,13 @@ case("eigh-both", lambda a: _s(np.linalg.eigh(_sym(a)).eigenvalues[..., None]
 case("eigh-unpacked-projector", lambda a: _eigh_projector(a), spread(4, 4))
 case("eigh-upper", lambda a: _s(np.linalg.eigh(_sym(a), UPLO="U")[1] ** 2), spread(3, 3))
 case("eigvalsh", lambda a: _s(np.linalg.eigvalsh(_sym(a))), spread(2, 3, 3))
+# NumPy reads one triangle: with the input as it is (not symmetric), the derivatives are
+# those of that triangle mirrored, which is what finite differences of np.linalg.eigh see
+for _uplo in ("L", "U"):
+    case(f"eigh-raw-{_uplo}", lambda a, u=_uplo: _s(np.linalg.eigh(a, UPLO=u)[1] ** 2)
+         + _s(np.linalg.eigh(a, UPLO=u)[0] ** 2), spread(4, 4))
+    case(f"eigvalsh-raw-{_uplo}", lambda a, u=_uplo: _s(np.linalg.eigvalsh(a, UPLO=u)),
+         spread(2, 3, 3))
 for _shape in [(4, 3), (3, 4), (3, 3), (2, 4, 2), (5, 1)]:
     case(f"pinv-{_id(_shape)}", lambda a: _s(np.linalg.pinv(a)), normal(*_shape))
 for _shape in [(4, 3), (3, 4), (3, 3), (2, 4, 2), (2, 2, 5), (1, 3)]:
@@ -201,7 +210,7 @@ FLOAT32 = ["matmul-2x1x3x4-5x4x2", "dot-2x3x4-5x4x2", "vdot-3x4-12", "inner-3x4-
            "solve-2x3x3-3", "solve-2x3x3-2x3x2", "cholesky-2x3x3", "eigh-values-2x3x3",
            "eigh-vectors-3x3", "pinv-4x3", "norm-axis1-ord3", "norm-vector-ordinf",
            "norm-matrix-batched-ordfro", "norm-matrix-ord1", "svd-u-4x3", "svd-vh-2x2x5",
-           "norm-matrix-ordnuc"]
+           "norm-matrix-ordnuc", "eigh-raw-U"]
 
 
 @pytest.mark.parametrize("name", FLOAT32)
@@ -229,6 +238,8 @@ HESSIAN = {
     "cholesky": lambda x: _s(np.linalg.cholesky(_square(x) @ _square(x).T)),
     "svd-values": lambda x: _s(np.linalg.svd(_square(x), compute_uv=False)),
     "pinv": lambda x: _s(np.linalg.pinv(np.reshape(x, (3, 3))[:, :2] + np.eye(3)[:, :2])),
+    "eigh-raw-L": lambda x: _s(np.linalg.eigh(_square(x) + np.diag([0.0, 2.0, 4.0]))[1] ** 2),
+    "eigvalsh-raw-U": lambda x: _s(np.linalg.eigvalsh(_square(x) * _square(x), UPLO="U")),
 }
 
 
@@ -269,10 +280,20 @@ def test_einsum_diagonal_cotangent_is_exact():
     np.testing.assert_array_equal(g(np.ones((4, 4))), np.eye(4))
 
 
-def test_eigh_gradient_is_symmetric():
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_gradient_lies_in_the_triangle_numpy_reads(uplo):
+    """The gradient is that of NumPy's function, which never reads the other triangle (so
+    it is not symmetric, unlike JAX's convention); at a symmetric input, its symmetric
+    part (g + g.T) / 2 is the gradient of eigh(sym(a)), the symmetric one."""
     a = spread(4, 4)(np.random.default_rng(0))
-    g = autodiffgen.grad(lambda a: _s(np.linalg.eigh(a)[1] ** 2))(_sym(a))
-    np.testing.assert_allclose(g, g.T, rtol=1e-12, atol=1e-12)
+    g = autodiffgen.grad(lambda a: _s(np.linalg.eigh(a, UPLO=uplo)[1] ** 2))(a)
+    lower, upper = g[np.tril_indices(4, -1)], g[np.triu_indices(4, 1)]
+    read, unread = (lower, upper) if uplo == "L" else (upper, lower)
+    assert not unread.any() and read.all()
+    s = _sym(a)
+    g = autodiffgen.grad(lambda a: _s(np.linalg.eigh(a, UPLO=uplo)[1] ** 2))(s)
+    symmetric = autodiffgen.grad(lambda a: _s(np.linalg.eigh(_sym(a), UPLO=uplo)[1] ** 2))(s)
+    np.testing.assert_allclose(symmetric, (g + g.T) / 2, rtol=1e-12, atol=1e-12)
 
 
 # ---- generated source is clean Python ---------------------------------------------------

@@ -3,9 +3,12 @@
 Every primitive works on stacks of matrices (the last two axes), as NumPy does, and its
 rules are written with matmul, solve and inv, so a rule is itself differentiable (second
 derivatives). Functions that return several arrays (slogdet, eigh, svd) are one
-primitive per part, each with its own rules. cholesky and eigh read one triangle of a
-symmetric input; like Autograd and JAX, their derivatives treat the input as symmetric:
-a tangent is symmetrized first and a cotangent comes out symmetric. svd is the reduced
+primitive per part, each with its own rules. eigh reads one triangle (UPLO) of its
+input and mirrors it; its derivatives are those of that function, so a tangent is the
+read triangle mirrored, and a cotangent is nonzero only in that triangle (what finite
+differences of np.linalg.eigh give, for a non-symmetric input too). cholesky also reads
+one triangle, but like Autograd and JAX its derivatives treat the input as symmetric: a
+tangent is symmetrized first and a cotangent comes out symmetric. svd is the reduced
 one, differentiable where the singular values are distinct and nonzero. How the
 np.linalg functions reach these, and np.linalg.norm (composed of traced ops, no rule of
 its own), is numpy_api/linalg.py.
@@ -107,24 +110,39 @@ def _gaps(w):
     return (1 - eye) / (np.expand_dims(w, -2) - np.expand_dims(w, -1) + eye)
 
 
+def _read_triangle(t, UPLO):
+    """The matrix eigh sees of `t`: its UPLO triangle, mirrored (NumPy never reads the
+    other one), so a tangent of the input is one of that symmetric matrix."""
+    part, k = (np.tril, -1) if UPLO == "L" else (np.triu, 1)
+    return part(t) + _T(part(t, k))
+
+
+def _onto_triangle(g, UPLO):
+    """The transpose of _read_triangle: a cotangent of the symmetric matrix eigh sees, as
+    one of the input, nonzero only in the triangle read (each off-diagonal element there
+    stands for two of the symmetric matrix)."""
+    part, k = (np.tril, -1) if UPLO == "L" else (np.triu, 1)
+    return part(g + _T(g), k) + g * _eye(g)
+
+
 def _eigh_vectors_vjp(g, ans, a, UPLO):
     w = eigh_values(a, UPLO=UPLO)
-    return _sym(ans @ (_gaps(w) * (_T(ans) @ g)) @ _T(ans))
+    return _onto_triangle(ans @ (_gaps(w) * (_T(ans) @ g)) @ _T(ans), UPLO)
 
 
 def _eigh_vectors_jvp(t, ans, a, UPLO):
     w = eigh_values(a, UPLO=UPLO)
-    return ans @ (_gaps(w) * (_T(ans) @ _sym(t) @ ans))
+    return ans @ (_gaps(w) * (_T(ans) @ _read_triangle(t, UPLO) @ ans))
 
 
 def _eigh_values_vjp(g, ans, a, UPLO):
     v = eigh_vectors(a, UPLO=UPLO)
-    return (v * np.expand_dims(g, -2)) @ _T(v)
+    return _onto_triangle((v * np.expand_dims(g, -2)) @ _T(v), UPLO)
 
 
 def _eigh_values_jvp(t, ans, a, UPLO):
     v = eigh_vectors(a, UPLO=UPLO)
-    return np.sum(v * (t @ v), axis=-2)
+    return np.sum(v * (_read_triangle(t, UPLO) @ v), axis=-2)
 
 
 def _eigh_template(part):

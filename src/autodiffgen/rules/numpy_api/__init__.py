@@ -86,6 +86,7 @@ def normalize_axis(axis, ndim):
 # each module registers its handlers when imported
 from . import (  # noqa: F401
     assembly,
+    building,
     composed,
     eig,
     elementwise,
@@ -93,6 +94,7 @@ from . import (  # noqa: F401
     indexing,
     indices,
     linalg,
+    predicates,
     products,
     random,
     reductions,

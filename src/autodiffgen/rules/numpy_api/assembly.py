@@ -106,14 +106,35 @@ def _roll(a, shift, axis=None):
 
 
 # ---- pad ----------------------------------------------------------------------------------
+_GATHERED = ("reflect", "symmetric", "edge", "wrap")
+
+
+def _pad_by_gathering(array, pad_width, mode):
+    """reflect, symmetric, edge and wrap repeat elements of the array: along each axis, a
+    constant index, which is np.pad of np.arange(n) in the same mode (exactly NumPy's
+    placement), gathers them; the gradient scatters back through it."""
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=int), (np.ndim(array), 2))
+    for axis, (before, after) in enumerate(widths):
+        if before or after:
+            n = np.shape(array)[axis]
+            index = np.pad(np.arange(n), (int(before), int(after)), mode=mode)
+            array = getitem(array, index, index=_along(axis, Slot(1)))
+    return array
+
+
 @register_function(np.pad)
 def _pad(array, pad_width, mode="constant", **kwargs):
+    if mode in _GATHERED and kwargs.get("reflect_type", "even") == "even" and \
+            set(kwargs) <= {"reflect_type"}:
+        return _pad_by_gathering(array, pad_width, mode)
     value = kwargs.pop("constant_values", 0)
     if mode != "constant" or kwargs:
         raise UnsupportedOperationError(at(user_loc(), f"np.pad with mode={mode!r}"
                                            + (f" and {sorted(kwargs)}" if kwargs else "")
-                                           + " is not supported on traced values: only "
-                                           "mode='constant' with a scalar constant_values"))
+                                           + " is not supported on traced values: "
+                                           "mode='constant' with a scalar constant_values, "
+                                           "or 'reflect', 'symmetric' (reflect_type='even'), "
+                                           "'edge', 'wrap'"))
     if type(value) is Box or np.ndim(value) != 0:
         raise UnsupportedOperationError(at(user_loc(), "np.pad with a traced or per-axis "
                                            "constant_values is not supported: pass one "

@@ -16,9 +16,17 @@ import numpy as np
 
 from ...errors import TracingError, UnsupportedOperationError, at
 from ...tracer import Box, bind, user_loc
+from .. import astype
 from ..indices import argpartition
-from . import boxmethod, normalize_axis, register_function
+from . import (
+    boxmethod,
+    check_no_out,
+    normalize_axis,
+    register_function,
+    register_ufunc_method,
+)
 from .assembly import _axis, _take_along_axis
+from .building import cast
 from .indices import _argsort
 from .shapes import _moveaxis, _ravel
 
@@ -45,15 +53,22 @@ boxmethod("partition")(_in_place("partition"))
 def _partition(a, kth, axis=-1, kind="introselect", order=None):
     """argpartition arranges each side of kth as np.partition does, though NumPy
     promises only the partition itself."""
+    if axis is None:
+        a, axis = _ravel(a), -1
+    return _take_along_axis(a, _argpartition(a, kth, axis, kind, order), axis)
+
+
+@register_function(np.argpartition)
+def _argpartition(a, kth, axis=-1, kind="introselect", order=None):
     if order is not None or type(kth) is Box:
-        raise TracingError(at(user_loc(), "np.partition with order= or a traced kth cannot "
-                              "be traced: pass kth as a number or a list of numbers"))
+        raise TracingError(at(user_loc(), "np.partition or np.argpartition with order= or a "
+                              "traced kth cannot be traced: pass kth as a number or a list of "
+                              "numbers"))
     if axis is None:
         a, axis = _ravel(a), -1
     axis = normalize_axis(axis, np.ndim(a))
     kth = int(kth) if np.ndim(kth) == 0 else tuple(int(k) for k in kth)
-    index = bind(argpartition, (a,), {"kth": kth, "axis": -1 if axis == np.ndim(a) - 1 else axis})
-    return _take_along_axis(a, index, axis)
+    return bind(argpartition, (a,), {"kth": kth, "axis": -1 if axis == np.ndim(a) - 1 else axis})
 
 
 # ---- diff and trapezoid: slices along an axis -------------------------------------------
@@ -110,6 +125,75 @@ def _trapezoid(y, x=None, dx=1.0, axis=-1):
 
 register_function(*[getattr(np, name) for name in ("trapezoid", "trapz")
                     if hasattr(np, name)])(_trapezoid)
+
+
+# ---- gradient: central differences inside, one-sided ones at the ends -------------------
+def _spacings(varargs, axes, shape):
+    """Per axis: a number (uniform spacing) or a 1-d array of coordinates, as NumPy takes
+    varargs (none, one for every axis, or one per axis)."""
+    if len(varargs) == 0:
+        return [1.0] * len(axes)
+    if len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        return list(varargs) * len(axes)
+    if len(varargs) != len(axes):
+        raise TypeError(at(user_loc(), "invalid number of arguments to np.gradient"))
+    for h, axis in zip(varargs, axes):
+        if np.ndim(h) == 1 and len(h) != shape[axis]:
+            raise ValueError(at(user_loc(), "when 1d, distances must match the length of "
+                                "the corresponding dimension"))
+    return list(varargs)
+
+
+def _gradient_along(f, h, axis, edge_order):
+    """NumPy's formulas: second-order accurate inside (for uneven coordinates too) and
+    `edge_order`-accurate at both ends."""
+    n = np.shape(f)[axis]
+    if n < edge_order + 1:
+        raise ValueError(at(user_loc(), "Shape of array too small to calculate a numerical "
+                            "gradient, at least (edge_order + 1) elements are required."))
+    at_ = lambda i: f[(slice(None),) * axis + (i,)]
+    part = lambda a, b: f[(slice(None),) * axis + (slice(a, b),)]
+    line = lambda d: np.reshape(d, tuple(-1 if i == axis else 1
+                                         for i in range(np.ndim(f))))
+    if np.ndim(h) == 0:
+        inner = (part(2, None) - part(None, -2)) / (2.0 * h)
+        if edge_order == 1:
+            first, last = (at_(1) - at_(0)) / h, (at_(-1) - at_(-2)) / h
+        else:
+            first = (-1.5 * at_(0) + 2.0 * at_(1) - 0.5 * at_(2)) / h
+            last = (0.5 * at_(-3) - 2.0 * at_(-2) + 1.5 * at_(-1)) / h
+    else:
+        dx = np.diff(h)
+        d1, d2 = dx[:-1], dx[1:]
+        inner = (line(-d2 / (d1 * (d1 + d2))) * part(None, -2)
+                 + line((d2 - d1) / (d1 * d2)) * part(1, -1)
+                 + line(d1 / (d2 * (d1 + d2))) * part(2, None))
+        if edge_order == 1:
+            first, last = (at_(1) - at_(0)) / dx[0], (at_(-1) - at_(-2)) / dx[-1]
+        else:
+            a, b = dx[0], dx[1]
+            first = (-(2.0 * a + b) / (a * (a + b)) * at_(0) + (a + b) / (a * b) * at_(1)
+                     - a / (b * (a + b)) * at_(2))
+            a, b = dx[-2], dx[-1]
+            last = (b / (a * (a + b)) * at_(-3) - (a + b) / (a * b) * at_(-2)
+                    + (2.0 * b + a) / (b * (a + b)) * at_(-1))
+    ends = [np.expand_dims(first, axis), inner, np.expand_dims(last, axis)]
+    return np.concatenate(ends, axis=axis)
+
+
+@register_function(np.gradient)
+def _gradient(f, *varargs, axis=None, edge_order=1):
+    if edge_order not in (1, 2):
+        raise ValueError(at(user_loc(), "'edge_order' greater than 2 not supported"))
+    ndim = np.ndim(f)
+    axes = tuple(range(ndim)) if axis is None else \
+        (normalize_axis(axis, ndim),) if np.ndim(axis) == 0 else \
+        tuple(int(a) % ndim for a in axis)
+    if not np.issubdtype(f.dtype, np.inexact):
+        f = astype(f, np.float64)
+    spacings = _spacings(varargs, axes, np.shape(f))
+    out = tuple(_gradient_along(f, h, a, edge_order) for h, a in zip(spacings, axes))
+    return out[0] if len(out) == 1 else out
 
 
 # ---- kron and cross ---------------------------------------------------------------------
@@ -191,6 +275,16 @@ def _ptp(a, axis=None, out=None, keepdims=False):
         raise TracingError(at(user_loc(), "np.ptp(..., out=...) writes in place, which "
                               "cannot be traced; use the returned value"))
     return np.max(a, axis=axis, keepdims=keepdims) - np.min(a, axis=axis, keepdims=keepdims)
+
+
+# ---- float_power: np.power computed in float64 (or wider), as NumPy does ------------------
+@register_ufunc_method(np.float_power, "__call__")
+def _float_power(x1, x2, out=None, **kwargs):
+    check_no_out(out, "np.float_power", kwargs)
+    wide = np.result_type(_dtype_of(x1), _dtype_of(x2), np.float64)
+    x1, x2 = (cast(x, wide) if type(x) is Box and x.dtype != wide else
+              x if type(x) is Box else np.asarray(x, wide) for x in (x1, x2))
+    return np.power(x1, x2)
 
 
 # ---- matrix_power and multi_dot: matmul chains ------------------------------------------

@@ -37,6 +37,8 @@ def _clip_method(self, min=None, max=None, out=None):
 
 @boxmethod("astype")
 def _astype_method(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    if not copy and np.dtype(dtype) == self.dtype and isinstance(self.value, np.ndarray):
+        return self  # NumPy returns the array itself: a write into it is one into self
     return bind(astype, (self,), {"dtype": np.dtype(dtype)})
 
 

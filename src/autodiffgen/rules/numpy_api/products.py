@@ -4,6 +4,7 @@ here ('...' spelled out with unused letters, the implicit output written after '
 the primitive and its rules see one form only.
 """
 
+import operator
 import string
 
 import numpy as np
@@ -38,11 +39,36 @@ def _explicit(subscripts, operands):
     return ",".join(ins) + "->" + out
 
 
+def _sublist_letters(sublist):
+    """[0, 1, Ellipsis] -> 'ab...': NumPy's letters for axis numbers (0-25 a-z, 26-51 A-Z)."""
+    letters = string.ascii_lowercase + string.ascii_uppercase
+    try:
+        return "".join("..." if s is Ellipsis else letters[operator.index(s)] for s in sublist)
+    except (TypeError, IndexError):
+        raise ValueError(at(user_loc(), f"einsum sublist {sublist!r}: each entry must be an "
+                            "int in [0, 52) or Ellipsis")) from None
+
+
+def _from_sublists(args):
+    """einsum(a, [0, 1], b, [1, 2], [0, 2]) -> ('ab,bc->ac', (a, b))."""
+    operands, sublists = args[0::2], args[1::2]
+    output = None
+    if len(args) % 2:  # a trailing output sublist
+        operands, output = operands[:-1], args[-1]
+    subscripts = ",".join(map(_sublist_letters, sublists))
+    if output is not None:
+        subscripts += "->" + _sublist_letters(output)
+    return subscripts, operands
+
+
 @register_function(np.einsum)
 def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
-    if out is not None or kwargs or not isinstance(subscripts, str):
-        raise UnsupportedOperationError(at(user_loc(), "np.einsum is supported with a "
-                                           "subscripts string and operands only"))
+    if out is not None or kwargs:
+        raise UnsupportedOperationError(at(user_loc(), "np.einsum with out= or keyword "
+                                           "arguments other than optimize= is not supported "
+                                           "on traced values"))
+    if not isinstance(subscripts, str):  # the sublist form
+        subscripts, operands = _from_sublists((subscripts, *operands))
     optimize = optimize if isinstance(optimize, (bool, str)) else bool(optimize)
     return einsum(*operands, subscripts=_explicit(subscripts, operands), optimize=optimize)
 

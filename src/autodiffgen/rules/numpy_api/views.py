@@ -18,6 +18,9 @@ from ...errors import TracingError, at
 from ...tracer import INPUT_HOOKS, RESULT_HOOKS, Box, bind, current_trace, source_line, user_loc
 from ..control import READS
 from ..indexing import getitem, setitem, shifted
+from ..shapes import expand_dims, reshape, squeeze, transpose
+
+_REARRANGED = (reshape, squeeze, expand_dims, transpose)
 
 
 # ---- rebinding a Box, and the arrays that share its memory ---------------------------------
@@ -42,7 +45,7 @@ def write(box, new, assign=False):
         views.refresh(trace, box)
         for view, record in chain:
             base = record.base
-            update = setitem(base, view, index=shifted(record.params["index"], 1))
+            update = record.write_back(view)
             _rebind(trace, base, update, names.get(id(base), base.node.name or "setitem"))
             views.refresh(trace, base, skip=view)
 
@@ -147,8 +150,21 @@ class _Record:
 
     @property
     def basic(self):
-        """Made by basic indexing: a write into it can be written back into its base."""
-        return self.prim is getitem and not self.params["index"].slots
+        """Made by basic indexing, or by a reshape or transpose (which view every element
+        of the base, rearranged): a write into it can be written back into its base."""
+        return self.prim is getitem and not self.params["index"].slots or \
+            self.prim in _REARRANGED
+
+    def write_back(self, view):
+        """The base's new value after `view` was written into."""
+        base = self.base
+        if self.prim is getitem:
+            return setitem(base, view, index=shifted(self.params["index"], 1))
+        if self.prim is transpose:
+            axes = self.params["axes"]
+            return transpose(view, axes=None if axes is None else
+                             tuple(int(i) for i in np.argsort(axes)))
+        return reshape(view, shape=np.shape(base.value))  # C order both ways, as NumPy
 
     def remake(self):
         return bind(self.prim, self.args, self.params)
@@ -218,7 +234,8 @@ def _opaque_message(record):
     where = at(record.loc, "").rstrip(": ") if record.loc else "an earlier line"
     return (f"writing into a view of another array, made by {record.prim.name} at {where}: "
             "NumPy would write into that array too, and autodiffgen follows writes "
-            "through views made by basic indexing only (x[1:3], x[0], x[..., i]). Write "
+            "through views made by basic indexing (x[1:3], x[0], x[..., i]), reshape and "
+            "transpose only. Write "
             "into a copy (np.copy(...)), or into the original array")
 
 
