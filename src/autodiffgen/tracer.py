@@ -445,7 +445,7 @@ class Box:
                 return handler(*inputs, **kwargs)
         if _numbers_only(inputs):  # no rule, and no array traced: read them, guarded
             return getattr(ufunc, method)(*map(concrete, inputs), **kwargs)
-        name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        name = ufunc_name(ufunc) + ("" if method == "__call__" else f".{method}")
         raise UnsupportedOperationError(at(user_loc(), unsupported_message(name)))
 
     def __array_function__(self, func, types, args, kwargs):
@@ -548,6 +548,15 @@ def _read_by_user():
 
 
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+
+
+def ufunc_name(ufunc):
+    """`np.exp`, `scipy.special.jv`: the ufunc as the user wrote it."""
+    name = ufunc.__name__
+    if getattr(np, name, None) is ufunc:
+        return f"np.{name}"
+    special = sys.modules.get("scipy.special")
+    return f"scipy.special.{name}" if getattr(special, name, None) is ufunc else name
 
 
 def unsupported_message(name):
