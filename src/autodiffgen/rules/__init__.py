@@ -219,6 +219,7 @@ from . import (  # noqa: F401
     shapes,
     special,
 )
+from . import scipy as _scipy  # noqa: F401  (SciPy's Python functions, when it is there)
 from .numpy_api import boxmethod, register_function  # re-exported: how users add one
 
 __all__ = ["PRIMITIVES", "Primitive", "boxmethod", "broadcast_up", "defjvp", "defprimitive",

@@ -1,0 +1,87 @@
+"""SciPy's Python functions on traced values: logsumexp, softmax, the scipy.stats
+distributions, signal.convolve, linalg.solve_triangular and sqrtm, integrate.odeint.
+
+They convert their arguments with np.asarray, which a trace cannot follow, and NumPy does
+not dispatch them to the tracer as it does ufuncs. So each has a traceable version here:
+composed of traced NumPy and scipy.special calls where that reads as the math (stats,
+logsumexp, softmax), or one primitive with its rules where SciPy's algorithm is the point
+(convolve, solve_triangular, sqrtm), generated code calling SciPy's function.
+
+How a call reaches it, as np.random's module functions do (numpy_api/random.py): while a
+trace runs in any thread, `owner.name` (a module's function, or a method of an object such
+as scipy.stats.norm) is replaced by a wrapper that calls the traceable version when the
+calling thread is tracing and an argument holds a traced value, and SciPy's own function
+otherwise; the last trace to end puts the originals back. A name bound before the trace
+(`from scipy.special import logsumexp`) still holds the original: the capture hands the
+traced code the wrapper instead (capture.LIBRARY_FUNCTIONS). The function itself is a
+library's, so a trace reads nothing through it: no input, no guard.
+"""
+
+import contextlib
+import functools
+import threading
+import types
+
+from ...capture import LIBRARY_FUNCTIONS
+from ...tracer import TRACE_HOOKS, _holds_box, current_trace
+
+SCIPY_FUNCTIONS = {}  # "scipy.special.logsumexp" -> "composed" or the primitive's name (docs)
+_PATCHES = []  # (owner, name, whether owner had it in its own __dict__, original, wrapper)
+
+
+def register(owner, name, traceable, label, kind="composed"):
+    """Calls of `owner.name` on traced values run `traceable` (see module doc). `label` is
+    the function as the user writes it (`scipy.stats.norm.pdf`), for the docs."""
+    original = getattr(owner, name)
+    wrapper = _wrapper(original, traceable)
+    own = name in vars(owner)
+    _PATCHES.append((owner, name, own, original, wrapper))
+    if isinstance(original, types.MethodType):  # norm.pdf: a new bound method at each read
+        LIBRARY_FUNCTIONS[(id(original.__self__), original.__func__)] = wrapper
+    else:
+        LIBRARY_FUNCTIONS[original] = wrapper
+    SCIPY_FUNCTIONS[label] = kind
+
+
+def _wrapper(original, traceable):
+    @functools.wraps(original)
+    def intercepted(*args, **kwargs):
+        if current_trace() is not None and (_holds_box(args) or _holds_box(
+                tuple(kwargs.values()))):
+            return traceable(*args, **kwargs)
+        return original(*args, **kwargs)
+    return intercepted
+
+
+_patch_lock = threading.Lock()
+_tracing = [0]
+
+
+@contextlib.contextmanager
+def _during_trace(trace):
+    with _patch_lock:
+        if _tracing[0] == 0:
+            for owner, name, _, _, wrapper in _PATCHES:
+                setattr(owner, name, wrapper)
+        _tracing[0] += 1
+    try:
+        yield
+    finally:
+        with _patch_lock:
+            _tracing[0] -= 1
+            if _tracing[0] == 0:
+                for owner, name, own, original, _ in _PATCHES:
+                    if own:
+                        setattr(owner, name, original)
+                    else:  # a method found on the class: drop the instance's attribute
+                        delattr(owner, name)
+
+
+try:
+    import scipy  # noqa: F401
+except ImportError:  # SciPy is optional: nothing to intercept
+    pass
+else:
+    from . import special, stats  # noqa: F401  (each registers its functions)
+
+    TRACE_HOOKS.append(_during_trace)
