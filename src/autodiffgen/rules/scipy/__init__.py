@@ -82,6 +82,6 @@ try:
 except ImportError:  # SciPy is optional: nothing to intercept
     pass
 else:
-    from . import linalg, signal, special, stats  # noqa: F401  (each registers its own)
+    from . import integrate, linalg, signal, special, stats  # noqa: F401  (each registers its own)
 
     TRACE_HOOKS.append(_during_trace)
