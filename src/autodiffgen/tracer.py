@@ -47,6 +47,7 @@ GUARD = []  # [the guard Primitive], filled in by the rules package
 INPUT_KINDS = {}  # argument type -> handler(trace, value, name, path): a non-array input
 TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (numpy_api.random)
 GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (numpy_api.random: none on a draw)
+CONVERSION_HINTS = []  # hook() -> (loc, message) or None, when np.asarray refuses a Box (rules/scipy)
 RAISES = {}  # primitive name -> what it raises on some values (rules/control.py)
 COUNT_READS = []  # [hook(trace, box) -> int or None]: count_sources.read_count, for int()
 
@@ -299,6 +300,10 @@ def _refuse(what, hint, convert=None):
             # a global, closure or attribute the trace read (capture.py): its value,
             # checked by identity as it was before values read from outside were inputs
             return convert(trace.capture.baked(self), *args, **kwargs)
+        for library in CONVERSION_HINTS:  # a library's function converting it: name that
+            found = library()
+            if found is not None:
+                raise TracingError(at(*found))
         raise TracingError(at(user_loc(), f"{what} of a traced value: {hint}"))
     return method
 

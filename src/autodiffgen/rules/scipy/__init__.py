@@ -19,11 +19,13 @@ library's, so a trace reads nothing through it: no input, no guard.
 
 import contextlib
 import functools
+import os
+import sys
 import threading
 import types
 
 from ...capture import LIBRARY_FUNCTIONS
-from ...tracer import TRACE_HOOKS, _holds_box, current_trace
+from ...tracer import CONVERSION_HINTS, TRACE_HOOKS, _holds_box, current_trace
 
 SCIPY_FUNCTIONS = {}  # "scipy.special.logsumexp" -> "composed" or the primitive's name (docs)
 _PATCHES = []  # (owner, name, whether owner had it in its own __dict__, original, wrapper)
@@ -77,11 +79,42 @@ def _during_trace(trace):
                         delattr(owner, name)
 
 
+def _conversion_hint():
+    """Where np.asarray refused a traced value inside SciPy: the SciPy function the user
+    called (the outermost SciPy frame) and the user's line, instead of SciPy's own file."""
+    frame, outer = sys._getframe(2), None
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(_SCIPY_DIR):
+            outer = frame
+        elif outer is not None:
+            break
+        frame = frame.f_back
+    if outer is None or frame is None:
+        return None
+    module = ".".join(p for p in outer.f_globals.get("__name__", "scipy").split(".")
+                      if not p.startswith("_"))
+    owner = outer.f_locals.get("self")
+    if getattr(owner, "name", None) and module == "scipy.stats":  # a distribution's method
+        module = f"scipy.stats.{owner.name}"
+    name = f"{module}.{outer.f_code.co_name}"
+    if name in SCIPY_FUNCTIONS:
+        message = (f"{name} was called through a name bound before the trace (`from ... "
+                   "import`), which a standalone module's trace cannot replace by its "
+                   f"traced version: call it as {name}(...)")
+    else:
+        message = (f"{name} converts its arguments to plain arrays, and has no derivative "
+                   "rule in autodiffgen: compute it outside the function or on values that "
+                   "are not traced (docs/coverage.md lists the SciPy functions that have one)")
+    return (frame.f_code.co_filename, frame.f_lineno), message
+
+
 try:
-    import scipy  # noqa: F401
+    import scipy
 except ImportError:  # SciPy is optional: nothing to intercept
     pass
 else:
     from . import integrate, linalg, signal, special, stats  # noqa: F401  (each registers its own)
 
+    _SCIPY_DIR = os.path.dirname(scipy.__file__)
     TRACE_HOOKS.append(_during_trace)
+    CONVERSION_HINTS.append(_conversion_hint)

@@ -112,7 +112,6 @@ CALL = defprimitive(
     "call", lambda *args, fn: fn(*args), "_call({fn}, {*})",
     variadic_vjp=lambda i, g, ans, *args, fn: call(_VJPOf(fn, i), *args, g),
     helper="_call")
-CALL.jvps = ()
 
 
 def _call_tangent(tangents, ans, args, params, loc=None):
@@ -121,7 +120,7 @@ def _call_tangent(tangents, ans, args, params, loc=None):
     return None if not parts else sum(parts[1:], parts[0])
 
 
-CALL.tangent = _call_tangent
+CALL.tangent = _call_tangent  # one rule for any number of arguments
 register_helper("_call", _call, lambda fn, *args: call(fn, *args))
 
 
@@ -178,8 +177,7 @@ def _odeint_tangent(tangents, ans, args, params, loc=None):
 ODEINT = defprimitive("odeint", lambda *args, func, options: _odeint(func, *args, options=options),
                       "_odeint({func}, {*})", defaults={"options": ()},
                       variadic_vjp=_odeint_vjp, helper="_odeint", imports=("scipy.integrate",))
-ODEINT.jvps = ()
-ODEINT.tangent = _odeint_tangent
+ODEINT.tangent = _odeint_tangent  # one sensitivity solve for all the tangents
 register_helper("_odeint", _odeint,
                 lambda func, y0, t, *args, options=(): odeint(func, y0, t, args, options))
 
