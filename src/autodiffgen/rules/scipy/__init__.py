@@ -31,11 +31,13 @@ SCIPY_FUNCTIONS = {}  # "scipy.special.logsumexp" -> "composed" or the primitive
 _PATCHES = []  # (owner, name, whether owner had it in its own __dict__, original, wrapper)
 
 
-def register(owner, name, traceable, label, kind="composed"):
-    """Calls of `owner.name` on traced values run `traceable` (see module doc). `label` is
-    the function as the user writes it (`scipy.stats.norm.pdf`), for the docs."""
+def register(owner, name, traceable, label, kind="composed", always=False):
+    """Calls of `owner.name` on traced values run `traceable` (see module doc); with
+    `always`, every call made while tracing (odeint: a traced value may hide in its
+    function's closure). `label` is the function as the user writes it
+    (`scipy.stats.norm.pdf`), for the docs."""
     original = getattr(owner, name)
-    wrapper = _wrapper(original, traceable)
+    wrapper = _wrapper(original, traceable, always)
     own = name in vars(owner)
     _PATCHES.append((owner, name, own, original, wrapper))
     if isinstance(original, types.MethodType):  # norm.pdf: a new bound method at each read
@@ -45,10 +47,10 @@ def register(owner, name, traceable, label, kind="composed"):
     SCIPY_FUNCTIONS[label] = kind
 
 
-def _wrapper(original, traceable):
+def _wrapper(original, traceable, always):
     @functools.wraps(original)
     def intercepted(*args, **kwargs):
-        if current_trace() is not None and (_holds_box(args) or _holds_box(
+        if current_trace() is not None and (always or _holds_box(args) or _holds_box(
                 tuple(kwargs.values()))):
             return traceable(*args, **kwargs)
         return original(*args, **kwargs)

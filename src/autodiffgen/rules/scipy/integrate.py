@@ -19,7 +19,7 @@ import numpy as np
 import scipy.integrate
 
 from ...errors import UnsupportedOperationError, at
-from ...tracer import Box, bind, concrete, current_trace, user_loc
+from ...tracer import Box, _holds_box, bind, concrete, current_trace, user_loc
 from .. import defprimitive, register_helper
 from . import register
 
@@ -187,17 +187,16 @@ def odeint(func, y0, t, args=(), options=()):
 
 
 def _users(func):
-    """The user's own function for a clone the trace runs; refused if it was made while
-    tracing (a lambda in the traced function), whose closure may hold traced values."""
+    """The user's own function for a clone the trace runs. One made while tracing (a
+    lambda or def in the traced function) is refused: the code would call that object,
+    whose closure and globals are the trace's."""
     trace = current_trace()
     while trace is not None:
         found = trace.capture.originals.get(id(func)) if trace.capture else None
         if found is not None:
             return found
         trace = trace._outer
-    cells = [c.cell_contents for c in getattr(func, "__closure__", None) or ()
-             if c.cell_contents is not None]
-    if type(getattr(func, "__globals__", {})) is not dict or any(type(c) is Box for c in cells):
+    if type(getattr(func, "__globals__", {})) is not dict or _closes_over_box(func):
         raise UnsupportedOperationError(at(user_loc(), "scipy.integrate.odeint: the dynamics "
                                            "function is made inside the traced function; "
                                            "define it outside, and pass traced values to it "
@@ -205,14 +204,27 @@ def _users(func):
     return func
 
 
+def _closes_over_box(func):
+    for cell in getattr(func, "__closure__", None) or ():
+        try:
+            if type(cell.cell_contents) is Box:
+                return True
+        except ValueError:  # an empty cell
+            continue
+    return False
+
+
 def odeint_call(func, y0, t, args=(), **options):
+    args = args if isinstance(args, tuple) else (args,)
+    if not _closes_over_box(func) and not _holds_box((y0, t, args, *options.values())):
+        return _ORIGINAL(func, y0, t, args, **options)  # nothing traced: SciPy's own
     refused = [k for k in _REFUSED if options.get(k)]
     if refused:
         raise UnsupportedOperationError(at(user_loc(), "scipy.integrate.odeint on traced "
                                            f"values does not take {', '.join(refused)}"))
     options = tuple(sorted((k, concrete(v)) for k, v in options.items() if k not in _REFUSED))
-    args = args if isinstance(args, tuple) else (args,)
     return odeint(_users(func), y0, t, args, options)
 
 
-register(scipy.integrate, "odeint", odeint_call, "scipy.integrate.odeint", "odeint")
+_ORIGINAL = scipy.integrate.odeint
+register(scipy.integrate, "odeint", odeint_call, "scipy.integrate.odeint", "odeint", always=True)

@@ -29,7 +29,8 @@ def _std(x, loc, scale):
 
 
 def _log_scale(scale):
-    return _where(scale > 0, np.log(scale), np.nan)
+    valid = scale > 0
+    return _where(valid, np.log(_where(valid, scale, 1)), np.nan)
 
 
 # ---- norm ---------------------------------------------------------------------------------
@@ -50,11 +51,11 @@ def _norm_of(fn, sign=1):
 
 
 def norm_ppf(q, loc=0, scale=1):
-    return loc + scale * sp.ndtri(q)
+    return _where(scale > 0, loc + scale * sp.ndtri(q), np.nan)
 
 
 def norm_isf(q, loc=0, scale=1):
-    return loc - scale * sp.ndtri(q)
+    return _where(scale > 0, loc - scale * sp.ndtri(q), np.nan)
 
 
 # ---- Student's t ----------------------------------------------------------------------------
