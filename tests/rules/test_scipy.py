@@ -49,6 +49,14 @@ def tri(n):
     return lambda rng: rng.standard_normal((n, n)) + 4 * np.eye(n)
 
 
+def banded(lower, upper, n):
+    def make(rng):
+        ab = rng.standard_normal((lower + upper + 1, n))
+        ab[upper] += 4  # the diagonal
+        return ab
+    return make
+
+
 def sym(c):
     return 0.5 * (c + c.T)
 
@@ -152,6 +160,10 @@ for _b in ((3,), (3, 2)):
                      lambda a, b, tr=_trans, lo=_lower, u=_unit: _s(scipy.linalg.solve_triangular(
                          a, b, trans=tr, lower=lo, unit_diagonal=u)), tri(3), normal(*_b),
                      argnums=(0, 1))
+for _lu in ((1, 1), (2, 0), (0, 2)):
+    for _b in ((5,), (5, 2)):
+        case(f"solve_banded-{_lu[0]}{_lu[1]}-{tables.shape_id(_b)}", lambda ab, b, lu=_lu: _s(
+            scipy.linalg.solve_banded(lu, ab, b)), banded(*_lu, 5), normal(*_b), argnums=(0, 1))
 case("sqrtm", lambda a: _s(scipy.linalg.sqrtm(sym(a))), psd(3))
 case("solve_sylvester", lambda a, b, q: _s(scipy.linalg.solve_sylvester(a, b, q)), tri(3),
      tri(3), normal(3, 3), argnums=(0, 1, 2))
@@ -204,7 +216,7 @@ SECOND = [c.name for c in CASES if c.name.startswith("special-") and "0d" not in
     "logsumexp-3x4-1-0", "logsumexp-b-3x4-None-1", "softmax-3x4-0", "log_softmax-2x3x4-1",
     "norm-logcdf", "norm-ppf", "t-logpdf", "t-cdf", "gamma-logpdf", "beta-pdf", "chi2-cdf",
     "poisson-pmf", "dirichlet-logpdf-alpha", "mvn-logpdf-5x4", "solve_triangular-3x2-1-10",
-    "sqrtm", "solve_sylvester", "convolve-5x4-3x2-same", "convolve-5-3-valid", "odeint"]
+    "solve_banded-11-5x2", "sqrtm", "solve_sylvester", "convolve-5x4-3x2-same", "convolve-5-3-valid", "odeint"]
 SECOND_ARG = {"norm-logcdf": 2, "mvn-logpdf-5x4": 2, "solve_triangular-3x2-1-10": 0,
               "solve_sylvester": 1, "convolve-5-3-valid": 1, "odeint": 1}
 

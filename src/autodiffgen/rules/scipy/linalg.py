@@ -1,4 +1,4 @@
-"""scipy.linalg.solve_triangular, sqrtm and solve_sylvester as primitives: the generated
+"""scipy.linalg.solve_triangular, solve_banded, sqrtm and solve_sylvester as primitives: the generated
 code calls SciPy's own solvers, and the rules are written with the same primitives, so
 second derivatives trace through them.
 
@@ -78,6 +78,71 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
                                             "unit_diagonal": bool(unit_diagonal)})
 
 
+# ---- solve_banded: `ab` holds a's band, ab[u + i - j, j] = a[i, j] ---------------------------
+def _band_rows(ab, lower, upper):
+    """(row, offset d = i - j) of the band storage."""
+    return [(ab[r], r - upper) for r in range(lower + upper + 1)]
+
+
+def _padded(v, before, after):
+    """v with zeros added along its first axis: the rest of a band row or diagonal."""
+    pad = [(before, after)] + [(0, 0)] * (np.ndim(v) - 1)
+    return np.pad(v, pad) if before or after else v
+
+
+def _band_transpose(ab, lower, upper):
+    """The band storage of a's transpose (bands (upper, lower)): row r moved to l + u - r
+    and shifted by r - u (what rolls around lands where LAPACK reads nothing)."""
+    rows = [np.roll(row, d) for row, d in _band_rows(ab, lower, upper)]
+    return np.stack(rows[::-1])
+
+
+def _band_matvec(dab, x, lower, upper):
+    """a x for the band matrix stored in dab."""
+    n = np.shape(x)[0]
+    total = None
+    for row, d in _band_rows(dab, lower, upper):
+        row = np.reshape(row, (n,) + (1,) * (np.ndim(x) - 1))
+        part = _padded(row[:n - d] * x[:n - d], d, 0) if d >= 0 else \
+            _padded(row[-d:] * x[-d:], 0, -d)
+        total = part if total is None else total + part
+    return total
+
+
+def _band_outer(v, x, lower, upper):
+    """The band storage of v x^T (summed over columns for a matrix right-hand side)."""
+    n = np.shape(x)[0]
+    rows = []
+    for d in range(-upper, lower + 1):  # the storage's rows, top to bottom
+        prod = v[d:] * x[:n - d] if d >= 0 else v[:n + d] * x[-d:]
+        if np.ndim(prod) > 1:
+            prod = np.sum(prod, axis=-1)
+        rows.append(_padded(prod, 0, d) if d >= 0 else _padded(prod, -d, 0))
+    return np.stack(rows)
+
+
+def _banded_vjp_ab(g, ans, ab, b, lower, upper):
+    v = solve_banded((upper, lower), _band_transpose(ab, lower, upper), g)
+    return -_band_outer(v, ans, lower, upper)
+
+
+SOLVE_BANDED = defprimitive(
+    "solve_banded", lambda ab, b, lower, upper: scipy.linalg.solve_banded((lower, upper), ab, b),
+    "scipy.linalg.solve_banded(({lower}, {upper}), {0}, {1})",
+    vjps=[_banded_vjp_ab,
+          lambda g, ans, ab, b, lower, upper: solve_banded(
+              (upper, lower), _band_transpose(ab, lower, upper), g)],
+    jvps=[lambda t, ans, ab, b, lower, upper: -solve_banded(
+              (lower, upper), ab, _band_matvec(t, ans, lower, upper)),
+          lambda t, ans, ab, b, lower, upper: solve_banded((lower, upper), ab, t)],
+    imports=_IMPORTS)
+
+
+def solve_banded(l_and_u, ab, b, *rest, **options):
+    lower, upper = (int(k) for k in concrete(tuple(l_and_u)))
+    return bind(SOLVE_BANDED, (ab, b), {"lower": lower, "upper": upper})
+
+
 # ---- solve_sylvester: a x + x b = q ----------------------------------------------------------
 def _syl_adjoint(g, a, b):
     return solve_sylvester(_t(a), _t(b), g)
@@ -119,6 +184,6 @@ def sqrtm(a, *rest, **options):
     return bind(SQRTM, (a,), {})
 
 
-for _name, _fn in (("solve_triangular", solve_triangular), ("solve_sylvester", solve_sylvester),
-                   ("sqrtm", sqrtm)):
+for _name, _fn in (("solve_triangular", solve_triangular), ("solve_banded", solve_banded),
+                   ("solve_sylvester", solve_sylvester), ("sqrtm", sqrtm)):
     register(scipy.linalg, _name, _fn, f"scipy.linalg.{_name}", _name)
