@@ -9,6 +9,7 @@ import pytest
 import tables
 
 import autodiffgen
+import autodiffgen.testing
 from autodiffgen import tape
 from autodiffgen.errors import TracingError, UnsupportedOperationError
 
@@ -203,13 +204,30 @@ def test_sqrtm_without_a_real_root_raises_at_run_time():
         f(np.diag([1.0, -4.0]))
 
 
-def test_singular_multivariate_normal_is_refused():
-    def f(x):
-        return scipy.stats.multivariate_normal.logpdf(x, np.zeros(2), np.eye(2),
-                                                      allow_singular=True)
+def test_singular_multivariate_normal_in_x_and_mean():
+    cov = np.diag([1.0, 1.0, 0.0])
+
+    def f(x, mean):
+        x = np.concatenate([x[:2], mean[2:]])  # on the support
+        return scipy.stats.multivariate_normal.logpdf(x, mean, cov, allow_singular=True)
+
+    args = (np.array([0.3, -0.2, 0.0]), np.array([0.1, 0.4, 0.5]))
+    autodiffgen.testing.check_grads(f, *args, argnums=(0, 1))
+    value = autodiffgen.value_and_grad(f)(*args)[0]
+    assert value == pytest.approx(f(*args))
+    off = autodiffgen.value_and_grad(lambda x: scipy.stats.multivariate_normal.logpdf(
+        x, np.zeros(3), cov, allow_singular=True))(np.array([0.1, 0.2, 0.3]))[0]
+    assert off == -np.inf  # off the support, as SciPy
+
+    def traced_cov(x, c):
+        return scipy.stats.multivariate_normal.logpdf(x, np.zeros(3), c, allow_singular=True)
 
     with pytest.raises(UnsupportedOperationError, match="allow_singular"):
-        autodiffgen.grad(f)(np.ones(2))
+        autodiffgen.grad(traced_cov)(np.ones(3), cov)
+    g = autodiffgen.grad(f)
+    g(*args)
+    cov[2, 2] = 1.0  # the closure's covariance changed in place: checked, traced again
+    np.testing.assert_allclose(g(*args), [-0.2, 0.6, 0.0], rtol=1e-12)
 
 
 def test_invalid_scale_gives_nan_as_scipy():

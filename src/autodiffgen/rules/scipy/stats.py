@@ -11,9 +11,10 @@ import math
 import numpy as np
 import scipy.special as sp
 import scipy.stats
+from scipy.stats._multivariate import _PSD  # SciPy's own pseudo-inverse, rank and determinant
 
 from ...errors import UnsupportedOperationError, at
-from ...tracer import user_loc
+from ...tracer import Box, user_loc
 from . import register
 
 _LOG_2PI = math.log(2 * math.pi)
@@ -154,14 +155,30 @@ def dirichlet_pdf(x, alpha):
 
 
 def mvn_logpdf(x, mean=None, cov=1, allow_singular=False):
-    if allow_singular:
-        raise UnsupportedOperationError(at(user_loc(), "scipy.stats.multivariate_normal "
-                                           "with allow_singular=True is not differentiated"))
     dev = x if mean is None else x - mean
+    if allow_singular:
+        return _singular_mvn_logpdf(dev, cov)
     inv = np.linalg.inv(cov)
     maha = np.sum((dev @ inv) * dev, axis=-1)
     d = np.shape(cov)[-1]
     return -0.5 * (d * _LOG_2PI + np.linalg.slogdet(cov)[1] + maha)
+
+
+def _singular_mvn_logpdf(dev, cov):
+    """As SciPy, through the pseudo-inverse and pseudo-determinant of a constant cov
+    (differentiable in x and mean, as Autograd's); -inf off the support."""
+    if type(cov) is Box and not cov.node.params.get("read"):
+        raise UnsupportedOperationError(at(user_loc(), "scipy.stats.multivariate_normal with "
+                                           "allow_singular=True is differentiable in x and mean, "
+                                           "and takes a covariance that is not an argument"))
+    # a global or closure cov is kept as a constant, checked at each call (capture.baked)
+    psd = _PSD(np.asarray(cov, dtype=float), allow_singular=True)
+    maha = np.sum((dev @ psd.U) ** 2, axis=-1)
+    out = -0.5 * (psd.rank * _LOG_2PI + psd.log_pdet + maha)
+    if psd.rank == np.shape(cov)[-1]:
+        return out
+    inside = np.sum((dev @ psd.V) ** 2, axis=-1) < psd.eps ** 2  # |residual| < eps
+    return np.where(inside, out, -np.inf)
 
 
 def mvn_pdf(x, mean=None, cov=1, allow_singular=False):
