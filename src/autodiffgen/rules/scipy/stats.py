@@ -11,13 +11,13 @@ import math
 import numpy as np
 import scipy.special as sp
 import scipy.stats
-from scipy.stats._multivariate import _PSD  # SciPy's own pseudo-inverse, rank and determinant
 
 from ...errors import UnsupportedOperationError, at
-from ...tracer import Box, user_loc
+from ...tracer import Box, carries_gradient, current_trace, user_loc
 from . import register
 
 _LOG_2PI = math.log(2 * math.pi)
+_CUTOFF = 1e6 * np.finfo(np.float64).eps  # SciPy's for a singular covariance
 
 
 def _where(cond, value, fill):
@@ -165,20 +165,22 @@ def mvn_logpdf(x, mean=None, cov=1, allow_singular=False):
 
 
 def _singular_mvn_logpdf(dev, cov):
-    """As SciPy, through the pseudo-inverse and pseudo-determinant of a constant cov
-    (differentiable in x and mean, as Autograd's); -inf off the support."""
-    if type(cov) is Box and not cov.node.params.get("read"):
+    """As SciPy: through cov's eigenvalues above SciPy's cutoff (pseudo-inverse and
+    pseudo-determinant), -inf off the support, nan for a cov that is not positive
+    semidefinite (where SciPy raises). Differentiable in x and mean, as Autograd's."""
+    if type(cov) is Box and carries_gradient(current_trace(), cov.node):
         raise UnsupportedOperationError(at(user_loc(), "scipy.stats.multivariate_normal with "
-                                           "allow_singular=True is differentiable in x and mean, "
-                                           "and takes a covariance that is not an argument"))
-    # a global or closure cov is kept as a constant, checked at each call (capture.baked)
-    psd = _PSD(np.asarray(cov, dtype=float), allow_singular=True)
-    maha = np.sum((dev @ psd.U) ** 2, axis=-1)
-    out = -0.5 * (psd.rank * _LOG_2PI + psd.log_pdet + maha)
-    if psd.rank == np.shape(cov)[-1]:
-        return out
-    inside = np.sum((dev @ psd.V) ** 2, axis=-1) < psd.eps ** 2  # |residual| < eps
-    return np.where(inside, out, -np.inf)
+                                           "allow_singular=True is differentiable in x and "
+                                           "mean, not in the covariance"))
+    s, u = np.linalg.eigh(cov)
+    eps = _CUTOFF * np.max(np.abs(s))
+    keep = s > eps
+    whiten = u * np.sqrt(np.where(keep, 1 / np.where(keep, s, 1), 0))
+    log_pdet = np.sum(np.log(np.where(keep, s, 1)))
+    maha = np.sum((dev @ whiten) ** 2, axis=-1)
+    out = -0.5 * (np.sum(keep) * _LOG_2PI + log_pdet + maha)
+    off = np.sum(((dev @ u) * (s <= eps)) ** 2, axis=-1) >= (1e3 * eps) ** 2  # the null space
+    return np.where(np.min(s) < -eps, np.nan, np.where(off, -np.inf, out))
 
 
 def mvn_pdf(x, mean=None, cov=1, allow_singular=False):
