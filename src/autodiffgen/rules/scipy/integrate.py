@@ -8,7 +8,8 @@ of the state with its adjoint a (da/ds = -a df/dy) and the cotangent of args
 (db/ds = -a df/dargs); the output times' cotangents are g_i . f(y_i, t_i), and t0's is
 -a . f(y0, t0). Forward mode solves the sensitivity equations (ds/dt = df/dy s +
 df/dargs t_args). Both are odeint again, of augmented dynamics (`_Adjoint`, `_Sensitivity`)
-that call func's VJP or JVP (autodiffgen.vjp / jvp: generated code, compiled once); func
+that call func's VJP or JVP (autodiffgen.vjp / jvp: generated code, compiled once, which
+transforms.py hands over in rules.TRANSFORMS; so the tape uses them here too); func
 itself at the output times is `call`. These are primitives with rules of the same kind,
 so second derivatives trace through them too.
 """
@@ -20,7 +21,7 @@ import scipy.integrate
 
 from ...errors import UnsupportedOperationError, at
 from ...tracer import Box, _holds_box, bind, concrete, current_trace, user_loc
-from .. import defprimitive, register_helper
+from .. import TRANSFORMS, defprimitive, register_helper
 from . import register
 
 _REFUSED = ("Dfun", "col_deriv", "full_output", "tfirst", "ml", "mu", "printmessg")
@@ -63,13 +64,13 @@ class _Adjoint(_Derived):
     """[y, a, b] -> [f(y), -a df/dy, -a df/dargs (flat)] for the backward solve."""
 
     def __call__(self, state, s, *args):
-        from ...transforms import vjp
-
+        vjp = TRANSFORMS["vjp"]
         n = self.extra[0]
         y, a = state[:n], state[n:2 * n]
         f, vjp_fn = vjp(self.fn, y, s, *args)
         cots = vjp_fn(-a)
-        parts = [f, cots[0]] + [np.ravel(c) for c in cots[2:]]
+        parts = [f, cots[0]] + [np.zeros(np.size(x)) if c is None else np.ravel(c)
+                                for c, x in zip(cots[2:], args)]  # None: an int argument
         return np.concatenate(parts)
 
 
@@ -77,8 +78,7 @@ class _Sensitivity(_Derived):
     """[y, s] -> [f(y), df/dy s + df/dargs t_args] (args then their tangents)."""
 
     def __call__(self, state, s, *args_and_tangents):
-        from ...transforms import jvp
-
+        jvp = TRANSFORMS["jvp"]
         n, k = self.extra
         y, sens = state[:n], state[n:]
         args, targs = args_and_tangents[:k], args_and_tangents[k:]
@@ -90,8 +90,7 @@ class _VJPOf(_Derived):
     """(*args, g) -> the cotangent of argument extra[0] of fn at args."""
 
     def __call__(self, *args_and_g):
-        from ...transforms import vjp
-
+        vjp = TRANSFORMS["vjp"]
         _, vjp_fn = vjp(self.fn, *args_and_g[:-1])
         return vjp_fn(args_and_g[-1])[self.extra[0]]
 
@@ -100,8 +99,7 @@ class _JVPOf(_Derived):
     """(*args, t) -> fn's derivative along t in argument extra[0]."""
 
     def __call__(self, *args_and_t):
-        from ...transforms import jvp
-
+        jvp = TRANSFORMS["jvp"]
         args, k = args_and_t[:-1], self.extra[0]
         tangents = tuple(args_and_t[-1] if i == k else None for i in range(len(args)))
         return jvp(self.fn, args, tangents)[1]
