@@ -144,6 +144,7 @@ def test_emitted_code_imports_scipy_and_passes_ruff(tmp_path):
     (lambda v: np.sum(scipy.special.jv(v, 1.5)), ["scipy.special.jv", "v"]),
     (lambda a: np.sum(scipy.special.gammainc(a, 1.5)), ["scipy.special.gammainc", "a"]),
     (lambda df: np.sum(scipy.stats.t.cdf(0.3, df)), ["scipy.special.stdtr", "df"]),
+    (lambda k: np.sum(scipy.stats.poisson.logpmf(k, 2.0)), ["scipy.stats.poisson.logpmf", "k"]),
 ])
 def test_a_derivative_in_an_argument_without_one_raises(f, names):
     for engine in (autodiffgen.grad, tape.grad):

@@ -126,8 +126,18 @@ def beta_cdf(x, a, b, loc=0, scale=1):
 
 
 # ---- poisson ----------------------------------------------------------------------------------
+def _counts(k, loc, method):
+    """k - loc, refused if a derivative is taken in it (a count: no derivative, as
+    Autograd's poisson is differentiable in mu only)."""
+    for v, name in ((k, "k"), (loc, "loc")):
+        if type(v) is Box and carries_gradient(current_trace(), v.node):
+            raise UnsupportedOperationError(at(user_loc(), f"scipy.stats.poisson.{method} is "
+                                               f"differentiable in mu, not in {name}"))
+    return k - loc
+
+
 def poisson_logpmf(k, mu, loc=0):
-    k = k - loc
+    k = _counts(k, loc, "logpmf")
     inside = (k >= 0) & (k == np.floor(k))
     out = sp.xlogy(k, mu) - sp.gammaln(_where(inside, k, 0) + 1) - mu
     return _where(inside, out, -np.inf)
@@ -138,7 +148,7 @@ def poisson_pmf(k, mu, loc=0):
 
 
 def poisson_cdf(k, mu, loc=0):
-    k = np.floor(k - loc)
+    k = np.floor(_counts(k, loc, "cdf"))
     return _where(k >= 0, sp.gammaincc(np.maximum(k, 0) + 1, mu), 0.0)
 
 
