@@ -193,6 +193,24 @@ case("odeint", ode, normal(3), const(np.linspace(0.1, 0.2, 4)), normal(3), norma
 case("odeint-one-time", ode, normal(3), const(np.array([0.1])), normal(3), normal(3),
      argnums=(0, 2))
 
+
+
+def layers(y, t, params):
+    for w, b in params:
+        out = y @ w + b
+        y = np.tanh(out)
+    return out
+
+
+def layer_params(rng):
+    return [(rng.normal(size=(2, 3)) * 0.5, rng.normal(size=3) * 0.5),
+            (rng.normal(size=(3, 2)) * 0.5, rng.normal(size=2) * 0.5)]
+
+
+case("odeint-pytree-args", lambda y0, params: _s(scipy.integrate.odeint(
+    layers, y0, np.linspace(0.0, 1.0, 4), (params,), rtol=1e-10, atol=1e-10)),
+     normal(2), layer_params, argnums=(0, 1), rtol=1e-4, atol=1e-6)
+
 BY_NAME = tables.by_name(CASES)
 
 

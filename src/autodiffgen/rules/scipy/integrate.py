@@ -20,7 +20,8 @@ import numpy as np
 import scipy.integrate
 
 from ...errors import UnsupportedOperationError, at
-from ...tracer import Box, _holds_box, bind, concrete, current_trace, user_loc
+from ...tracer import Box, bind, concrete, current_trace, user_loc
+from ...tree import is_container, items, leaves
 from .. import TRANSFORMS, defprimitive, register_helper
 from . import register
 
@@ -103,6 +104,32 @@ class _JVPOf(_Derived):
         args, k = args_and_t[:-1], self.extra[0]
         tangents = tuple(args_and_t[-1] if i == k else None for i in range(len(args)))
         return jvp(self.fn, args, tangents)[1]
+
+
+class _Packed(_Derived):
+    """(y, t, *leaves) -> fn(y, t, *args): func's extra arguments as a pytree (a list of
+    (W, b) layers), which the solver and the rules see as their leaves."""
+
+    def __call__(self, y, t, *flat):
+        return self.fn(y, t, *_unflatten(self.extra[0], iter(flat)))
+
+
+def _structure(tree):
+    """A hashable description of a pytree's containers (None for a leaf)."""
+    if not is_container(tree):
+        return None
+    keys = tuple(tree) if type(tree) is dict else len(tree)
+    return (type(tree), keys, tuple(_structure(child) for _, child in items(tree)))
+
+
+def _unflatten(structure, flat):
+    if structure is None:
+        return next(flat)
+    kind, keys, children = structure
+    values = [_unflatten(child, flat) for child in children]
+    if kind is dict:
+        return dict(zip(keys, values))
+    return kind(*values) if issubclass(kind, tuple) and kind is not tuple else kind(values)
 
 
 # ---- call(fn, *args): a user function as one step ------------------------------------------------
@@ -214,14 +241,18 @@ def _closes_over_box(func):
 
 def odeint_call(func, y0, t, args=(), **options):
     args = args if isinstance(args, tuple) else (args,)
-    if not _closes_over_box(func) and not _holds_box((y0, t, args, *options.values())):
+    traced = [x for x in leaves((y0, t, args, list(options.values()))) if type(x) is Box]
+    if not _closes_over_box(func) and not traced:
         return _ORIGINAL(func, y0, t, args, **options)  # nothing traced: SciPy's own
     refused = [k for k in _REFUSED if options.get(k)]
     if refused:
         raise UnsupportedOperationError(at(user_loc(), "scipy.integrate.odeint on traced "
                                            f"values does not take {', '.join(refused)}"))
     options = tuple(sorted((k, concrete(v)) for k, v in options.items() if k not in _REFUSED))
-    return odeint(_users(func), y0, t, args, options)
+    func = _users(func)
+    if any(is_container(a) for a in args):  # a pytree of arguments: its leaves
+        func, args = _Packed(func, _structure(args)), tuple(leaves(args))
+    return odeint(func, y0, t, args, options)
 
 
 _ORIGINAL = scipy.integrate.odeint
