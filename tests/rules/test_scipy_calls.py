@@ -102,6 +102,23 @@ def test_cached_code_serves_new_data_and_non_finite_values():
     assert f.cache_info().misses == 1
 
 
+def test_logsumexp_drops_the_terms_whose_weight_is_zero():
+    a = np.array([[1000.0, 0.0, 1.0], [3.0, 2.0, 1.0]])
+    b = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0]])
+    f = autodiffgen.value_and_grad(lambda a, b: np.sum(logsumexp(a, axis=1, b=b)),
+                                   argnums=(0, 1))
+    for engine in (f, tape.value_and_grad(f.fun, argnums=(0, 1))):
+        value, (ga, gb) = engine(a, b)
+        lse = ORIGINAL_LOGSUMEXP(a, axis=1, b=b, keepdims=True)
+        assert value == pytest.approx(np.sum(lse))
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.testing.assert_allclose(ga, np.where(b != 0, b * np.exp(a - lse), 0), atol=1e-12)
+            expected_gb = np.exp(a - lse)  # also where b == 0: d/db_i = exp(a_i - lse)
+        np.testing.assert_allclose(gb[1], expected_gb[1], rtol=1e-12)
+        np.testing.assert_allclose(gb[0, 1:], expected_gb[0, 1:], rtol=1e-12)
+        assert gb[0, 0] > 1e300  # e^999: capped below overflow
+
+
 def test_ode_code_takes_new_initial_values_and_arguments():
     def dynamics(y, t, k):
         return -k * y + np.sin(t)

@@ -12,7 +12,7 @@ import scipy.special
 
 from ...custom import stop_gradient
 from ...errors import UnsupportedOperationError, at
-from ...tracer import user_loc
+from ...tracer import Box, result_dtype, user_loc
 from ..special import polygamma
 from . import register
 
@@ -24,10 +24,15 @@ def _shift(a, axis):
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
-    m = _shift(a, axis)
-    e = np.exp(a - m)
-    if b is not None:
-        e = b * e
+    if b is not None and (type(b) is Box or not np.all(np.asarray(b) != 0)):
+        # shifted by the largest term that counts (b != 0), as SciPy; a term with b == 0
+        # adds nothing but has a derivative in b, which caps only where it would overflow
+        m = _shift(np.where(b != 0, a, -np.inf), axis)
+        cap = math.log(np.finfo(np.result_type(result_dtype(a), np.float16)).max) - 1.0
+        e = b * np.exp(np.minimum(a - m, cap))
+    else:
+        m = _shift(a, axis)
+        e = np.exp(a - m) if b is None else b * np.exp(a - m)
     s = np.sum(e, axis=axis, keepdims=keepdims)
     if return_sign:
         sign = np.sign(s)
