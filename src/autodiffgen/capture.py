@@ -41,6 +41,9 @@ _MAX_CLONES = 512
 _RANDOM = (np.random.Generator, np.random.RandomState)
 _PLAIN_ARGUMENTS = (int, float, complex, bool, str, bytes, type(None))
 _MAX_LEAVES = 256  # a global container with more leaves is left alone
+# a library's function (or (id(object), function) for a bound method) -> what traced code
+# calls instead: `from scipy.special import logsumexp` holds SciPy's own (rules/scipy)
+LIBRARY_FUNCTIONS = {}
 
 
 @dataclass(frozen=True, eq=False)
@@ -296,7 +299,8 @@ class Capture:
             return self.clone(getattr(value, "__wrapped__", value))
         if kind is types.FunctionType:
             if not user_function(value):
-                return stand_in(self.guard(read, "is", value))
+                found = self.guard(read, "is", value)
+                return LIBRARY_FUNCTIONS.get(found, stand_in(found))
             if not root:
                 self.guard(read, "is", value)
             return self.clone(value)
@@ -306,7 +310,7 @@ class Capture:
         if kind is types.MethodType:
             func = value.__func__
             if not (type(func) is types.FunctionType and user_function(func)):
-                return value
+                return LIBRARY_FUNCTIONS.get((id(value.__self__), func), value)
             if not root:
                 self.guard(read and read.then("attr", "__func__"), "is", func)
             owner = self.substitute(value.__self__, read and read.then("attr", "__self__"))

@@ -12,6 +12,7 @@ import numpy as np
 from . import rules  # noqa: F401  (fills the registries)
 from .rules import PRIMITIVES
 from .rules.numpy_api.building import BUILDING
+from .rules.scipy import SCIPY_FUNCTIONS
 from .tracer import FUNCTIONS, UFUNC_METHODS, UFUNCS
 
 
@@ -26,7 +27,8 @@ def jvp_status(prim):
         return "linear"
     if prim.jvp_from == "multilinear":
         return "multilinear"
-    if prim.jvps or (prim.jvp_from == "vjp" and vjp_status(prim) == "rule"):
+    if prim.jvps or (prim.jvp_from == "vjp" and vjp_status(prim) == "rule") or \
+            "tangent" in vars(prim):  # all tangents at once (rules/scipy/integrate.py)
         return "rule"
     return "error if needed" if prim.strict else "zero (no derivative)"
 
@@ -75,6 +77,11 @@ def entry_rows():
     for name, differentiable in BUILDING:  # wrapped while a trace runs: lists of traced values
         status = "rule (recorded as primitives)" if differentiable else "zero (no derivative)"
         rows.append((name, "function (building)", "", status, status))
+    for label, kind in SCIPY_FUNCTIONS.items():  # SciPy's Python functions (rules/scipy)
+        prim = PRIMITIVES.get(kind)
+        status = "rule (recorded as primitives)"
+        rows.append((label, "scipy function", prim.name if prim else "",
+                     vjp_status(prim) if prim else status, jvp_status(prim) if prim else status))
     return sorted(set(rows))
 
 

@@ -49,6 +49,7 @@ TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (num
 ENTER_HOOKS = []  # (enter(), leave()) as a recording becomes, and stops being, the current
 # one, derivative rules included (numpy_api.building: NumPy's callables wrapped meanwhile)
 GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (numpy_api.random: none on a draw)
+CONVERSION_HINTS = []  # hook() -> (loc, message) or None, when np.asarray refuses a Box (rules/scipy)
 RAISES = {}  # primitive name -> what it raises on some values (rules/control.py)
 COUNT_READS = []  # [hook(trace, box) -> int or None]: count_sources.read_count, for int()
 
@@ -305,6 +306,10 @@ def _refuse(what, hint, convert=None):
             # a global, closure or attribute the trace read (capture.py): its value,
             # checked by identity as it was before values read from outside were inputs
             return convert(trace.capture.baked(self), *args, **kwargs)
+        for library in CONVERSION_HINTS:  # a library's function converting it: name that
+            found = library()
+            if found is not None:
+                raise TracingError(at(*found))
         raise TracingError(at(user_loc(), f"{what} of a traced value: {hint}"))
     return method
 
@@ -451,7 +456,7 @@ class Box:
             return handler(*inputs, **kwargs)
         if _numbers_only(inputs):  # no rule, and no array traced: read them, guarded
             return getattr(ufunc, method)(*map(concrete, inputs), **kwargs)
-        name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        name = ufunc_name(ufunc) + ("" if method == "__call__" else f".{method}")
         raise UnsupportedOperationError(at(user_loc(), unsupported_message(name)))
 
     def __array_function__(self, func, types, args, kwargs):
@@ -554,6 +559,15 @@ def _read_by_user():
 
 
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+
+
+def ufunc_name(ufunc):
+    """`np.exp`, `scipy.special.jv`: the ufunc as the user wrote it."""
+    name = ufunc.__name__
+    if getattr(np, name, None) is ufunc:
+        return f"np.{name}"
+    special = sys.modules.get("scipy.special")
+    return f"scipy.special.{name}" if getattr(special, name, None) is ufunc else name
 
 
 def unsupported_message(name):

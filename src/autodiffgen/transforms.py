@@ -15,7 +15,7 @@ import weakref
 
 import numpy as np
 
-from . import arguments, backward, forward, generalize_counts, naming, pipeline, tracer
+from . import arguments, backward, forward, generalize_counts, naming, pipeline, rules, tracer
 from .api import GradFunction, grad
 from .arguments import signature_text
 from .emit import emit_module
@@ -278,3 +278,6 @@ def _basis(like, k):
     e = np.zeros(np.shape(like), dtype=np.result_type(like))
     e.reshape(-1)[k] = 1
     return e
+
+
+rules.TRANSFORMS.update(vjp=vjp, jvp=jvp)  # for odeint's dynamics (rules/scipy/integrate.py)

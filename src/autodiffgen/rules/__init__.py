@@ -4,8 +4,9 @@ The modules here hold the derivative rules, one family each: elementwise, reduct
 shapes, indexing (getitem, scatter_add, setitem), assembly (tile, repeat, pad, triu,
 tril), products (matmul, einsum), linalg (np.linalg), eig (np.linalg.eig), indices
 (argmax, argsort, nonzero: no derivative), fft (np.fft), complex_numbers (real, imag,
-angle; which primitives take complex values), special (scipy.special), random (draws),
-control (guards).
+angle; which primitives take complex values), special (scipy.special's ufuncs), random
+(draws), control (guards); scipy/ holds SciPy's Python functions (logsumexp, scipy.stats,
+convolve, solve_triangular, sqrtm, odeint), which NumPy does not dispatch to the tracer.
 How NumPy's functions and ndarray methods reach these primitives (argument
 normalization, aliases, functions composed of other primitives, in-place writes) is
 the subpackage numpy_api/.
@@ -38,6 +39,10 @@ from ..tracer import UFUNCS, bind, result_dtype, user_loc
 
 PRIMITIVES = {}
 TRACEABLE_HELPERS = {}  # runtime helper name -> a version that records a primitive on Boxes
+# "vjp", "jvp": the compiled transformations, which rules that differentiate a user's
+# function at run time call (odeint's dynamics); transforms.py fills it in, so that the
+# rules stage imports nothing of the compiler
+TRANSFORMS = {}
 
 
 class Primitive:
@@ -234,6 +239,7 @@ from . import (  # noqa: F401
     shapes,
     special,
 )
+from . import scipy as _scipy  # noqa: F401  (SciPy's Python functions, when it is there)
 from .numpy_api import boxmethod, register_function  # re-exported: how users add one
 
 __all__ = ["PRIMITIVES", "Primitive", "boxmethod", "broadcast_up", "defjvp", "defprimitive",
