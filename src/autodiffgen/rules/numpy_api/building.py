@@ -13,6 +13,7 @@ trace to end puts the originals back.
 """
 
 import functools
+import sys
 import threading
 import types
 
@@ -154,6 +155,11 @@ def _data_wrapper(original, count):
     return wrapped
 
 
+FOREIGN = []  # folders of libraries whose np.asarray(...) leads into compiled code
+# (SciPy's, rules/scipy): called from there, NumPy's own function refuses the Box, naming
+# the library's function the user called, instead of a Box failing deep in that code
+
+
 def _own_wrapper(original, handler, fill=None):
     """NumPy's function, or `handler` when this thread traces and the data (argument 0,
     or the fill at position `fill`) is or holds a Box."""
@@ -163,7 +169,8 @@ def _own_wrapper(original, handler, fill=None):
             kwargs.get("fill_value") if fill is not None else args[0] if args else \
             kwargs.get("object", kwargs.get("a"))
         if current_trace() is None or not _holds_box(data if type(data) in (list, tuple)
-                                                     else (data,)):
+                                                     else (data,)) or \
+                sys._getframe(1).f_code.co_filename.startswith(tuple(FOREIGN)):
             return original(*args, **kwargs)
         return handler(*args, **kwargs)
     return wrapped

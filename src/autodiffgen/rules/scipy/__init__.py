@@ -26,6 +26,7 @@ import types
 
 from ...capture import LIBRARY_FUNCTIONS
 from ...tracer import CONVERSION_HINTS, TRACE_HOOKS, _holds_box, current_trace
+from ..numpy_api.building import FOREIGN
 
 SCIPY_FUNCTIONS = {}  # "scipy.special.logsumexp" -> "composed" or the primitive's name (docs)
 _PATCHES = []  # (owner, name, whether owner had it in its own __dict__, original, wrapper)
@@ -118,5 +119,6 @@ else:
     from . import integrate, linalg, signal, special, stats  # noqa: F401  (each registers its own)
 
     _SCIPY_DIR = os.path.dirname(scipy.__file__)
+    FOREIGN.append(_SCIPY_DIR)
     TRACE_HOOKS.append(_during_trace)
     CONVERSION_HINTS.append(_conversion_hint)
