@@ -264,10 +264,12 @@ class Capture:
         from .tracer import Box
 
         kind = type(value)
-        if kind is Box:
-            return value
+        if kind is Box and (value.node.trace_id == self.trace.id or self.trace.eager):
+            return value  # the tape's inner trace: refused where used (tracer.bind)
         if read is not None and not all(writable(k) for _, k in read.chain):
             return value
+        if kind is Box:  # an enclosing trace's value (a closure of grad(grad(f))): an input,
+            return self.input(value.value, read) if read is not None else value  # see read_traced
         if is_input(value):  # an int in a shape or a branch: read by a guard
             return self.input(value, read) if read is not None else value
         if isinstance(value, _GUARDED) or value is None:
@@ -742,11 +744,17 @@ def read_traced(holder, chain, test=None):
     "=="), read from the same place."""
     from .tracer import current_trace
 
+    from .tracer import Box
+
     value = follow(holder, chain)
     trace = current_trace()
     if trace is None or trace.capture is None:
         return value
     read = Read(holder, chain, "")
+    if type(value) is Box:  # a closure over a traced value: the running trace's own, or an
+        # input of it read from the same place (three transformations deep)
+        return value if value.node.trace_id == trace.id else trace.capture.input(value.value,
+                                                                                 read)
     if test is None and is_input(value):
         return trace.capture.input(value, read)
     if test is None and isinstance(value, _RANDOM):

@@ -125,13 +125,11 @@ class VJPFunction(_Transformed):
 
     def __call__(self, *primals):
         out, residuals, backward_fn = self._entry(primals)(*primals)
-        shape = np.shape(out)
 
         def vjp_fn(g):
-            if np.shape(g) != shape:
-                raise ArgumentError(at(tracer.user_loc(), f"the cotangent has shape "
-                                       f"{np.shape(g)} but the function returned shape {shape}"))
-            return backward_fn(residuals, g)
+            """The cotangents for g, which has out's structure (checked here, at each call:
+            the generated backward unpacks g as the trace saw it)."""
+            return backward_fn(residuals, backward.cotangent_like(out, g, tracer.user_loc()))
         return out, vjp_fn
 
     def _load(self, source, namespace, name, locs):
@@ -159,10 +157,11 @@ class VJPFunction(_Transformed):
         argnums = self._wrt if self._wrt is not None else tuple(range(len(primals)))
         trace, boxed, out = tracer.trace(self.fun, primals, argnums, names, diff="auto")
         naming.name_forward(list(trace.boxes))
-        backward.check_output(out, self.fun, scalar=False)
-        value = out.value if type(out) is tracer.Box else out
-        g = np.ones(np.shape(value), tracer.result_dtype(value))  # any value: only its type matters
-        seed = tracer.box_inputs(trace, g, (len(primals),), "g")
+        backward.check_output_tree(out, self.fun)
+        # g: any value of out's structure, shapes and dtypes; the generated backward reads
+        # it as its argument `g` (g[0]["W"] for a pytree output), and vjp_fn checks that
+        # each call's cotangent has that structure
+        seed = tracer.box_inputs(trace, backward.seed_like(out), (len(primals),), "g")
         wrt = tuple(boxed[i] for i in argnums)
         grads, cotangent_of = backward.traced_gradients(trace, out, wrt, seed)
         outputs = tuple(grads)
