@@ -131,7 +131,14 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
     [(output node, its cotangent)]; one output reached twice gets their sum."""
     cots = {}
     for node, seed in seeds:
-        cots[node] = seed if node not in cots else cots[node] + seed
+        if node in cots:  # recorded as part of the backward pass (split_graphs)
+            trace.grad_of = node
+            try:
+                cots[node] = cots[node] + seed
+            finally:
+                trace.grad_of = None
+        else:
+            cots[node] = seed
     order = toposort(list(cots))
     shifted = dead_shifts(order)  # z - max(z) before a softmax: the max's side is zero
     needs = _needs_grad(order, set(wrt))

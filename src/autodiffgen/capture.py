@@ -646,7 +646,8 @@ class Proxy:
         if isinstance(obj, type):  # a new object: its methods are cloned too
             made = obj(*args, **kwargs)
             capture = object.__getattribute__(self, "_adg_capture")
-            return Proxy(capture, made, None) if type(made) is obj else made
+            return Proxy(capture, made, None) if type(made) is obj and not (
+                isinstance(made, tuple) and hasattr(obj, "_fields")) else made  # a pytree
         return self.__getattr__("__call__")(*args, **kwargs)
 
     def __getitem__(self, key):
@@ -742,9 +743,7 @@ def read_traced(holder, chain, test=None):
     """A read in code that an enclosing transformation traces (grad of grad): the
     enclosing trace sees it as its own input (`test` None) or its own guard ("is" or
     "=="), read from the same place."""
-    from .tracer import current_trace
-
-    from .tracer import Box
+    from .tracer import Box, current_trace
 
     value = follow(holder, chain)
     trace = current_trace()
