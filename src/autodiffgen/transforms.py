@@ -203,8 +203,10 @@ def jacfwd(fun, argnums=0):
     For a pytree output and pytree arguments (or a tuple `argnums`), as JAX: the output's
     structure holding, at each leaf, the arguments' structure of blocks of shape
     out_leaf.shape + argument_leaf.shape."""
+    indices = arguments.normalize_argnums(argnums, fun)  # now: an int read from a trace
+
     def jacobian_fn(*args):
-        indices, xs = _jacobian_arguments(fun, args, argnums)
+        xs = _jacobian_arguments(args, indices)
         x_leaves = leaves(xs)
         columns = [[] for _ in x_leaves]  # per argument leaf: per element, out's tangents
         out = None
@@ -224,8 +226,10 @@ def jacfwd(fun, argnums=0):
 def jacobian(fun, argnums=0):
     """The Jacobian by reverse mode (jacrev): one generated-VJP call per output element;
     pytrees as in jacfwd."""
+    indices = arguments.normalize_argnums(argnums, fun)  # now: an int read from a trace
+
     def jacobian_fn(*args):
-        indices, xs = _jacobian_arguments(fun, args, argnums)
+        xs = _jacobian_arguments(args, indices)
         # a VJP with respect to those arguments alone: the others are data
         vjp_of = _cached(f"vjp_{indices[0] if single(indices) else indices}", fun,
                          lambda f: VJPFunction(f, tuple(indices)))
@@ -244,10 +248,11 @@ def jacobian(fun, argnums=0):
     return jacobian_fn
 
 
-def _jacobian_arguments(fun, args, argnums):
-    """(argnums as a tuple, or a Single one; the pytree a Jacobian is taken with respect
-    to: one argument, or the tuple of several), every leaf of which must be a float."""
-    indices = arguments.normalize_argnums(argnums, fun)
+def _jacobian_arguments(args, indices):
+    """The pytree a Jacobian is taken with respect to (one argument, or the tuple of
+    several), every leaf of which must be a float. `indices` is normalized when the
+    Jacobian is made: an argnums an enclosing trace reads as an input (a default of a
+    function it traces) is read, and guarded, in that trace, not in a later inner one."""
     for i in indices:
         if not 0 <= i < len(args):
             raise ArgumentError(at(tracer.user_loc(), f"argnums={i} is out of range: the "
@@ -260,8 +265,7 @@ def _jacobian_arguments(fun, args, argnums):
                                        f"respect to argument {i}, whose every leaf must be a "
                                        f"float or a floating-point array, not "
                                        f"{type(value).__name__} {getattr(value, 'dtype', '')}"))
-    xs = args[indices[0]] if single(indices) else tuple(args[i] for i in indices)
-    return indices, xs
+    return args[indices[0]] if single(indices) else tuple(args[i] for i in indices)
 
 
 def _jacobian_outputs(out, fun):
@@ -325,6 +329,8 @@ def hessian(fun, argnums=0):
     """The Hessian of a scalar function: the reverse-mode Jacobian of its generated grad.
     With a tuple argnums or pytree arguments, as JAX: the arguments' structure holding
     the arguments' structure of blocks."""
+    indices = arguments.normalize_argnums(argnums, fun)
+    argnums = indices[0] if single(indices) else indices
     return jacobian(_grad_of(fun, argnums), argnums)
 
 
