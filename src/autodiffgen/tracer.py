@@ -202,8 +202,10 @@ def bind(prim, args, params):
                                       ": the tape (autodiffgen.tape) does not nest inside "
                                       "another transformation; use autodiffgen's grad, jvp "
                                       "or vjp for the inner one" if trace.eager else
-                                      ", not through a closure, an argument or a global. Pass "
-                                      "it to the inner function as an argument instead")))
+                                      " by a path autodiffgen does not follow (a closure, "
+                                      "global or attribute is followed; a large container or "
+                                      "an object it does not see through is not). Pass it to "
+                                      "the inner function as an argument instead")))
     try:
         value = prim.impl(*[a.value if type(a) is Box else a for a in args], **params)
     except Exception as error:  # NumPy's own message, plus where the user wrote it
