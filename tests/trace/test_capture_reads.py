@@ -519,3 +519,20 @@ def test_a_guarded_literal_is_kept_as_it_was_read():
     (which would not compile)."""
     for _ in range(2):
         np.testing.assert_allclose(grad(_registers)(np.ones(2)), [2.0, 2.0])
+
+
+LEDGER = {"calls": 0, "seen": {}}
+
+
+def _records(x):
+    LEDGER["seen"][len(LEDGER["seen"])] = _Thing()
+    return np.sum(x * x)
+
+
+def test_a_guarded_literal_changed_before_an_enclosing_trace_reads_it():
+    """The inner grad's code reads LEDGER again under the outer trace, after its own
+    trace stored an object there: the outer code checks it by contents, not as a
+    literal."""
+    outer = grad(lambda x: np.sum(grad(_records)(x) * x))
+    for _ in range(2):
+        np.testing.assert_allclose(outer(np.ones(2)), [4.0, 4.0])
