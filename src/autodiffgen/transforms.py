@@ -9,6 +9,7 @@ an outer transformation calls it on its Boxes, the tracer records it like user c
 """
 
 import functools
+import operator
 import threading
 import types
 import weakref
@@ -114,7 +115,8 @@ class VJPFunction(_Transformed):
         """`wrt`: the indices of the primals cotangents are returned for (default all);
         the others are plain inputs (a jacobian's data, whose float() may be read)."""
         super().__init__(fun)
-        self._wrt = wrt
+        # ints now: an index an enclosing trace holds as an input is read (guarded) there
+        self._wrt = wrt = None if wrt is None else tuple(map(operator.index, wrt))
         if wrt is not None:
             self._diff[:] = [i in wrt for i in range(len(self._diff))]  # the cache's too
 

@@ -140,3 +140,28 @@ def test_jacobian_of_a_jacobian(outer_jac, inner_jac):
         numeric = (ad.jacobian(_vector)(x + e) - ad.jacobian(_vector)(x - e)) / (2 * eps)
         np.testing.assert_allclose(got[..., k], numeric, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(got, np.swapaxes(got, 1, 2), atol=1e-10)  # mixed partials
+
+
+def _my_jacobian(f, argnum=0):
+    """A user's wrapper: under a trace, its default `argnum` is read as an input (a Box
+    of the trace that calls the wrapper), and the Jacobian reads it there."""
+    return ad.jacobian(f, argnums=argnum)
+
+
+def _my_egrad(f, argnum=0):
+    def call(x):
+        out, vjp_fn = ad.transforms.VJPFunction(f, (argnum,))(x)
+        return vjp_fn(np.ones_like(out))[0]
+    return call
+
+
+def test_argnums_read_from_a_traced_default():
+    x = RNG.normal(size=3)
+    got = ad.grad(lambda x: np.sum(_my_jacobian(_my_jacobian(_vector))(x)))(x)
+    want = ad.grad(lambda x: np.sum(ad.jacobian(ad.jacobian(_vector))(x)))(x)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(got, _fd_grad(
+        lambda x: np.sum(ad.jacobian(ad.jacobian(_vector))(x)), x), rtol=1e-5, atol=1e-7)
+    third = _my_egrad(_my_egrad(_my_egrad(np.tanh)))(x)
+    t = np.tanh(x)
+    np.testing.assert_allclose(third, -2 * (1 - t ** 2) * (1 - 3 * t ** 2), rtol=1e-10)
