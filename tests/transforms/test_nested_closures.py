@@ -46,6 +46,14 @@ def test_no_perturbation_confusion():
     np.testing.assert_allclose(got, 2 * x)
 
 
+def test_an_inner_function_returning_the_closed_over_value():
+    """The inner output is the outer value itself (read again from the closure by the
+    inner code): its derivative is the outer one's."""
+    def f(s):
+        return ad.vjp(lambda z: (s, z * s), 1.5)[0][0] * 3.0 + ad.grad(lambda z: s * z)(2.0) * s
+    assert ad.grad(f)(2.0) == tape.grad(f)(2.0) == 3.0 + 2 * 2.0
+
+
 def _grad_of_closure(x):
     return np.sum(ad.grad(lambda y: np.sum(x * np.sin(y) ** 2))(x ** 2) * x)
 
