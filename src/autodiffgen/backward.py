@@ -10,12 +10,12 @@ import warnings
 
 import numpy as np
 
-from .errors import OutputError, at, def_site, function_name
+from .errors import ArgumentError, OutputError, at, def_site, function_name
 from .graph import Graph, Node, toposort
 from .rules import PRIMITIVES, missing_rule, unbroadcast
 from .shift_invariance import dead_shifts
 from .tracer import Box, result_dtype
-from .tree import leaves, map_tree
+from .tree import is_container, items, leaves, map_tree, rebuild, structure_text
 
 _WARNED_BOOL = {}  # warnings' registry: one warning per place, however often it traces
 
@@ -44,6 +44,78 @@ def check_output(out, fun, scalar):
                              "or use a Jacobian"))
 
 
+def check_output_tree(out, fun):
+    """A VJP's output: what check_output takes, or a pytree (tuple, list, dict) of floats,
+    ints and bools, arrays or Python numbers. Integer and boolean leaves (a count, a mask
+    returned beside the value) have no derivative: their cotangents are ignored."""
+    if not is_container(out):
+        return check_output(out, fun, scalar=False)
+    for leaf in leaves(out):
+        value = leaf.value if type(leaf) is Box else leaf
+        kind = _leaf_dtype(value)
+        if kind is None or not (np.issubdtype(kind, np.floating) or
+                                np.issubdtype(kind, np.integer) or kind == np.bool_):
+            where = leaf.node.loc if type(leaf) is Box and leaf.node.loc else def_site(fun)
+            raise OutputError(at(where, f"{function_name(fun)} returned a pytree "
+                                 f"{structure_text(out)} with a leaf that is "
+                                 f"{_kind_of(value)}: every leaf must be a real number or "
+                                 "array to be differentiated"))
+
+
+def _leaf_dtype(value):
+    if value is None or type(value) in (str, bytes):
+        return None
+    try:
+        return result_dtype(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def seed_like(out):
+    """A cotangent tree shaped like `out` for tracing a VJP: ones (only the type matters)
+    at the leaves with a derivative, None at the others."""
+    def seed(leaf):
+        value = leaf.value if type(leaf) is Box else leaf
+        dtype = result_dtype(value)
+        return np.ones(np.shape(value), dtype) if np.issubdtype(dtype, np.inexact) else None
+    return map_tree(out, seed)
+
+
+def cotangent_like(out, g, loc):
+    """The user's cotangent g for the output `out` (a value or a pytree of them), checked
+    leaf by leaf and put in out's structure (a dict's keys in out's order, as JAX): None
+    where a leaf has no derivative (an int, a bool), zeros for None at a float leaf."""
+    def walk(o, t, path):
+        if is_container(o):
+            if t is None:
+                return rebuild(o, [walk(c, None, path + _step(o, k)) for k, c in items(o)])
+            if type(t) is not type(o) or len(t) != len(o) or (
+                    type(o) is dict and set(t) != set(o)):
+                raise ArgumentError(at(loc, f"the cotangent{path} has structure "
+                                       f"{structure_text(t)} but the function returned "
+                                       f"{structure_text(o)}"))
+            return rebuild(o, [walk(c, t[k], path + _step(o, k)) for k, c in items(o)])
+        o, shape = _plain(o), np.shape(_plain(t))
+        dtype = result_dtype(o)
+        if not np.issubdtype(dtype, np.inexact):
+            return None
+        if t is None:
+            return np.zeros(np.shape(o), dtype)
+        if shape != np.shape(o):
+            raise ArgumentError(at(loc, f"the cotangent{path} has shape {shape} but the "
+                                   f"function returned shape {np.shape(o)}"))
+        return t if type(t) in (np.ndarray, Box) else np.asarray(t, dtype)
+    return walk(out, g, "")
+
+
+def _plain(x):
+    return x.value if type(x) is Box else x
+
+
+def _step(container, key):
+    return f"[{key!r}]" if type(container) is dict else f"[{key}]"
+
+
 def cotangents(trace, out_node, wrt, lookup, seed):
     """{input node: cotangent} for the inputs in `wrt` reached from `out_node`.
 
@@ -51,10 +123,25 @@ def cotangents(trace, out_node, wrt, lookup, seed):
     (every consumer has contributed) before its own rule runs. Also returns, for naming,
     which forward node each recorded cotangent belongs to.
     """
-    order = toposort([out_node])
+    return cotangents_of_outputs(trace, [(out_node, seed)], wrt, lookup)
+
+
+def cotangents_of_outputs(trace, seeds, wrt, lookup):
+    """`cotangents` for several outputs at once (a pytree output under vjp): `seeds` is
+    [(output node, its cotangent)]; one output reached twice gets their sum."""
+    cots = {}
+    for node, seed in seeds:
+        if node in cots:  # recorded as part of the backward pass (split_graphs)
+            trace.grad_of = node
+            try:
+                cots[node] = cots[node] + seed
+            finally:
+                trace.grad_of = None
+        else:
+            cots[node] = seed
+    order = toposort(list(cots))
     shifted = dead_shifts(order)  # z - max(z) before a softmax: the max's side is zero
     needs = _needs_grad(order, set(wrt))
-    cots = {out_node: seed}
     result, cotangent_of = {}, {}
     for node in order:
         g = cots.pop(node, None)
@@ -99,20 +186,25 @@ def _needs_grad(order, wrt):
 def traced_gradients(trace, out, wrt_tree, seed=None):
     """Record the backward pass; returns the gradient tree (Boxes or constants).
 
-    The output cotangent is `seed` (a Box, e.g. an input of a VJP function) or ones.
+    The output cotangent is `seed` (a tree like `out` of Boxes, e.g. inputs of a VJP
+    function, None at leaves without a derivative) or ones.
     """
     wrt = [b.node for b in leaves(wrt_tree) if type(b) is Box]
-    if type(out) is not Box:
+    pairs = [(o.node, s) for o, s in zip(leaves(out), leaves(seed))
+             if _differentiable_leaf(o) and type(s) is Box] if seed is not None else \
+        [(out.node, None)] if type(out) is Box else []
+    if not pairs:
         return map_tree(wrt_tree, lambda b: _zeros(b) if _differentiable_leaf(b) else None), {}
-    out_node = out.node
     with trace:
         if seed is None:
+            out_node = out.node
             trace.grad_of = out_node
-            seed = trace.box(PRIMITIVES["ones"], (), {"shape": out_node.shape,
-                                                      "dtype": out_node.dtype},
-                             np.ones(out_node.shape, out_node.dtype))
+            pairs = [(out_node, trace.box(PRIMITIVES["ones"], (), {"shape": out_node.shape,
+                                                                   "dtype": out_node.dtype},
+                                          np.ones(out_node.shape, out_node.dtype)))]
             trace.grad_of = None
-        found, cotangent_of = cotangents(trace, out_node, wrt, trace.boxes.__getitem__, seed)
+        found, cotangent_of = cotangents_of_outputs(trace, pairs, wrt,
+                                                    trace.boxes.__getitem__)
         grads = map_tree(wrt_tree, lambda b: or_zeros(found.get(b.node), b)
                          if _differentiable_leaf(b) else None)
     return grads, cotangent_of
@@ -153,6 +245,7 @@ def split_graphs(name, params, trace, value, grads, seed, fwd_fields=None, bwd_f
     """A forward function returning (value, residuals) and a backward function of
     (residuals, g): the forward values the backward reads are computed once and saved.
     `fwd_fields`, `bwd_fields`: the Graphs' other fields (doc...), complete when made."""
+    seeds = [leaf.node for leaf in leaves(seed) if type(leaf) is Box]
     grad_roots = [leaf.node for leaf in leaves(grads) if type(leaf) is Box]
     order = toposort(grad_roots) if grad_roots else []
     bwd_nodes = sorted((n for n in order if n.prim is not None and n.grad_of is not None),
@@ -165,20 +258,19 @@ def split_graphs(name, params, trace, value, grads, seed, fwd_fields=None, bwd_f
     # the saved mask (generalize_counts.checked_before drops it where the count stays a guard)
     counts = [n for n in trace.guards if n.params["test"] == "count_nonzero"]
     needed |= {n.args[0] for n in counts}
-    residuals = sorted((n for n in needed if n is not seed.node), key=lambda n: n.id)
-    value_node = value.node if type(value) is Box else value
+    residuals = sorted((n for n in needed if n not in seeds), key=lambda n: n.id)
+    value_node = map_tree(value, lambda b: b.node if type(b) is Box else b)
     fwd_roots = [r for r in residuals if r.prim is not None] + trace.guards + trace.effects + \
-        trace.tried
-    if type(value_node) is Node:
-        fwd_roots.append(value_node)
+        trace.tried + [n for n in leaves(value_node) if type(n) is Node]
     fwd_order = set(toposort(fwd_roots)) if fwd_roots else set()
     fwd = Graph(f"{name}_fwd", params, [n for n in trace.inputs if n in fwd_order],
                 sorted((n for n in fwd_order if n.prim is not None), key=lambda n: n.id),
                 (value_node, tuple(residuals)), captured=trace.captured, marks=trace.marks,
                 tried=frozenset(trace.tried), **(fwd_fields or {}))
     paths = {r: (0, i) for i, r in enumerate(residuals)}
-    paths[seed.node] = (1,)
-    bwd = Graph(f"{name}_bwd", ["residuals", "g"], residuals + [seed.node], counts + bwd_nodes,
+    for node in seeds:  # g, or g[0]["W"] of a pytree output's cotangent
+        paths[node] = (1, *node.params["path"][1:])
+    bwd = Graph(f"{name}_bwd", ["residuals", "g"], residuals + seeds, counts + bwd_nodes,
                 map_tree(grads, lambda b: b.node if type(b) is Box else b), paths=paths,
                 **(bwd_fields or {}))
     return fwd, bwd

@@ -277,10 +277,12 @@ class Capture:
         from .tracer import Box
 
         kind = type(value)
-        if kind is Box:
-            return value
+        if kind is Box and (value.node.trace_id == self.trace.id or self.trace.eager):
+            return value  # the tape's inner trace: refused where used (tracer.bind)
         if read is not None and not all(writable(k) for _, k in read.chain):
             return value
+        if kind is Box:  # an enclosing trace's value (a closure of grad(grad(f))): an input,
+            return self.input(value.value, read) if read is not None else value  # see read_traced
         if is_input(value):  # an int in a shape or a branch: read by a guard
             return self.input(value, read) if read is not None else value
         if isinstance(value, _GUARDED) or value is None:
@@ -384,7 +386,7 @@ class Capture:
         list's or tuple's length) or "keys" (a dict's keys, in order)."""
         if read is not None and read.chain and read.key not in self.inputs:
             self.inputs[read.key] = (value, read)
-            kept = snapshot(value) if test == "same" else len(value) if test == "len" \
+            kept = snapshot(value) if test in ("same", "==") else len(value) if test == "len" \
                 else list(value) if test == "keys" else value
             self.trace.captured.append(Check(read, test, kept))
         return value
@@ -658,7 +660,8 @@ class Proxy:
         if isinstance(obj, type):  # a new object: its methods are cloned too
             made = obj(*args, **kwargs)
             capture = object.__getattribute__(self, "_adg_capture")
-            return Proxy(capture, made, None) if type(made) is obj else made
+            return Proxy(capture, made, None) if type(made) is obj and not (
+                isinstance(made, tuple) and hasattr(obj, "_fields")) else made  # a pytree
         return self.__getattr__("__call__")(*args, **kwargs)
 
     def __getitem__(self, key):
@@ -754,15 +757,21 @@ def read_traced(holder, chain, test=None):
     """A read in code that an enclosing transformation traces (grad of grad): the
     enclosing trace sees it as its own input (`test` None) or its own guard ("is" or
     "=="), read from the same place."""
-    from .tracer import current_trace
+    from .tracer import Box, current_trace
 
     value = follow(holder, chain)
     trace = current_trace()
     if trace is None or trace.capture is None:
         return value
     read = Read(holder, chain, "")
+    if type(value) is Box:  # a closure over a traced value: the running trace's own, or an
+        # input of it read from the same place (three transformations deep)
+        return value if value.node.trace_id == trace.id else trace.capture.input(value.value,
+                                                                                 read)
     if test is None and is_input(value):
         return trace.capture.input(value, read)
     if test is None and isinstance(value, _RANDOM):
         return trace.capture.generator(value, read)
+    if test == "==" and not _literal(value, [_MAX_LEAVES]):  # no longer a literal (a dict
+        test = "same"  # the function wrote an object into): checked by its contents
     return trace.capture.guard(read, test or "is", value)

@@ -9,6 +9,7 @@ import numpy as np
 
 from . import backward, forward, tracer
 from .arguments import Differentiated, decorator, single
+from .errors import TracingError, at
 from .tracer import Box, result_dtype
 from .tree import leaves, map_tree
 
@@ -31,6 +32,7 @@ class TapeFunction(Differentiated):
 
 def value_and_grad_now(fun, args, argnums, names):
     """Record, run backward on arrays, and return; the recording dies with this frame."""
+    _not_nested(args)
     trace, boxed, out = tracer.trace(fun, args, argnums, names, eager=True)
     backward.check_output(out, fun, scalar=True)
     wrt = boxed[argnums[0]] if single(argnums) else tuple(boxed[i] for i in argnums)
@@ -42,6 +44,15 @@ def value_and_grad_now(fun, args, argnums, names):
         found, _ = backward.cotangents(trace, out.node, wrt_nodes, _values(trace.boxes), seed)
     return value, map_tree(wrt, lambda b: _gradient(found.get(b.node), b)
                            if type(b) is Box else None)
+
+
+def _not_nested(args):
+    """The tape computes on concrete arrays: under another transformation (its Boxes as
+    arguments) it would drop their derivatives, so it refuses."""
+    if any(type(leaf) is Box for leaf in leaves(args)):
+        raise TracingError(at(tracer.user_loc(), "the tape (autodiffgen.tape) does not nest "
+                              "inside another transformation; use autodiffgen's grad, jvp or "
+                              "vjp for the inner one"))
 
 
 def _values(boxes):
@@ -65,6 +76,7 @@ value_and_grad = decorator(with_value=True, cls=TapeFunction)
 def jvp(fun, primals, tangents):
     """Forward mode on the tape: (out, tangent_out) computed on concrete arrays."""
     primals, tangents = tuple(primals), tuple(tangents)
+    _not_nested(primals)
     names = [f"arg{i}" for i in range(len(primals))]
     trace, boxed, out = tracer.trace(fun, primals, range(len(primals)), names, diff="auto",
                                      eager=True)
@@ -82,3 +94,27 @@ def jvp(fun, primals, tangents):
             o.value if type(o) is Box else o))
     return (map_tree(out, lambda o: o.value if type(o) is Box else o),
             map_tree(out, tangent_of))
+
+
+def vjp(fun, *primals):
+    """Reverse mode on the tape: (out, vjp_fn), vjp_fn(g) running the rules backward on
+    concrete arrays from a cotangent g of out's structure (checked as the generated
+    vjp_fn checks it); one cotangent per primal, None for integer leaves."""
+    _not_nested(primals)
+    names = [f"arg{i}" for i in range(len(primals))]
+    trace, boxed, out = tracer.trace(fun, primals, range(len(primals)), names, diff="auto",
+                                     eager=True)
+    backward.check_output_tree(out, fun)
+    value = map_tree(out, lambda o: o.value if type(o) is Box else o)
+    wrt = [b.node for b in leaves(boxed) if type(b) is Box]
+
+    def vjp_fn(g):
+        g = backward.cotangent_like(value, g, tracer.user_loc())
+        seeds = [(o.node, np.asarray(t, o.node.dtype)) for o, t in zip(leaves(out), leaves(g))
+                 if type(o) is Box and t is not None]
+        found, _ = backward.cotangents_of_outputs(trace, seeds, wrt, _values(trace.boxes))
+        return tuple(map_tree(b, lambda leaf: _gradient(found.get(leaf.node), leaf)
+                              if type(leaf) is Box and
+                              np.issubdtype(leaf.node.dtype, np.inexact) else None)
+                     for b in boxed)
+    return value, vjp_fn

@@ -205,8 +205,14 @@ def bind(prim, args, params):
         if type(a) is Box and a.node.trace_id != trace.id:
             raise TracingError(at(user_loc(), "a value traced by an enclosing transformation "
                                   "(e.g. the outer grad of grad(grad(f))) reached the function "
-                                  "an inner one is tracing, probably through a closure. Pass "
-                                  "it to the inner function as an argument instead"))
+                                  "an inner one is tracing" + (
+                                      ": the tape (autodiffgen.tape) does not nest inside "
+                                      "another transformation; use autodiffgen's grad, jvp "
+                                      "or vjp for the inner one" if trace.eager else
+                                      " by a path autodiffgen does not follow (a closure, "
+                                      "global or attribute is followed; a large container or "
+                                      "an object it does not see through is not). Pass it to "
+                                      "the inner function as an argument instead")))
     try:
         value = prim.impl(*[a.value if type(a) is Box else a for a in args], **params)
     except Exception as error:  # NumPy's own message, plus where the user wrote it

@@ -9,6 +9,7 @@ an outer transformation calls it on its Boxes, the tracer records it like user c
 """
 
 import functools
+import operator
 import threading
 import types
 import weakref
@@ -17,9 +18,10 @@ import numpy as np
 
 from . import arguments, backward, forward, generalize_counts, naming, pipeline, rules, tracer
 from .api import GradFunction, grad
-from .arguments import signature_text
+from .arguments import signature_text, single
 from .emit import emit_module
-from .errors import ArgumentError, at, function_name
+from .errors import ArgumentError, OutputError, at, function_name
+from .tree import leaves, map_tree
 
 _LOCK = threading.Lock()  # threads racing to transform one function make it once
 _ELSEWHERE = weakref.WeakKeyDictionary()  # callables without a __dict__ of their own
@@ -113,7 +115,8 @@ class VJPFunction(_Transformed):
         """`wrt`: the indices of the primals cotangents are returned for (default all);
         the others are plain inputs (a jacobian's data, whose float() may be read)."""
         super().__init__(fun)
-        self._wrt = wrt
+        # ints now: an index an enclosing trace holds as an input is read (guarded) there
+        self._wrt = wrt = None if wrt is None else tuple(map(operator.index, wrt))
         if wrt is not None:
             self._diff[:] = [i in wrt for i in range(len(self._diff))]  # the cache's too
 
@@ -125,13 +128,11 @@ class VJPFunction(_Transformed):
 
     def __call__(self, *primals):
         out, residuals, backward_fn = self._entry(primals)(*primals)
-        shape = np.shape(out)
 
         def vjp_fn(g):
-            if np.shape(g) != shape:
-                raise ArgumentError(at(tracer.user_loc(), f"the cotangent has shape "
-                                       f"{np.shape(g)} but the function returned shape {shape}"))
-            return backward_fn(residuals, g)
+            """The cotangents for g, which has out's structure (checked here, at each call:
+            the generated backward unpacks g as the trace saw it)."""
+            return backward_fn(residuals, backward.cotangent_like(out, g, tracer.user_loc()))
         return out, vjp_fn
 
     def _load(self, source, namespace, name, locs):
@@ -159,10 +160,11 @@ class VJPFunction(_Transformed):
         argnums = self._wrt if self._wrt is not None else tuple(range(len(primals)))
         trace, boxed, out = tracer.trace(self.fun, primals, argnums, names, diff="auto")
         naming.name_forward(list(trace.boxes))
-        backward.check_output(out, self.fun, scalar=False)
-        value = out.value if type(out) is tracer.Box else out
-        g = np.ones(np.shape(value), tracer.result_dtype(value))  # any value: only its type matters
-        seed = tracer.box_inputs(trace, g, (len(primals),), "g")
+        backward.check_output_tree(out, self.fun)
+        # g: any value of out's structure, shapes and dtypes; the generated backward reads
+        # it as its argument `g` (g[0]["W"] for a pytree output), and vjp_fn checks that
+        # each call's cotangent has that structure
+        seed = tracer.box_inputs(trace, backward.seed_like(out), (len(primals),), "g")
         wrt = tuple(boxed[i] for i in argnums)
         grads, cotangent_of = backward.traced_gradients(trace, out, wrt, seed)
         outputs = tuple(grads)
@@ -198,70 +200,153 @@ def vjp(fun, *primals):
 
 
 def jacfwd(fun, argnums=0):
-    """The Jacobian by forward mode: one generated-JVP call per input element."""
+    """The Jacobian by forward mode: one generated-JVP call per input element.
+
+    For a pytree output and pytree arguments (or a tuple `argnums`), as JAX: the output's
+    structure holding, at each leaf, the arguments' structure of blocks of shape
+    out_leaf.shape + argument_leaf.shape."""
+    indices = arguments.normalize_argnums(argnums, fun)  # now: an int read from a trace
+
     def jacobian_fn(*args):
-        x = _jacobian_argument(args, argnums)
-        columns = []
-        for k in range(np.size(x)):
-            tangents = [None] * len(args)
-            tangents[argnums] = _basis(x, k)
-            out, t_out = jvp(fun, args, tangents)
-            columns.append(t_out)
-        if not columns:
-            out = fun(*args)
-            return np.zeros(np.shape(out) + np.shape(x), np.result_type(out))
-        return np.stack(columns, axis=-1).reshape(np.shape(out) + np.shape(x))
+        xs = _jacobian_arguments(args, indices)
+        x_leaves = leaves(xs)
+        columns = [[] for _ in x_leaves]  # per argument leaf: per element, out's tangents
+        out = None
+        for i, x in enumerate(x_leaves):
+            for k in range(np.size(_plain(x))):
+                out, t_out = jvp(fun, args, _tangents(args, indices, xs, i, k))
+                columns[i].append(leaves(t_out))
+        if out is None:  # no element at all: the output's structure from a zero tangent
+            out, _ = jvp(fun, args, _tangents(args, indices, xs, None, None))
+        out_leaves = _jacobian_outputs(out, fun)
+        blocks = [[_block([c[j] for c in columns[i]], o, x, -1)
+                   for i, x in enumerate(x_leaves)] for j, o in enumerate(out_leaves)]
+        return _nest(out, xs, blocks)
     return jacobian_fn
 
 
 def jacobian(fun, argnums=0):
-    """The Jacobian by reverse mode (jacrev): one generated-VJP call per output element."""
+    """The Jacobian by reverse mode (jacrev): one generated-VJP call per output element;
+    pytrees as in jacfwd."""
+    indices = arguments.normalize_argnums(argnums, fun)  # now: an int read from a trace
+
     def jacobian_fn(*args):
-        x = _jacobian_argument(args, argnums)
-        # a VJP with respect to that argument alone: the others are data, not differentiated
-        vjp_of = _cached(f"vjp_{argnums}", fun, lambda f: VJPFunction(f, (argnums,)))
+        xs = _jacobian_arguments(args, indices)
+        # a VJP with respect to those arguments alone: the others are data
+        vjp_of = _cached(f"vjp_{indices[0] if single(indices) else indices}", fun,
+                         lambda f: VJPFunction(f, tuple(indices)))
         out, vjp_fn = vjp_of(*args)
-        rows = [_row(vjp_fn, _basis(out, k), out) for k in range(np.size(out))]
-        if not rows:
-            return np.zeros(np.shape(out) + np.shape(x), np.result_type(x))
-        return np.stack(rows).reshape(np.shape(out) + np.shape(x))
+        out_leaves = _jacobian_outputs(out, fun)
+        x_leaves = leaves(xs)
+        blocks = []
+        for j, o in enumerate(out_leaves):
+            rows = []
+            for k in range(np.size(_plain(o))):
+                rows.append(_row(vjp_fn, out, j, k, single(indices)))
+            blocks.append([_block([r[i] for r in rows], o, x, 0)
+                           for i, x in enumerate(x_leaves)])
+        return _nest(out, xs, blocks)
     return jacobian_fn
 
 
-def _row(vjp_fn, e, out):
-    """One row of the Jacobian. For a complex output (of a real argument), the cotangent
-    e gives the row's real part and 1j * e minus its imaginary part (complex_numbers.py)."""
-    row = vjp_fn(e)[0]
-    if np.iscomplexobj(out):
-        row = row - 1j * vjp_fn(1j * e)[0]
+def _row(vjp_fn, out, j, k, single_argument):
+    """Row k of output leaf j's Jacobian, one part per argument leaf. For a complex output
+    (of real arguments), the cotangent 1j * e gives the row's imaginary part, negated
+    (complex_numbers.py)."""
+    def pull(e):
+        cotangents = vjp_fn(e)
+        return leaves(cotangents[0] if single_argument else cotangents)
+    e = _one_hot(out, j, k)
+    row = pull(e)
+    if np.iscomplexobj(_plain(leaves(out)[j])):
+        row = [r - 1j * i for r, i in zip(row, pull(map_tree(e, lambda c: 1j * c)))]
     return row
 
 
-def _jacobian_argument(args, argnums):
-    """The argument a Jacobian is taken with respect to: one floating-point array."""
-    if arguments.index(argnums) is None or not 0 <= argnums < len(args):
-        raise ArgumentError(at(tracer.user_loc(), f"argnums={argnums!r} must be the index "
-                               f"of one of the {len(args)} arguments"))
-    x = args[argnums]
-    value = x.value if type(x) is tracer.Box else x
-    if not (isinstance(value, (np.ndarray, np.generic, float))
-            and np.issubdtype(np.result_type(value), np.floating)):
-        raise ArgumentError(at(tracer.user_loc(), f"the Jacobian is taken with respect to "
-                               f"argument {argnums}, which must be a floating-point array, "
-                               f"not {type(value).__name__} {getattr(value, 'dtype', '')}"))
-    return value
+def _jacobian_arguments(args, indices):
+    """The pytree a Jacobian is taken with respect to (one argument, or the tuple of
+    several), every leaf of which must be a float. `indices` is normalized when the
+    Jacobian is made: an argnums an enclosing trace reads as an input (a default of a
+    function it traces) is read, and guarded, in that trace, not in a later inner one."""
+    for i in indices:
+        if not 0 <= i < len(args):
+            raise ArgumentError(at(tracer.user_loc(), f"argnums={i} is out of range: the "
+                                   f"function got {len(args)} positional argument(s)"))
+        for leaf in leaves(args[i]):
+            value = _plain(leaf)
+            if not (isinstance(value, (np.ndarray, np.generic, float))
+                    and np.issubdtype(np.result_type(value), np.floating)):
+                raise ArgumentError(at(tracer.user_loc(), f"the Jacobian is taken with "
+                                       f"respect to argument {i}, whose every leaf must be a "
+                                       f"float or a floating-point array, not "
+                                       f"{type(value).__name__} {getattr(value, 'dtype', '')}"))
+    return args[indices[0]] if single(indices) else tuple(args[i] for i in indices)
+
+
+def _jacobian_outputs(out, fun):
+    """The output's leaves: floats or floating-point arrays (a Jacobian of an integer
+    output, as in JAX, is refused rather than made zeros)."""
+    found = leaves(out)
+    for leaf in found:
+        if not np.issubdtype(tracer.result_dtype(_plain(leaf)), np.floating):
+            raise OutputError(at(tracer.user_loc(), f"the Jacobian of "
+                                 f"{function_name(fun)} needs floating-point outputs, but "
+                                 f"one is {type(_plain(leaf)).__name__} of dtype "
+                                 f"{tracer.result_dtype(_plain(leaf))}"))
+    return found
+
+
+def _tangents(args, indices, xs, i, k):
+    """jvp's tangents: element k of the i-th leaf of xs one, every other leaf of xs zero,
+    None for the other arguments (all zeros if i is None)."""
+    counter = iter(range(len(leaves(xs))))
+    basis = map_tree(xs, lambda x: _basis(x, k) if next(counter) == i else _basis(x, None))
+    tangents = [None] * len(args)
+    for n, index in enumerate(indices):
+        tangents[index] = basis if single(indices) else basis[n]
+    return tangents
+
+
+def _one_hot(out, j, k):
+    """A cotangent of out's structure: element k of its j-th leaf one, the rest zeros."""
+    counter = iter(range(len(leaves(out))))
+    return map_tree(out, lambda o: _basis(o, k if next(counter) == j else None))
+
+
+def _block(parts, o, x, axis):
+    """The Jacobian block of one output leaf o and one argument leaf x, from its rows
+    (axis 0, reverse mode) or columns (axis -1, forward mode)."""
+    shape = np.shape(_plain(o)) + np.shape(_plain(x))
+    if not parts:
+        return np.zeros(shape, np.result_type(tracer.result_dtype(_plain(o)),
+                                              tracer.result_dtype(_plain(x))))
+    return np.reshape(np.stack(parts, axis=axis), shape)
+
+
+def _nest(out, xs, blocks):
+    """The output's structure, holding at its j-th leaf xs's structure of blocks[j]."""
+    counter = iter(blocks)
+
+    def per_output(_):
+        row = iter(next(counter))
+        return map_tree(xs, lambda _: next(row))
+    return map_tree(out, per_output)
+
+
+def _plain(x):
+    return x.value if type(x) is tracer.Box else x
 
 
 jacrev = jacobian
 
 
 def hessian(fun, argnums=0):
-    """The Hessian of a scalar function: the reverse-mode Jacobian of its generated grad."""
-    index = arguments.index(argnums)
-    if index is None:
-        raise ArgumentError(at(tracer.user_loc(), f"hessian takes one argnums (an int), "
-                               f"got {argnums!r}"))
-    return jacobian(_grad_of(fun, index), index)
+    """The Hessian of a scalar function: the reverse-mode Jacobian of its generated grad.
+    With a tuple argnums or pytree arguments, as JAX: the arguments' structure holding
+    the arguments' structure of blocks."""
+    indices = arguments.normalize_argnums(argnums, fun)
+    argnums = indices[0] if single(indices) else indices
+    return jacobian(_grad_of(fun, argnums), argnums)
 
 
 def hvp(fun, primals, tangents):
@@ -275,8 +360,11 @@ def _grad_of(fun, argnums):
 
 
 def _basis(like, k):
-    e = np.zeros(np.shape(like), dtype=np.result_type(like))
-    e.reshape(-1)[k] = 1
+    """Zeros like `like` (a Box's value for a Box), with element k one (k None: none)."""
+    value = _plain(like)
+    e = np.zeros(np.shape(value), dtype=tracer.result_dtype(value))
+    if k is not None:
+        e.reshape(-1)[k] = 1
     return e
 
 

@@ -503,3 +503,40 @@ def test_array_and_generator_defaults_are_read_at_each_call():
         DEFAULT_RNG.bit_generator.state = np.random.default_rng(5 + k).bit_generator.state
         np.testing.assert_allclose(got, tape.grad(_with_defaults)(w), rtol=1e-12)
     assert g.cache_info().misses == 1
+
+
+REGISTRY = {"calls": 0, "seen": {}}
+
+
+class _Thing:
+    pass
+
+
+def _registers(x):
+    REGISTRY["seen"][len(REGISTRY["seen"])] = _Thing()  # into a dict the guard compares
+    return np.sum(x * x)
+
+
+def test_a_guarded_literal_is_kept_as_it_was_read():
+    """A global dict of literals is guarded by value; the guard keeps a copy, so that an
+    object the function then stores in it does not reach the generated code's literal
+    (which would not compile)."""
+    for _ in range(2):
+        np.testing.assert_allclose(grad(_registers)(np.ones(2)), [2.0, 2.0])
+
+
+LEDGER = {"calls": 0, "seen": {}}
+
+
+def _records(x):
+    LEDGER["seen"][len(LEDGER["seen"])] = _Thing()
+    return np.sum(x * x)
+
+
+def test_a_guarded_literal_changed_before_an_enclosing_trace_reads_it():
+    """The inner grad's code reads LEDGER again under the outer trace, after its own
+    trace stored an object there: the outer code checks it by contents, not as a
+    literal."""
+    outer = grad(lambda x: np.sum(grad(_records)(x) * x))
+    for _ in range(2):
+        np.testing.assert_allclose(outer(np.ones(2)), [4.0, 4.0])

@@ -154,13 +154,6 @@ def test_second_order_source_is_code_and_lints():
     assert result.returncode == 0, result.stdout
 
 
-def test_closure_over_an_outer_traced_value_is_refused():
-    def outer(x):
-        return ad.grad(lambda y: (x * y).sum())(x).sum()  # closure
-    with pytest.raises(ad.TracingError, match="enclosing transformation"):
-        ad.grad(outer)(np.ones(3))
-
-
 def test_float32_is_kept_by_jvp_and_hessian():
     x = RNG.normal(size=3).astype(np.float32)
     _, t = ad.jvp(vector_fn, (x,), (np.ones(3, np.float32),))
@@ -212,13 +205,6 @@ def test_mixed_partial_through_a_python_float():
     inner = ad.grad(f, argnums=0)
     mixed = ad.grad(lambda s: np.sum(inner(x, s)))(1.5)
     assert np.isclose(mixed, np.sum(2 * x))
-
-
-def test_returning_an_outer_value_from_an_inner_function_is_refused():
-    def outer(s):
-        return ad.grad(lambda z: s)(np.ones(2))
-    with pytest.raises(ad.TracingError, match="enclosing transformation"):
-        ad.grad(outer)(1.0)
 
 
 def test_jvp_checks_the_tangent_tree():

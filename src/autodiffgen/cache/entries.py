@@ -272,6 +272,9 @@ def _numbers_guarded(graph, args):
 
 
 def _traced(args):
-    """Whether the call gets an enclosing trace's values (grad of grad): such a call is
-    never batched nor stored, and its code never writes in place."""
-    return any(type(leaf) in (tracer.Box, tracer.Handle) for leaf in leaves(args))
+    """Whether the call gets an enclosing trace's values (grad of grad), as arguments or
+    through a closure (any call while a trace runs): such a call is never batched nor
+    stored, and its code never writes in place and reads what it reads from outside
+    through capture.read_traced."""
+    return tracer.current_trace() is not None or \
+        any(type(leaf) in (tracer.Box, tracer.Handle) for leaf in leaves(args))
