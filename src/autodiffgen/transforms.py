@@ -284,11 +284,11 @@ def _jacobian_arguments(args, indices):
 
 
 def _jacobian_outputs(out, fun):
-    """The output's leaves: floats or floating-point arrays (a Jacobian of an integer
-    output, as in JAX, is refused rather than made zeros)."""
+    """The output's leaves: floats or floating-point (or complex) arrays (a Jacobian of an
+    integer output, as in JAX, is refused rather than made zeros)."""
     found = leaves(out)
     for leaf in found:
-        if not np.issubdtype(tracer.result_dtype(_plain(leaf)), np.floating):
+        if not np.issubdtype(tracer.result_dtype(_plain(leaf)), np.inexact):
             raise OutputError(at(tracer.user_loc(), f"the Jacobian of "
                                  f"{function_name(fun)} needs floating-point outputs, but "
                                  f"one is {type(_plain(leaf)).__name__} of dtype "
