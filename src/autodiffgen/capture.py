@@ -41,9 +41,6 @@ _MAX_CLONES = 512
 _RANDOM = (np.random.Generator, np.random.RandomState)
 _PLAIN_ARGUMENTS = (int, float, complex, bool, str, bytes, type(None))
 _MAX_LEAVES = 256  # a global container with more leaves is left alone
-# a library's function (or (id(object), function) for a bound method) -> what traced code
-# calls instead: `from scipy.special import logsumexp` holds SciPy's own (rules/scipy)
-LIBRARY_FUNCTIONS = {}
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,14 +96,30 @@ class Check:
     value: object
 
 
-STAND_INS = {}  # id(a NumPy function, type or module) -> (it, what the traced code gets
-# instead): np.array(...) reached by `from numpy import array`, np.float64 of a traced
-# value; filled in by rules/numpy_api/building.py
+# A library's object -> what traced code gets when it reads it: a name bound before the
+# trace (`from numpy import array`, `from scipy.special import logsumexp`) holds the
+# original, which tracing swaps (swaps.py) only in its module. Keyed by id (a value read may
+# be unhashable), or (id(owner), function) for a bound method, which is new at each read.
+STAND_INS = {}
+
+
+def _stand_in_key(value):
+    if type(value) is types.MethodType:
+        return (id(value.__self__), value.__func__), value.__func__
+    return id(value), value
+
+
+def add_stand_in(original, replacement):
+    """Traced code reading `original` (a function, bound method, type or module) gets
+    `replacement` (rules/numpy_api/building.py, rules/scipy)."""
+    key, real = _stand_in_key(original)
+    STAND_INS[key] = (real, replacement)
 
 
 def stand_in(value):
-    found = STAND_INS.get(id(value))
-    return found[1] if found is not None and found[0] is value else value
+    key, real = _stand_in_key(value)
+    found = STAND_INS.get(key)
+    return found[1] if found is not None and found[0] is real else value
 
 
 def is_input(value):
@@ -301,8 +314,7 @@ class Capture:
             return self.clone(getattr(value, "__wrapped__", value))
         if kind is types.FunctionType:
             if not user_function(value):
-                found = self.guard(read, "is", value)
-                return LIBRARY_FUNCTIONS.get(found, stand_in(found))
+                return stand_in(self.guard(read, "is", value))
             if not root:
                 self.guard(read, "is", value)
             return self.clone(value)
@@ -312,7 +324,7 @@ class Capture:
         if kind is types.MethodType:
             func = value.__func__
             if not (type(func) is types.FunctionType and user_function(func)):
-                return LIBRARY_FUNCTIONS.get((id(value.__self__), func), value)
+                return stand_in(value)
             if not root:
                 self.guard(read and read.then("attr", "__func__"), "is", func)
             owner = self.substitute(value.__self__, read and read.then("attr", "__self__"))

@@ -14,13 +14,13 @@ trace to end puts the originals back.
 
 import functools
 import sys
-import threading
 import types
 
 import numpy as np
 
-from ...capture import STAND_INS
+from ...capture import add_stand_in
 from ...errors import UnsupportedOperationError, at
+from ...swaps import Swaps
 from ...tracer import ENTER_HOOKS, Box, _holds_box, bind, concrete, current_trace, user_loc
 from .. import astype
 from ..elementwise import copy as copy_prim
@@ -212,29 +212,11 @@ def _replacement(module, name, original):
     return _data_wrapper(original, (_LINALG if module is np.linalg else _DATA)[name])
 
 
-_WRAPPERS = [(module, name, _replacement(module, name, fn)) for module, name, fn in _ORIGINALS]
-PASSING.update(fn.__code__ for _, _, fn in _WRAPPERS if hasattr(fn, "__code__"))
-_lock = threading.Lock()
-_tracing = [0]
-
-
-def _enter():
-    with _lock:
-        if _tracing[0] == 0:
-            for module, name, fn in _WRAPPERS:
-                setattr(module, name, fn)
-        _tracing[0] += 1
-
-
-def _leave():
-    with _lock:
-        _tracing[0] -= 1
-        if _tracing[0] == 0:
-            for module, name, fn in _ORIGINALS:
-                setattr(module, name, fn)
-
-
-ENTER_HOOKS.append((_enter, _leave))  # the user's function and the rules (custom VJPs)
+_SWAPS = Swaps()
+for _module, _name, _fn in _ORIGINALS:
+    _SWAPS.add(_module, _name, _replacement(_module, _name, _fn))
+PASSING.update(fn.__code__ for *_, fn in _SWAPS.entries if hasattr(fn, "__code__"))
+ENTER_HOOKS.append((_SWAPS.enter, _SWAPS.leave))  # the user's function and the rules (custom VJPs)
 
 
 # ---- what the traced code sees of numpy itself (capture.py's stand-ins) -------------------
@@ -325,15 +307,14 @@ _VIEW = {name: _ScalarType(getattr(np, name).__name__, (getattr(np, name),),
                            {"__module__": "numpy"}) for name in _SCALARS if hasattr(np, name)}
 _VIEW.update(eye=_indexable(np.eye), identity=_indexable(np.identity))
 _VIEW_MODULE = _NumpyView("numpy", np.__doc__)
-STAND_INS[id(np)] = (np, _VIEW_MODULE)
+add_stand_in(np, _VIEW_MODULE)
 for _name, _value in _VIEW.items():
-    STAND_INS[id(getattr(np, _name))] = (getattr(np, _name), _value)
+    add_stand_in(getattr(np, _name), _value)
 # what docs/coverage.md lists (coverage_doc.py): (name, differentiable)
 BUILDING = [("np.array", True), ("np.asarray", True), ("np.asanyarray", True),
             ("np.ascontiguousarray", True), ("np.full", True), ("np.r_", True), ("np.c_", True),
             ("np.eye", False), ("np.identity", False)]
 BUILDING += [(f"np.{name}", np.issubdtype(getattr(np, name), np.inexact)) for name in _VIEW
              if isinstance(_VIEW[name], type)]
-for _module, _name, _wrapper in _WRAPPERS:
-    _real = getattr(_module, _name)
-    STAND_INS[id(_real)] = (_real, _wrapper)
+for *_, _real, _wrapper in _SWAPS.entries:  # the same, for names bound before the trace
+    add_stand_in(_real, _wrapper)

@@ -18,13 +18,13 @@ from a global or closure is refused with a message naming it.
 
 import contextlib
 import functools
-import threading
 import types
 
 import numpy as np
 
 from ...errors import TracingError, UnsupportedOperationError, at
 from ...graph import Node
+from ...swaps import Swaps
 from ...tracer import (
     GUARD_HOOKS,
     HANDLE_METHODS,
@@ -115,8 +115,7 @@ def _int_seed(seed):
 # ---- np.random's module functions, intercepted while some thread traces ------------------------------
 _ORIGINALS = {name: getattr(np.random, name) for name in
               [*LEGACY_METHODS, *_REFUSED, "default_rng"] if hasattr(np.random, name)}
-_patch_lock = threading.Lock()
-_tracing = [0]  # how many traces (in any thread) are running
+_SWAPS = Swaps()
 
 
 def _wrapper(name, original):
@@ -134,25 +133,13 @@ def _wrapper(name, original):
     return intercepted
 
 
-_WRAPPERS = {name: _wrapper(name, fn) for name, fn in _ORIGINALS.items()}
+for _name, _fn in _ORIGINALS.items():
+    _SWAPS.add(np.random, _name, _wrapper(_name, _fn))
 
 
-@contextlib.contextmanager
 def intercepting():
     """np.random's functions record while any trace runs (see _wrapper); restored after."""
-    with _patch_lock:
-        if _tracing[0] == 0:
-            for name, fn in _WRAPPERS.items():
-                setattr(np.random, name, fn)
-        _tracing[0] += 1
-    try:
-        yield
-    finally:
-        with _patch_lock:
-            _tracing[0] -= 1
-            if _tracing[0] == 0:
-                for name, fn in _ORIGINALS.items():
-                    setattr(np.random, name, fn)
+    return _SWAPS.held()
 
 
 @contextlib.contextmanager

@@ -13,23 +13,21 @@ as scipy.stats.norm) is replaced by a wrapper that calls the traceable version w
 calling thread is tracing and an argument holds a traced value, and SciPy's own function
 otherwise; the last trace to end puts the originals back. A name bound before the trace
 (`from scipy.special import logsumexp`) still holds the original: the capture hands the
-traced code the wrapper instead (capture.LIBRARY_FUNCTIONS). The function itself is a
+traced code the wrapper instead (capture.STAND_INS). The function itself is a
 library's, so a trace reads nothing through it: no input, no guard.
 """
 
-import contextlib
 import functools
 import os
 import sys
-import threading
-import types
 
-from ...capture import LIBRARY_FUNCTIONS
+from ...capture import add_stand_in
+from ...swaps import Swaps
 from ...tracer import CONVERSION_HINTS, TRACE_HOOKS, _holds_box, current_trace
 from ..numpy_api.building import FOREIGN
 
 SCIPY_FUNCTIONS = {}  # "scipy.special.logsumexp" -> "composed" or the primitive's name (docs)
-_PATCHES = []  # (owner, name, whether owner had it in its own __dict__, original, wrapper)
+_SWAPS = Swaps()
 
 
 def register(owner, name, traceable, label, kind="composed", always=False):
@@ -39,12 +37,8 @@ def register(owner, name, traceable, label, kind="composed", always=False):
     (`scipy.stats.norm.pdf`), for the docs."""
     original = getattr(owner, name)
     wrapper = _wrapper(original, traceable, always)
-    own = name in vars(owner)
-    _PATCHES.append((owner, name, own, original, wrapper))
-    if isinstance(original, types.MethodType):  # norm.pdf: a new bound method at each read
-        LIBRARY_FUNCTIONS[(id(original.__self__), original.__func__)] = wrapper
-    else:
-        LIBRARY_FUNCTIONS[original] = wrapper
+    _SWAPS.add(owner, name, wrapper)
+    add_stand_in(original, wrapper)
     SCIPY_FUNCTIONS[label] = kind
 
 
@@ -58,28 +52,8 @@ def _wrapper(original, traceable, always):
     return intercepted
 
 
-_patch_lock = threading.Lock()
-_tracing = [0]
-
-
-@contextlib.contextmanager
 def _during_trace(trace):
-    with _patch_lock:
-        if _tracing[0] == 0:
-            for owner, name, _, _, wrapper in _PATCHES:
-                setattr(owner, name, wrapper)
-        _tracing[0] += 1
-    try:
-        yield
-    finally:
-        with _patch_lock:
-            _tracing[0] -= 1
-            if _tracing[0] == 0:
-                for owner, name, own, original, _ in _PATCHES:
-                    if own:
-                        setattr(owner, name, original)
-                    else:  # a method found on the class: drop the instance's attribute
-                        delattr(owner, name)
+    return _SWAPS.held()
 
 
 def _conversion_hint():
