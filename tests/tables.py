@@ -60,6 +60,15 @@ def ints(high, *shape):
     return lambda rng: rng.integers(0, high, shape)
 
 
+def distinct(*shape):
+    """A shuffled grid of values 0.3 apart: no ties, whose gradient would be ambiguous
+    (and finite differences would straddle the tie)."""
+    def make(rng):
+        n = int(np.prod(shape))
+        return rng.permutation(np.arange(n) * 0.3 - 0.15 * n).reshape(shape)
+    return make
+
+
 def const(value):
     return lambda rng: value
 
@@ -141,6 +150,16 @@ def check_float32(c, *, arg_types=object, check_source=True, **tolerances):
     if check_source:
         source = autodiffgen.emit(c.f, *args, argnums=c.argnums)
         assert "float64" not in source and ".astype(" not in source, source
+
+
+def check_single_precision(c):
+    """The row with float32 and complex64 arguments: each gradient keeps its argument's
+    dtype (complex numbers and the FFT)."""
+    args = tuple(a.astype(np.complex64) if isinstance(a, np.ndarray) and a.dtype.kind == "c"
+                 else cast(a, np.float32) for a in c.make_args())
+    _, grads = check_grads(c.f, *args, argnums=c.argnums, rtol=2e-3, atol=1e-3)
+    for n, g in zip(*per_argument(c.argnums, grads), strict=True):
+        assert np.result_type(g) == args[n].dtype, (n, np.result_type(g))
 
 
 def differenced_hessian(f, x, eps=1e-5):

@@ -13,7 +13,7 @@ derivatives, and every row's generated source must pass `ruff check`. Functions 
 import numpy as np
 import pytest
 import tables
-from tables import f64, normal, positive, shape_id
+from tables import distinct, f64, normal, positive, shape_id
 from tables import sum_sin as _s
 
 import autodiffgen
@@ -33,15 +33,6 @@ def with_nonfinite(*shape):
         x = rng.standard_normal(shape)
         x.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]
         return x
-    return make
-
-
-def distinct(*shape):
-    """A shuffled grid of values 0.3 apart: no ties, whose gradient would be ambiguous
-    (and finite differences would straddle the tie)."""
-    def make(rng):
-        n = int(np.prod(shape))
-        return rng.permutation(np.arange(n) * 0.3 - 0.15 * n).reshape(shape)
     return make
 
 

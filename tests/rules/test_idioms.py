@@ -12,7 +12,7 @@ to second order, and every row's generated source must pass ruff.
 import numpy as np
 import pytest
 import tables
-from tables import f64, normal, positive, pyfloat
+from tables import distinct, f64, normal, positive, pyfloat
 from tables import sum_sin as _s
 
 import autodiffgen
@@ -23,13 +23,6 @@ from autodiffgen.errors import UnsupportedOperationError
 def _ramp(z):
     """sum(sin(z * (1, 2, 3, ...))): every position weighed differently."""
     return _s(z * np.arange(1, 1 + np.size(z), dtype=z.dtype).reshape(np.shape(z)))
-
-
-def distinct(*shape):
-    def make(rng):
-        n = int(np.prod(shape))
-        return rng.permutation(np.arange(n) * 0.3 - 0.15 * n).reshape(shape)
-    return make
 
 
 CASES = []
