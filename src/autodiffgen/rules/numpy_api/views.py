@@ -148,7 +148,8 @@ class _Record:
     @property
     def basic(self):
         """Made by basic indexing: a write into it can be written back into its base."""
-        return self.prim is getitem and not self.params["index"].slots
+        index = self.params["index"]
+        return self.prim is getitem and not index.slots and not index.bounds
 
     def remake(self):
         return bind(self.prim, self.args, self.params)
