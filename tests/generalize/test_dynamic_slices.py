@@ -134,3 +134,18 @@ def test_float32_stays_float32():
         out = grad(window)(x, i)
         assert out.dtype == np.float32
         np.testing.assert_allclose(out[i:i + 4], 2 * x[i:i + 4], rtol=1e-6)
+
+
+def test_a_write_into_a_dynamic_slice_view_reaches_its_base():
+    def scaled_window(x, i):
+        y = x * 1.0
+        v = y[i:i + 3]
+        v *= 2.0  # NumPy writes into y through the view
+        return np.sum(y ** 2)
+    x = np.arange(1.0, 11.0)
+    g = grad(scaled_window)
+    for i in (2, 5, 0):
+        want = 2 * x
+        want[i:i + 3] *= 4.0
+        np.testing.assert_allclose(g(x, i), want, rtol=1e-12)
+    assert g.cache_info().misses == 1

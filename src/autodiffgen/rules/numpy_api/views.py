@@ -42,7 +42,8 @@ def write(box, new, assign=False):
         views.refresh(trace, box)
         for view, record in chain:
             base = record.base
-            update = setitem(base, view, index=shifted(record.params["index"], 1))
+            update = setitem(base, view, *record.args[1:],  # a dynamic slice's bounds
+                             index=shifted(record.params["index"], 1))
             _rebind(trace, base, update, names.get(id(base), base.node.name or "setitem"))
             views.refresh(trace, base, skip=view)
 
@@ -148,8 +149,7 @@ class _Record:
     @property
     def basic(self):
         """Made by basic indexing: a write into it can be written back into its base."""
-        index = self.params["index"]
-        return self.prim is getitem and not index.slots and not index.bounds
+        return self.prim is getitem and not self.params["index"].slots
 
     def remake(self):
         return bind(self.prim, self.args, self.params)
