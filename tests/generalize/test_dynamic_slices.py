@@ -37,6 +37,9 @@ def test_300_steps_over_100_batches_trace_once_and_match_eager():
         out = g(w, it)
         if it % 37 == 0:
             np.testing.assert_allclose(out, _expected(w, it), rtol=1e-12)
+            np.testing.assert_allclose(out, tape.grad(minibatch_loss)(w, it), rtol=1e-12)
+    for it in (3, 250):
+        check_grads(minibatch_loss, w, it)  # the generated code, the tape and FD agree
     assert g.cache_info().misses == 1
     assert re.search(r"= X\[\w+:\w+\]\n", g.source(w, 7))  # the bounds: computed inputs
 
