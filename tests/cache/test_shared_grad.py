@@ -112,7 +112,7 @@ def test_bound_methods_of_two_instances_do_not_share():
     np.testing.assert_allclose(grad(Model(3.0).loss)(w), 6 * w)
 
 
-def test_guard_variants_are_shared_and_counted_by_the_object_that_traced_them(monkeypatch):
+def test_guard_variants_are_shared_and_counted_as_if_each_object_traced_them(monkeypatch):
     traces = _count_traces(monkeypatch)
 
     def branchy(w, x):
@@ -127,7 +127,9 @@ def test_guard_variants_are_shared_and_counted_by_the_object_that_traced_them(mo
     second = grad(branchy)
     np.testing.assert_allclose(second(w, neg), np.cos(w))
     np.testing.assert_allclose(second(w, pos), 2 * w)
-    assert len(traces) == 2 and second.cache_info() == (1, 1, 1)
+    assert len(traces) == 2 and second.cache_info() == (1, 2, 1)  # as first's: no trace
+    np.testing.assert_allclose(second(w, neg), np.cos(w))
+    assert second.cache_info() == (2, 2, 1)
 
 
 def test_threads_making_grad_at_once_share_one_trace(monkeypatch):

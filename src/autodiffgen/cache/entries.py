@@ -219,6 +219,10 @@ class FunctionCache:
                                    "state outside its arguments?)") from None
             variants.functions.append(function)
             variants.sources.append(source)
+            seen = getattr(variants, "seen", None)  # a View's handle (view.py)
+            if seen is not None:
+                seen.intersection_update(variants.functions)
+                seen.add(function)
         return out
 
     def _numbers_made_static(self):

@@ -9,9 +9,10 @@ reads the same whether or not another grad(f) ran before:
 
 - hits: calls answered by code this object had already used;
 - misses: traces for this object's calls (a new signature, a guard variant), and calls
-  whose signature was new to this object and whose code another grad of f traced (no
-  trace then). Code loaded from the disk cache, or served by a function traced at another
-  batch size, is no miss, as before.
+  answered by code new to this object that another grad of f traced (no trace then: a
+  signature, or a guard variant, when this object first runs it). Code loaded from the
+  disk cache, or served by a function traced at another batch size, is no miss, as
+  before.
 - entries: this object's signatures that the shared cache still keeps.
 
 cache_clear() empties the shared cache (every grad of f traces again) and this object's
@@ -24,6 +25,7 @@ import threading
 import types
 from collections import OrderedDict
 
+from ..generated_helpers import GuardFailure
 from .entries import Variants
 
 _LOCK = threading.Lock()  # threads making grad(f) at once share one cache
@@ -63,9 +65,13 @@ class View:
                 return entry
             existed, traces = key in store.entries, store.misses
             found = store.look_up(args, key)
-            self.misses += key in store.traced if existed else store.misses - traces
-            entry = Variants(found.functions, found.sources, found.key, self.grow) \
-                if type(found) is Variants else found  # its growth counted here
+            new = existed and key in store.traced  # code another grad of f traced
+            entry = found
+            if type(found) is Variants:  # each variant counted when this object first uses it
+                entry = _Variants(found, self, () if new else found.functions)
+            else:
+                self.misses += new
+            self.misses += store.misses - traces
             self.entries[key] = entry
             self.entries.move_to_end(key)
             self.last = (key, entry)
@@ -97,6 +103,32 @@ class View:
             self.entries.clear()
             self.last = (None, None)
             self.hits = self.misses = 0
+
+
+class _Variants(Variants):
+    """A View's handle on a shared Variants (the same lists): a variant traced for
+    another grad of f counts as a miss when this object's call first runs it, as if this
+    object had traced it; a variant this object traces is counted by the store's grow."""
+
+    __slots__ = ("seen", "view")
+
+    def __init__(self, shared, view, seen):
+        super().__init__(shared.functions, shared.sources, shared.key, view.grow)
+        self.view, self.seen = view, set(seen)
+
+    def __call__(self, *args):
+        failure = None
+        for function in self.functions:
+            try:
+                out = function(*args)
+            except GuardFailure as failed:
+                failure = failed
+                continue
+            if function not in self.seen:
+                self.seen.add(function)
+                self.view.misses += 1
+            return out
+        return self.grow(self, args, failure)
 
 
 def shared_store(fun, settings, make):
