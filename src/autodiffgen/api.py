@@ -84,7 +84,7 @@ class GradFunction(Differentiated):
         disk_extra = (type(self).__name__, tuple(self._argnums), single(self._argnums))
 
         def make():
-            return FunctionCache(self.fun, self._diff, self._compile, self._load,
+            return FunctionCache(self.fun, list(self._diff), self._compile, self._load,
                                  self._arg_names, disk_extra, max_entries, max_variants)
         store, shared = shared_store(self.fun, (*disk_extra[1:], max_entries, max_variants),
                                      make) if type(self) is GradFunction else (make(), False)
