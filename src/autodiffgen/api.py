@@ -14,6 +14,7 @@ from .arguments import MAX_ARGS, Differentiated, caller, decorator, single
 from .cache.entries import FunctionCache
 from .cache.keys import leaf_key, signature_key
 from .cache.loader import load
+from .cache.view import View, shared_store
 from .emit import emit_module
 from .errors import ArgumentError, at, where
 
@@ -74,9 +75,21 @@ class GradFunction(Differentiated):
         self._diff = [i in self._argnums for i in range(MAX_ARGS)]
         max_entries = MAX_ENTRIES if max_entries is None else \
             _count_setting("max_entries", max_entries)
+        self._cache = self._view(max_entries, max_variants)
+
+    def _view(self, max_entries, max_variants):
+        """This object's View of its cache: shared with every plain grad of the same
+        function and settings (cache/view.py), so grad(f) made at each call does not trace
+        again."""
         disk_extra = (type(self).__name__, tuple(self._argnums), single(self._argnums))
-        self._cache = FunctionCache(fun, self._diff, self._compile, self._load,
-                                    self._arg_names, disk_extra, max_entries, max_variants)
+
+        def make():
+            return FunctionCache(self.fun, list(self._diff), self._compile, self._load,
+                                 self._arg_names, disk_extra, max_entries, max_variants)
+        store, shared = shared_store(self.fun, (*disk_extra[1:], max_entries, max_variants),
+                                     make) if type(self) is GradFunction else (make(), False)
+        self._diff = store.diff  # the same list: numbers made static are static for all
+        return View(store, shared)
 
     def __call__(self, *args, **kwargs):
         """Key, look up, call: the hot path. A run of calls with one signature costs the
@@ -103,7 +116,7 @@ class GradFunction(Differentiated):
         """The generated Python source for these arguments' signature."""
         if kwargs:
             args = self._positional(args, kwargs)
-        return self._cache.source(args)
+        return self._cache.source(args, signature_key(args, self._diff))
 
     def cache_info(self):
         return self._cache.info()
@@ -113,19 +126,29 @@ class GradFunction(Differentiated):
 
     @property
     def max_entries(self):
-        return self._cache.max_entries
+        return self._cache.store.max_entries
 
     @max_entries.setter
     def max_entries(self, value):
-        self._cache.max_entries = _count_setting("max_entries", value)
+        self._rebound(_count_setting("max_entries", value), self.max_variants)
 
     @property
     def max_variants(self):
-        return self._cache.max_variants
+        return self._cache.store.max_variants
 
     @max_variants.setter
     def max_variants(self, value):
-        self._cache.max_variants = _count_setting("max_variants", value, 1)
+        self._rebound(self.max_entries, _count_setting("max_variants", value, 1))
+
+    def _rebound(self, max_entries, max_variants):
+        """New bounds: a cache of this object's own takes them; a shared one stays as the
+        other grads of the function made it, and this object moves to the cache shared
+        under the new bounds."""
+        if self._cache.shared:
+            self._cache = self._view(max_entries, max_variants)
+        else:
+            store = self._cache.store
+            store.max_entries, store.max_variants = max_entries, max_variants
 
     def _compile(self, args, pure):
         """The compile path of a miss: (source, namespace, graph, locs) for `args`."""

@@ -118,7 +118,8 @@ def _index_item(item, args, subscript):
     if type(item) is Slot:
         return args[item.k]
     if type(item) is slice:
-        bounds = [None if b is None else _bound(b) for b in (item.start, item.stop, item.step)]
+        bounds = [None if b is None else _bound(b, args)
+                  for b in (item.start, item.stop, item.step)]
         if subscript:
             return ast.Slice(*bounds)
         if bounds[2] is None:  # slice(a, b); slice(b) only when a is None: slice(1) is [:1]
@@ -127,8 +128,11 @@ def _index_item(item, args, subscript):
     return _bound(item)
 
 
-def _bound(value):
-    """An index or slice bound: a number, or a size in n (size_formulas.Dim)."""
+def _bound(value, args=()):
+    """An index or slice bound: a number, a size in n (size_formulas.Dim), or an int the
+    code computes (a Slot: X[i * bs:(i + 1) * bs] with i an input)."""
+    if type(value) is Slot:
+        return args[value.k]
     return symbol_ast(value) if type(value) is Dim else ast.Constant(value)
 
 

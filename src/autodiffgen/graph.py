@@ -208,11 +208,19 @@ class Index:
 
     def fill(self, args):
         """The concrete index for NumPy, given the node's arguments."""
-        return tuple(args[i.k] if type(i) is Slot else i for i in self.items)
+        return tuple(args[i.k] if type(i) is Slot else _filled(i, args) if type(i) is slice
+                     else i for i in self.items)
 
     @property
     def slots(self):
+        """The index arrays (a slice's bounds that are arguments are `bounds`)."""
         return [i for i in self.items if type(i) is Slot]
+
+    @property
+    def bounds(self):
+        """Slice bounds that are arguments of the node (ints read at run time)."""
+        return [b for i in self.items if type(i) is slice
+                for b in (i.start, i.stop, i.step) if type(b) is Slot]
 
     def __eq__(self, other):
         return type(other) is Index and repr(self.items) == repr(other.items)
@@ -222,6 +230,13 @@ class Index:
 
     def __repr__(self):
         return f"Index{self.items!r}"
+
+
+def _filled(item, args):
+    """A slice whose bounds may be Slots, with their arguments in."""
+    start, stop, step = (args[b.k] if type(b) is Slot else b
+                         for b in (item.start, item.stop, item.step))
+    return slice(start, stop, step)
 
 
 def constant_key(value):

@@ -5,6 +5,7 @@
                  misses made from disk, a polymorphic function, or the compile path
     shared.py    batch-polymorphic sharing: one function for every batch size it serves
     loader.py    generated source -> a function that lives as long as it is used
+    view.py      one grad(f) object's counts over the entries every grad(f) shares
     disk/        the opt-in disk store: key.py (what an entry is keyed on), record.py and
                  reads.py (what a trace ran and read), store.py (signed entries, LRU on
                  disk), files.py (private directory, no links followed, atomic writes),

@@ -71,6 +71,7 @@ class FunctionCache:
         self.guarded_numbers = set()  # Python-number arguments some guard reads
         self.lock = threading.RLock()  # a miss may trace code that misses again
         self.hits = self.misses = 0
+        self.traced = set()  # keys whose code was traced here, not loaded nor shared (view.py)
 
     def look_up(self, args, key):
         """The entry for `key` (made on a miss), now the most recently used."""
@@ -94,6 +95,7 @@ class FunctionCache:
             self.last = (None, None)
             self.sources.clear()
             self.shared.clear()
+            self.traced.clear()
             self.hits = self.misses = 0
 
     def source(self, args):
@@ -125,7 +127,9 @@ class FunctionCache:
             self.sources[key] = source
             self.last = (key, entry)
             while len(self.entries) > max(self.max_entries, 1):  # the least recently used
-                self.sources.pop(self.entries.popitem(last=False)[0], None)
+                dropped = self.entries.popitem(last=False)[0]
+                self.sources.pop(dropped, None)
+                self.traced.discard(dropped)
         return entry
 
     def _make(self, args, key):
@@ -140,6 +144,7 @@ class FunctionCache:
         if found is None:  # no polymorphic function serves this batch size: trace
             self._explain(args, key)
             found = self._compile(args, disk_key)
+            self.traced.add(key)
             self.shared.add(poly_key, found[3], found)
         function, source, guarded, _ = found
         entry = Variants([function], [source], key, self.grow) if guarded else function
@@ -179,8 +184,9 @@ class FunctionCache:
         return function, source, _guarded(graph), graph.batch
 
     # ---- guard variants -------------------------------------------------------------------
-    def grow(self, variants, args, failure):
-        """No variant's guards hold for `args`: trace the path they take, add it, run it."""
+    def grow(self, variants, args, failure, view=None):
+        """No variant's guards hold for `args`: trace the path they take, add it, run it
+        (a miss of the `view` whose call it is: view.py)."""
         name = function_name(self.fun)
         with self.lock:
             for function in variants.functions:  # a thread we waited for may have added it
@@ -196,13 +202,15 @@ class FunctionCache:
                 del variants.functions[0], variants.sources[0]  # the oldest value's code
             elif full and (self._numbers_made_static() or
                            signature_key(args, self.diff) != variants.key):
-                return self._numbers_static(args)  # keyed by the numbers' values now
+                return self._numbers_static(args, view)  # keyed by the numbers' values now
             elif full:
                 raise _too_many(failure, name, len(variants.functions))
             if retrace.enabled():
                 retrace.report(name, f"guard failed: {failure}")
             disk_key = self.disk.key(variants.key, _traced(args))
             function, source, *_ = self._compile(args, disk_key)
+            if view is not None:
+                view.misses += 1
             try:
                 out = function(*args)
             except GuardFailure as again:
@@ -211,6 +219,10 @@ class FunctionCache:
                                    "state outside its arguments?)") from None
             variants.functions.append(function)
             variants.sources.append(source)
+            seen = getattr(variants, "seen", None)  # a View's handle (view.py)
+            if seen is not None:
+                seen.intersection_update(variants.functions)
+                seen.add(function)
         return out
 
     def _numbers_made_static(self):
@@ -223,11 +235,12 @@ class FunctionCache:
             self.diff[i] = None
         return bool(newly)
 
-    def _numbers_static(self, args):
+    def _numbers_static(self, args, view=None):
         """The call again, under the key its static numbers now give."""
         args = tuple(args)
         key = signature_key(args, self.diff)
-        entry = self.entries.get(key) or self.miss(args, key)
+        entry = view.look_up(args, key) if view is not None else \
+            self.entries.get(key) or self.miss(args, key)
         return entry(*args)
 
 

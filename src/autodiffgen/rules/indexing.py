@@ -65,7 +65,10 @@ def selects_once(index, args):
 def shifted(index, by):
     """The Index with its Slots renumbered: setitem's arrays come after (x, v), getitem's
     after x alone."""
-    return Index(Slot(i.k + by) if type(i) is Slot else i for i in index.items)
+    def moved(i):
+        return Slot(i.k + by) if type(i) is Slot else i
+    return Index(slice(moved(i.start), moved(i.stop), moved(i.step)) if type(i) is slice
+                 else moved(i) for i in index.items)
 
 
 def _setitem_fill(x, v, *arrays, index):

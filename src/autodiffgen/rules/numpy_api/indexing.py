@@ -4,10 +4,14 @@ arrays it refers to, recorded as the primitives of rules/indexing.py.
 
 A traced mask selects as many elements as the data says (generalize_counts.py decides whether that
 count is read at run time or guarded); a slice bound that is a traced int argument is
-read, and guarded. `_getitem`, `_scatter_add` and `_setitem` are runtime helpers of
+read, and guarded, unless the slice's length is all that the bounds decide (`X[i * bs:(i + 1)
+* bs]`): then the bounds are inputs of the code, and its guards check the length
+(_dynamic_slice). `_getitem`, `_scatter_add` and `_setitem` are runtime helpers of
 generated code: called on Boxes by an enclosing trace (grad of grad, hessian) they record
 their primitive again.
 """
+
+import operator
 
 import numpy as np
 
@@ -17,17 +21,23 @@ from ...generated_helpers import _getitem as _getitem_helper
 from ...generated_helpers import _setitem as _setitem_impl
 from ...generated_helpers import scatter_add as _scatter_add_impl
 from ...graph import Index, Slot
-from ...tracer import Box, concrete, current_trace, result_dtype, user_loc
+from ...tracer import Box, _holds_box, concrete, current_trace, result_dtype, user_loc
 from .. import register_helper
 from ..indexing import getitem, scatter_add, setitem, shifted
 from . import boxmethod
 
 
-def parse_index(key):
-    """An Index and the arrays it refers to, from whatever the user put in x[...]."""
-    items, arrays = [], []
+def parse_index(key, shape=None):
+    """An Index and the arrays it refers to, from whatever the user put in x[...] (of an
+    array of this shape, when known)."""
+    items, arrays, axis = [], [], 0  # the axis the item indexes, while it is known
     for item in key if type(key) is tuple else (key,):
-        if type(item) is Box or isinstance(item, (np.ndarray, list)):  # a probed mask: seen
+        dynamic = _dynamic_slice(item, axis, shape, arrays) if type(item) is slice else None
+        axis = axis + 1 if type(item) in (int, slice) and axis is not None else \
+            axis if item is None else None
+        if dynamic is not None:
+            items.append(dynamic)
+        elif type(item) is Box or isinstance(item, (np.ndarray, list)):  # a probed mask: seen
             arrays.append(count_sources.seen(current_trace(), item) if type(item) is Box
                           else _index_array(item))
             items.append(Slot(len(arrays)))
@@ -54,6 +64,42 @@ def _index_array(item):
                               "build the index with np.stack instead")) from None
 
 
+def _dynamic_slice(item, axis, shape, arrays):
+    """slice(Slot, Slot) for x[start:stop] with a traced int start and a stop that is
+    start plus a fixed length: an iteration counter picking a minibatch. NumPy's slice
+    then takes exactly elements start .. stop - 1 of the axis, for every start, when
+
+        0 <= start,   stop - start == the length traced,   stop <= the axis length,
+
+    which the trace reads as guards; the code slices x[start:stop] with the run-time
+    bounds (NumPy's own semantics), and the backward writes the cotangent into the same
+    rows. A start that is negative or a stop past the end (a last, shorter batch) is
+    read and guarded as any other bound: another cache entry, never a wrong answer.
+    None when the slice is not of this form."""
+    start, stop = item.start, item.stop
+    if axis is None or shape is None or axis >= len(shape) or not _int_box(start) or \
+            not (_int_box(stop) or type(stop) is int) or \
+            _slice_bound(item.step) not in (None, 1):
+        return None
+    stop_value = stop.value if type(stop) is Box else stop
+    if not 0 <= start.value <= stop_value <= shape[axis]:
+        return None
+    if not (bool(start >= 0) and operator.index(stop - start) >= 0 and
+            bool(stop <= shape[axis])):  # guards; their outcomes are known here
+        return None
+    bounds = []
+    for bound in (start, stop):
+        if type(bound) is Box:
+            arrays.append(bound)
+            bound = Slot(len(arrays))
+        bounds.append(bound)
+    return slice(bounds[0], bounds[1], None)
+
+
+def _int_box(x):
+    return type(x) is Box and type(x.value) is int
+
+
 def _slice_bound(b):
     if type(b) is Box and type(b.value) is int:  # from an int argument: read, and guarded
         return concrete(b)
@@ -65,7 +111,7 @@ def _slice_bound(b):
 
 @boxmethod("__getitem__")
 def _getitem(self, key):
-    index, arrays = parse_index(key)
+    index, arrays = parse_index(key, np.shape(self))
     # a traced mask: how many elements it selects is data (generalize_counts.py)
     trace = current_trace()
     arrays = [count_sources.observe(trace, a) if type(a) is Box and result_dtype(a) == np.bool_
@@ -78,9 +124,9 @@ def _getitem(self, key):
 
 def _traceable_scatter_add(g, index, shape, unique=False):
     """generated_helpers._scatter_add for generated code, recorded as a primitive when traced."""
-    if type(g) is not Box and not any(type(i) is Box for i in index):
+    if type(g) is not Box and not _holds_box(index):
         return _scatter_add_impl(g, index, shape, unique)
-    parsed, arrays = parse_index(index)
+    parsed, arrays = parse_index(index, tuple(shape))
     return scatter_add(g, *arrays, index=parsed, shape=tuple(shape), unique=unique)
 
 
@@ -91,9 +137,9 @@ def _traceable_getitem(x, index):
     """generated_helpers._getitem for generated code (a constant indexed by computed arrays),
     recorded as a primitive when traced."""
     key = index if type(index) is tuple else (index,)
-    if not any(type(i) is Box for i in key) and type(x) is not Box:
+    if not _holds_box(key) and type(x) is not Box:
         return _getitem_helper(x, index)
-    parsed, arrays = parse_index(index)
+    parsed, arrays = parse_index(index, np.shape(x))
     return getitem(x, *arrays, index=parsed)
 
 
@@ -103,9 +149,9 @@ register_helper("_getitem", _getitem_helper, _traceable_getitem)
 def _traceable_setitem(x, index, v):
     """generated_helpers._setitem for generated code, recorded as a primitive when traced."""
     key = index if type(index) is tuple else (index,)
-    if not any(type(a) is Box for a in (x, v) + key):
+    if not _holds_box((x, v) + key):
         return _setitem_impl(x, index, v)
-    parsed, arrays = parse_index(index)
+    parsed, arrays = parse_index(index, np.shape(x))
     return setitem(x, v, *arrays, index=shifted(parsed, 1))
 
 

@@ -159,7 +159,8 @@ class _Record:
         """The base's new value after `view` was written into."""
         base = self.base
         if self.prim is getitem:
-            return setitem(base, view, index=shifted(self.params["index"], 1))
+            return setitem(base, view, *self.args[1:],  # a dynamic slice's bounds
+                           index=shifted(self.params["index"], 1))
         if self.prim is transpose:
             axes = self.params["axes"]
             return transpose(view, axes=None if axes is None else

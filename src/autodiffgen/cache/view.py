@@ -1,0 +1,148 @@
+"""One grad(f) object's window on the code every grad of the same function shares.
+
+Autograd code makes `grad(loss)` again inside its loops (`grad(loglike)(r, p(r))`): each
+call is a new GradFunction, which traced again when each had its own cache. The entries
+(a FunctionCache: entries.py) are kept with the function instead, one per (argnums,
+max_entries, max_variants), in `f.__dict__` as transforms._cached keeps jvp/vjp; each
+GradFunction looks at them through a View, which keeps its own counts, so cache_info()
+reads the same whether or not another grad(f) ran before:
+
+- hits: calls answered by code this object had already used;
+- misses: traces for this object's calls (a new signature, a guard variant), and calls
+  answered by code new to this object that another grad of f traced (no trace then: a
+  signature, or a guard variant, when this object first runs it). Code loaded from the
+  disk cache, or served by a function traced at another batch size, is no miss, as
+  before.
+- entries: this object's signatures that the shared cache still keeps.
+
+cache_clear() empties the shared cache (every grad of f traces again) and this object's
+counts. Functions without a `__dict__` of their own, bound methods and subclasses of
+GradFunction (jvp, vjp, ...) keep a cache per object. The hot path is unchanged: a call
+compares its key with `last`, this view's last (key, entry).
+"""
+
+import threading
+import types
+from collections import OrderedDict
+
+from ..generated_helpers import GuardFailure
+from .entries import Variants
+
+_LOCK = threading.Lock()  # threads making grad(f) at once share one cache
+
+
+class View:
+    """A GradFunction's counts and entries over a shared FunctionCache `store`."""
+
+    __slots__ = ("entries", "hits", "last", "misses", "shared", "store")
+
+    def __init__(self, store, shared):
+        self.store, self.shared = store, shared  # shared: kept in the function's __dict__
+        self.entries = OrderedDict()  # key -> entry, least recently used first
+        self.last = (None, None)
+        self.hits = self.misses = 0
+
+    def look_up(self, args, key):
+        """The entry for `key`, made on a miss (or taken from the shared store)."""
+        entry = self.entries.get(key)
+        if entry is not None and key in self.store.entries:
+            self.hits += 1
+            try:
+                self.entries.move_to_end(key)
+                self.store.entries.move_to_end(key)
+            except KeyError:  # dropped meanwhile by another thread's miss: it runs anyway
+                return entry
+            self.last = (key, entry)
+            return entry
+        return self._miss(args, key)
+
+    def _miss(self, args, key):
+        store = self.store
+        with store.lock:
+            entry = self.entries.get(key)
+            if entry is not None and key in store.entries:  # another thread's miss made it
+                self.hits += 1
+                return entry
+            existed, traces = key in store.entries, store.misses
+            found = store.look_up(args, key)
+            new = existed and key in store.traced  # code another grad of f traced
+            entry = found
+            if type(found) is Variants:  # each variant counted when this object first uses it
+                entry = _Variants(found, self, () if new else found.functions)
+            else:
+                self.misses += new
+            self.misses += store.misses - traces
+            self.entries[key] = entry
+            self.entries.move_to_end(key)
+            self.last = (key, entry)
+            while len(self.entries) > max(store.max_entries, 1):
+                self.entries.popitem(last=False)
+        return entry
+
+    def grow(self, variants, args, failure):
+        """No variant's guards hold: the store traces the path (a miss of this object)."""
+        return self.store.grow(variants, args, failure, self)
+
+    def source(self, args, key):
+        if key not in self.entries or key not in self.store.entries:
+            self._miss(args, key)
+        return self.store.source(args)
+
+    @property
+    def churn(self):  # which arguments keep causing traces: the function's, shared
+        return self.store.churn
+
+    def info(self):
+        from .keys import CacheInfo
+        kept = sum(key in self.store.entries for key in list(self.entries))
+        return CacheInfo(self.hits, self.misses, kept)
+
+    def clear(self):
+        with self.store.lock:
+            self.store.clear()
+            self.entries.clear()
+            self.last = (None, None)
+            self.hits = self.misses = 0
+
+
+class _Variants(Variants):
+    """A View's handle on a shared Variants (the same lists): a variant traced for
+    another grad of f counts as a miss when this object's call first runs it, as if this
+    object had traced it; a variant this object traces is counted by the store's grow."""
+
+    __slots__ = ("seen", "view")
+
+    def __init__(self, shared, view, seen):
+        super().__init__(shared.functions, shared.sources, shared.key, view.grow)
+        self.view, self.seen = view, set(seen)
+
+    def __call__(self, *args):
+        failure = None
+        for function in self.functions:
+            try:
+                out = function(*args)
+            except GuardFailure as failed:
+                failure = failed
+                continue
+            if function not in self.seen:
+                self.seen.add(function)
+                self.view.misses += 1
+            return out
+        return self.grow(self, args, failure)
+
+
+def shared_store(fun, settings, make):
+    """(the FunctionCache every grad of `fun` with these settings shares, made by `make()`
+    the first time, True); kept in fun.__dict__ so that it dies with fun (a weak table's value
+    refers to its key through the cache, and would keep it alive). A callable without a
+    __dict__ of its own, or a bound method (whose __dict__ is its function's, while its
+    instance differs), gets its own: (make(), False)."""
+    own = getattr(fun, "__dict__", None)
+    if type(own) is not dict or isinstance(fun, types.MethodType):
+        return make(), False
+    name = f"__autodiffgen_grad_{settings}__"
+    with _LOCK:
+        store = own.get(name)
+        if store is None or store.fun is not fun:  # functools.wraps copies __dict__
+            store = own[name] = make()
+    return store, True
