@@ -5,12 +5,10 @@ and forward mode with the transposition test (float64), a subset again with floa
 inputs, a subset for second derivatives (the generated Hessian against finite differences
 of the generated gradient), and every row's generated source must pass `ruff check`.
 
-Matrices are well conditioned (n * I plus a small random part). cholesky reads one
-triangle of a symmetric input and its rules treat the input as symmetric, so its functions
-symmetrize the argument first; eigh's rules are those of NumPy's function, which reads
-one triangle, so its rows take the argument symmetrized and as it is. eigh's inputs have
-well-separated eigenvalues and its eigenvector losses are invariant to each eigenvector's
-sign.
+Matrices are well conditioned (n * I plus a small random part). cholesky's and eigh's
+rules are those of NumPy's functions, which read one triangle, so their rows take the
+argument symmetrized and as it is. eigh's inputs have well-separated eigenvalues and its
+eigenvector losses are invariant to each eigenvector's sign.
 """
 
 import numpy as np
@@ -151,6 +149,9 @@ for _uplo in ("L", "U"):
          + _s(np.linalg.eigh(a, UPLO=u)[0] ** 2), spread(4, 4))
     case(f"eigvalsh-raw-{_uplo}", lambda a, u=_uplo: _s(np.linalg.eigvalsh(a, UPLO=u)),
          spread(2, 3, 3))
+# cholesky reads the lower triangle (upper=True: the upper one) in the same way
+case("cholesky-raw", lambda a: _s(np.linalg.cholesky(a)), wellcond(2, 3, 3))
+case("cholesky-raw-upper", lambda a: _s(np.linalg.cholesky(a, upper=True)), wellcond(4, 4))
 for _shape in [(4, 3), (3, 4), (3, 3), (2, 4, 2), (5, 1)]:
     case(f"pinv-{_id(_shape)}", lambda a: _s(np.linalg.pinv(a)), normal(*_shape))
 for _shape in [(4, 3), (3, 4), (3, 3), (2, 4, 2), (2, 2, 5), (1, 3)]:
@@ -293,6 +294,22 @@ def test_eigh_gradient_lies_in_the_triangle_numpy_reads(uplo):
     s = _sym(a)
     g = autodiffgen.grad(lambda a: _s(np.linalg.eigh(a, UPLO=uplo)[1] ** 2))(s)
     symmetric = autodiffgen.grad(lambda a: _s(np.linalg.eigh(_sym(a), UPLO=uplo)[1] ** 2))(s)
+    np.testing.assert_allclose(symmetric, (g + g.T) / 2, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_gradient_lies_in_the_triangle_numpy_reads(upper):
+    """As eigh's: zero in the triangle NumPy does not read; at a symmetric input, the
+    symmetric part is the gradient of cholesky(sym(a)) (Autograd's and JAX's)."""
+    a = wellcond(4, 4)(np.random.default_rng(1))
+    f = lambda a: _s(np.linalg.cholesky(a, upper=upper))
+    g = autodiffgen.grad(f)(a)
+    lower, strict_upper = g[np.tril_indices(4, -1)], g[np.triu_indices(4, 1)]
+    read, unread = (strict_upper, lower) if upper else (lower, strict_upper)
+    assert not unread.any() and read.all()
+    s = _sym(a)
+    g = autodiffgen.grad(f)(s)
+    symmetric = autodiffgen.grad(lambda a: f(_sym(a)))(s)
     np.testing.assert_allclose(symmetric, (g + g.T) / 2, rtol=1e-12, atol=1e-12)
 
 

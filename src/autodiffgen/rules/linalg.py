@@ -6,9 +6,9 @@ derivatives). Functions that return several arrays (slogdet, eigh, svd) are one
 primitive per part, each with its own rules. eigh reads one triangle (UPLO) of its
 input and mirrors it; its derivatives are those of that function, so a tangent is the
 read triangle mirrored, and a cotangent is nonzero only in that triangle (what finite
-differences of np.linalg.eigh give, for a non-symmetric input too). cholesky also reads
-one triangle, but like Autograd and JAX its derivatives treat the input as symmetric: a
-tangent is symmetrized first and a cotangent comes out symmetric. svd is the reduced
+differences of np.linalg.eigh give, for a non-symmetric input too). cholesky reads the
+lower triangle, and its derivatives are those of that function in the same way (at a
+symmetric input, the symmetric part of its gradient is Autograd's and JAX's). svd is the reduced
 one, differentiable where the singular values are distinct and nonzero. How the
 np.linalg functions reach these, and np.linalg.norm (composed of traced ops, no rule of
 its own), is numpy_api/linalg.py.
@@ -81,28 +81,6 @@ solve = defprimitive("solve", np.linalg.solve, "np.linalg.solve({0}, {1})",
                            lambda t, ans, a, b: solve(a, t)])
 
 
-# ---- cholesky ----------------------------------------------------------------------------
-def _phi(x):
-    """The lower triangle of x with its diagonal halved."""
-    n = np.shape(x)[-1]
-    return x * (np.tri(n, dtype=result_dtype(x)) - 0.5 * np.eye(n, dtype=result_dtype(x)))
-
-
-def _cholesky_vjp(g, ans, a):
-    """sym(L^-T phi(L^T g) L^-1) (Murray 2016), with the triangular solves done by solve."""
-    lt = _T(ans)
-    return _sym(solve(lt, _T(solve(lt, _T(_phi(lt @ g))))))
-
-
-def _cholesky_jvp(t, ans, a):
-    """L phi(L^-1 sym(t) L^-T)."""
-    return ans @ _phi(solve(ans, _T(solve(ans, _sym(t)))))
-
-
-cholesky = defprimitive("cholesky", np.linalg.cholesky, "np.linalg.cholesky({0})",
-                        vjps=[_cholesky_vjp], jvps=[_cholesky_jvp])
-
-
 # ---- eigh --------------------------------------------------------------------------------
 def _gaps(w):
     """F[i, j] = 1 / (w[j] - w[i]) off the diagonal, 0 on it (distinct eigenvalues)."""
@@ -157,6 +135,30 @@ eigh_values = defprimitive("eigh_values", lambda a, UPLO: np.linalg.eigh(a, UPLO
 eigh_vectors = defprimitive("eigh_vectors", lambda a, UPLO: np.linalg.eigh(a, UPLO)[1],
                             _eigh_template(1), vjps=[_eigh_vectors_vjp],
                             jvps=[_eigh_vectors_jvp])
+
+
+# ---- cholesky ----------------------------------------------------------------------------
+def _phi(x):
+    """The lower triangle of x with its diagonal halved."""
+    n = np.shape(x)[-1]
+    return x * (np.tri(n, dtype=result_dtype(x)) - 0.5 * np.eye(n, dtype=result_dtype(x)))
+
+
+def _cholesky_vjp(g, ans, a):
+    """sym(L^-T phi(L^T g) L^-1) (Murray 2016), with the triangular solves done by solve:
+    the cotangent of the symmetric matrix NumPy factors, put in the lower triangle it
+    reads."""
+    lt = _T(ans)
+    return _onto_triangle(_sym(solve(lt, _T(solve(lt, _T(_phi(lt @ g)))))), "L")
+
+
+def _cholesky_jvp(t, ans, a):
+    """L phi(L^-1 s L^-T), s the tangent's lower triangle mirrored (what NumPy reads)."""
+    return ans @ _phi(solve(ans, _T(solve(ans, _read_triangle(t, "L")))))
+
+
+cholesky = defprimitive("cholesky", np.linalg.cholesky, "np.linalg.cholesky({0})",
+                        vjps=[_cholesky_vjp], jvps=[_cholesky_jvp])
 
 
 # ---- pinv (full rank) --------------------------------------------------------------------
