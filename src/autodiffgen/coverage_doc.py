@@ -10,6 +10,7 @@ VJP and JVP rule it has. A test keeps docs/coverage.md equal to this output.
 import numpy as np
 
 from . import rules  # noqa: F401  (fills the registries)
+from .coverage_autograd import section as autograd_section
 from .rules import PRIMITIVES
 from .rules.numpy_api.building import BUILDING
 from .rules.scipy import SCIPY_FUNCTIONS
@@ -111,7 +112,14 @@ def table():
                    f"of them with VJP and JVP rules; {counts['primitives']} primitives, "
                    f"{counts['vjp']} with a VJP rule and {counts['jvp']} with a JVP rule (the "
                    "rest have no derivative: comparisons, rounding, argmax, ...).")]
+    lines += autograd_table()[0]
     return "\n".join(lines) + "\n"
+
+
+def autograd_table():
+    """The section beside Autograd's list (coverage_autograd.py) and its counts."""
+    getitem = PRIMITIVES["getitem"]
+    return autograd_section(entry_rows(), (vjp_status(getitem), jvp_status(getitem)), _name)
 
 
 def summary():

@@ -557,3 +557,44 @@ def test_default_rng_seed_under_second_order():
 def test_default_rng_float_seed_is_refused_clearly():
     with pytest.raises(ad.TracingError, match="takes one seed"):
         ad.grad(_noisy)(np.ones(2), 1.5)
+
+
+def _sampler(num_samples, D):
+    """Autograd's black_box_svi: the draw's size comes from ints read through a closure."""
+    rs = np.random.RandomState(0)
+
+    def objective(params):
+        mean, log_std = params[:D], params[D:]
+        samples = rs.randn(num_samples, D) * np.exp(log_std) + mean
+        return np.sum(samples ** 2)
+    return objective, rs
+
+
+@pytest.mark.parametrize("num_samples, D", [(3, 2), (5, 1)])
+def test_a_size_read_from_a_closures_ints_draws_as_eager(num_samples, D):
+    objective, rs = _sampler(num_samples, D)
+    f = ad.value_and_grad(objective)
+    params = np.linspace(-0.5, 0.5, 2 * D)
+    got = [f(params + k) for k in range(3)]
+    rs.seed(0)
+    for k, (value, g) in enumerate(got):
+        z = rs.randn(num_samples, D)
+        mean, std = params[:D] + k, np.exp(params[D:] + k)
+        samples = z * std + mean
+        assert np.isclose(value, np.sum(samples ** 2))
+        np.testing.assert_allclose(g, np.concatenate([
+            2 * samples.sum(0), (2 * samples * z * std).sum(0)]))
+    assert f.cache_info().misses == 1
+
+
+def test_an_int_argument_as_a_size_is_guarded_per_value():
+    def f(w, n):
+        return np.sum(w * np.random.randn(n, 2))
+    g = ad.grad(f)
+    w = np.ones(2)
+    seeded()
+    got = [g(w, n) for n in (3, 4, 3)]
+    seeded()
+    for n, result in zip((3, 4, 3), got):
+        np.testing.assert_allclose(result, np.random.randn(n, 2).sum(0))
+    assert g.cache_info().misses == 2  # one trace per size, the guard tells them apart

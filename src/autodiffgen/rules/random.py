@@ -35,6 +35,7 @@ np.random.default_rng inside the function reach `draw` is numpy_api/random.py.
 
 import contextlib
 import copy
+import operator
 import threading
 
 import numpy as np
@@ -181,10 +182,7 @@ def draw(handle, fn, args, kwargs, api):
         if type(value) is Box and value.node.trace_id != trace.id:
             raise TracingError(at(user_loc(), f"{fn}() got a value traced by an enclosing "
                                   "transformation (through a closure); pass it as an argument"))
-    if any(type(v) is Box for k, v in bound.items() if k not in dist):
-        raise TracingError(at(user_loc(), f"{fn}() got a traced value as its size or another "
-                              "static argument: the generated code writes these as numbers. "
-                              "Use shapes (x.shape, len(x)), not computed values"))
+    bound = {k: v if k in dist else _static(v, fn) for k, v in bound.items()}
     if any(type(v) is Box and carries_gradient(trace, v.node) for v in dist.values()):
         return _reparameterized(trace, handle, fn, bound, dist, api)
     params = {"fn": fn, "api": api, "state": handle is None, "dist": tuple(dist),
@@ -201,6 +199,23 @@ def draw(handle, fn, args, kwargs, api):
     box = trace.box(DRAW, rng + tuple(dist.values()), params, value)
     trace.effects.append(box.node)
     return box
+
+
+def _static(value, fn):
+    """A size or other static argument as the Python value the generated code writes. An
+    integer input there (an int argument, or one read from a closure or a global, as
+    `rs.randn(num_samples, D)` reads D) is read under a guard, as range(k) reads it, so
+    another value traces again; a computed traced value is refused."""
+    if type(value) in (tuple, list):
+        return type(value)(_static(v, fn) for v in value)
+    if type(value) is not Box:
+        return value
+    if value.node.prim is None and isinstance(value.value, (int, np.integer)) and \
+            not isinstance(value.value, (bool, np.bool_)):
+        return operator.index(value)
+    raise TracingError(at(user_loc(), f"{fn}() got a traced value as its size or another "
+                          "static argument: the generated code writes these as numbers. "
+                          "Use shapes (x.shape, len(x)), not computed values"))
 
 
 def _bind(fn, spec, args, kwargs):
