@@ -45,21 +45,21 @@ def check_output(out, fun, scalar):
 
 
 def check_output_tree(out, fun):
-    """A VJP's output: what check_output takes, or a pytree (tuple, list, dict) of floats,
-    ints and bools, arrays or Python numbers. Integer and boolean leaves (a count, a mask
+    """A VJP's output: what check_output takes, or a pytree (tuple, list, dict) of floats
+    (or complex numbers), ints and bools, arrays or Python numbers. Integer and boolean leaves (a count, a mask
     returned beside the value) have no derivative: their cotangents are ignored."""
     if not is_container(out):
         return check_output(out, fun, scalar=False)
     for leaf in leaves(out):
         value = leaf.value if type(leaf) is Box else leaf
         kind = _leaf_dtype(value)
-        if kind is None or not (np.issubdtype(kind, np.floating) or
+        if kind is None or not (np.issubdtype(kind, np.inexact) or
                                 np.issubdtype(kind, np.integer) or kind == np.bool_):
             where = leaf.node.loc if type(leaf) is Box and leaf.node.loc else def_site(fun)
             raise OutputError(at(where, f"{function_name(fun)} returned a pytree "
                                  f"{structure_text(out)} with a leaf that is "
-                                 f"{_kind_of(value)}: every leaf must be a real number or "
-                                 "array to be differentiated"))
+                                 f"{_kind_of(value)}: every leaf must be a number or an "
+                                 "array of numbers to be differentiated"))
 
 
 def _leaf_dtype(value):

@@ -72,6 +72,29 @@ def test_vjp_is_the_transpose_in_autograd_s_convention():
                                        rtol=1e-6)
 
 
+def test_vjp_of_a_pytree_with_complex_leaves_is_each_leaf_s():
+    """A tuple or dict output with complex leaves (Autograd's checks of functions of
+    several complex arguments take such VJPs): each leaf's cotangent reaches the
+    arguments as that leaf's own VJP would take it, in the generated code and the tape."""
+    def f(z, w):
+        return {"p": z * w, "s": (np.sin(z), np.sum(np.abs(w)))}
+    for _ in range(2):  # a second call with new data runs the cached code
+        z, w = _z(3), _z(3)
+        out, vjp_fn = ad.vjp(f, z, w)
+        _, vjp_tape = tape.vjp(f, z, w)
+        u = {"s": (_z(3), 0.7), "p": _z(3)}  # keys in another order: the same pytree
+        gz, gw = vjp_fn(u)
+        expected_z = ad.vjp(np.multiply, z, w)[1](u["p"])[0] \
+            + ad.vjp(np.sin, z)[1](u["s"][0])[0]
+        expected_w = ad.vjp(np.multiply, z, w)[1](u["p"])[1] \
+            + ad.vjp(lambda w: np.sum(np.abs(w)), w)[1](0.7)[0]
+        np.testing.assert_allclose(gz, expected_z, rtol=1e-12)
+        np.testing.assert_allclose(gw, expected_w, rtol=1e-12)
+        for g, h in zip((gz, gw), vjp_tape(u), strict=True):
+            np.testing.assert_allclose(g, h, rtol=1e-12)
+        np.testing.assert_allclose(out["p"], z * w)
+
+
 def test_vjp_of_a_holomorphic_function_is_its_derivative():
     z = _z(4)
     _, vjp_fn = ad.vjp(lambda z: np.exp(z) * z, z)
