@@ -42,6 +42,12 @@ def _astype_method(self, dtype, order="K", casting="unsafe", subok=True, copy=Tr
     return bind(astype, (self,), {"dtype": np.dtype(dtype)})
 
 
+if hasattr(np, "astype"):  # NumPy 2's function form of the method
+    @register_function(np.astype)
+    def _astype(x, dtype, /, *, copy=True, device=None):
+        return _astype_method(x, dtype, copy=copy)
+
+
 @boxmethod("copy")
 def _copy_method(self, order="C"):
     return bind(copy, (self,), {})
