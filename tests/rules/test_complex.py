@@ -234,9 +234,11 @@ def test_eig_traces_again_when_numpy_returns_the_other_kind():
     f = autodiffgen.grad(lambda a: np.sum(np.abs(np.linalg.eigvals(a))))
     real_kind = np.diag([1.0, 2.0, 3.0]) + 0.1
     complex_kind = np.array([[1.0, -2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 3.0]])
-    for a in (real_kind, complex_kind, real_kind + 0.05, complex_kind * 1.1):
+    matrices = (real_kind, complex_kind, real_kind + 0.05, complex_kind * 1.1)
+    for a in matrices:
         np.testing.assert_allclose(f(a), tape.grad(f.fun)(a), rtol=1e-10)
-    assert f.cache_info().misses == 2
+    kinds = {np.linalg.eigvals(a).dtype for a in matrices}  # NumPy >= 2.5: always complex
+    assert f.cache_info().misses == len(kinds)
     assert "np.iscomplexobj(" in f.source(real_kind)
 
 
