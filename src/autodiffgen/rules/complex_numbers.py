@@ -112,14 +112,15 @@ defvjp(PRIMITIVES["sign"], _sign_vjp)
 defjvp(PRIMITIVES["sign"], _sign_jvp)
 
 # ---- which primitives take complex values -------------------------------------------------
-# holomorphic or linear (their rules need no conjugate), or with rules of their own above
+# holomorphic or linear (their rules need no conjugate), or with rules of their own above;
+# max and min pass the cotangent to the element NumPy picks (complex: lexicographic order)
 COMPLEX_OK = frozenset((
     "getitem", "scatter_add", "setitem", "tile", "repeat", "pad", "triu", "tril", "ones",
     "astype", "copy", "conj", "real", "imag", "angle", "absolute", "sign", "add", "subtract",
     "multiply", "divide", "negative", "positive", "power", "square", "reciprocal", "exp",
     "expm1", "log", "log1p", "sqrt", "exp2", "log2", "log10", "sin", "cos", "tan", "tanh",
     "sinh", "cosh", "arctan", "arcsin", "arccos", "arcsinh", "arccosh", "arctanh", "where",
-    "sinc", "sum", "mean", "prod", "cumsum", "cumprod", "reshape", "transpose", "squeeze",
+    "sinc", "sum", "mean", "prod", "max", "min", "cumsum", "cumprod", "reshape", "transpose", "squeeze",
     "expand_dims", "broadcast_to", "concatenate", "stack", "zeros_like", "ones_like",
     "full_like", "matmul", "einsum", "inv", "det", "solve", "fftn", "ifftn", "rfftn",
     "irfftn", "eig_values", "eig_vectors"))

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import UnsupportedOperationError, at
 from ..tracer import bind, current_trace, user_loc
 from . import PRIMITIVES, defprimitive, register_helper
+from .complex_numbers import mark_complex_ok
 from .elementwise import ufunc
 
 try:
@@ -142,3 +143,4 @@ def _register_normal(sp):
 
 if scipy is not None:
     _register()
+    mark_complex_ok("erf", "erfc")  # holomorphic: their rules hold for complex values
