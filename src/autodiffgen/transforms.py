@@ -10,8 +10,6 @@ an outer transformation calls it on its Boxes, the tracer records it like user c
 
 import functools
 import operator
-import threading
-import types
 import weakref
 
 import numpy as np
@@ -19,30 +17,21 @@ import numpy as np
 from . import arguments, backward, forward, generalize_counts, naming, pipeline, rules, tracer
 from .api import GradFunction, grad
 from .arguments import signature_text, single
+from .cache.view import kept_with
 from .emit import emit_module
 from .errors import ArgumentError, OutputError, at, function_name
 from .tree import leaves, map_tree
 
-_LOCK = threading.Lock()  # threads racing to transform one function make it once
 _ELSEWHERE = weakref.WeakKeyDictionary()  # callables without a __dict__ of their own
 
 
 def _cached(kind, fun, make):
     """fun's transformed version of this kind, made once and kept while fun lives.
 
-    It is kept in fun's own __dict__: a WeakKeyDictionary value that refers to its key,
-    as a GradFunction does to its function, would never die, so `jvp(lambda ...)` in a
-    loop would keep every lambda and its generated code. Bound methods (which share
-    their function's attributes) and objects without a __dict__ use a weak table."""
-    with _LOCK:
-        own = getattr(fun, "__dict__", None)
-        home, key = ((own, f"__autodiffgen_{kind}__") if type(own) is dict and
-                     not isinstance(fun, types.MethodType) else
-                     (_ELSEWHERE.setdefault(fun, {}), kind))
-        made = home.get(key)
-        if made is None or made.fun is not fun:  # functools.wraps copies __dict__
-            made = home[key] = make(fun)
-    return made
+    Kept with fun (cache/view.kept_with), so that `jvp(lambda ...)` in a loop does not
+    keep every lambda and its generated code; bound methods and objects without a
+    __dict__ of their own use a weak table."""
+    return kept_with(fun, f"__autodiffgen_{kind}__", lambda: make(fun), _ELSEWHERE)
 
 
 class _Transformed(GradFunction):

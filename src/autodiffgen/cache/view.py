@@ -28,7 +28,8 @@ from collections import OrderedDict
 from ..generated_helpers import GuardFailure
 from .entries import Variants
 
-_LOCK = threading.Lock()  # threads making grad(f) at once share one cache
+_LOCK = threading.RLock()  # threads making grad(f) at once share one cache (reentrant:
+# a transformation kept with fun makes a grad(f) kept with it)
 
 
 class View:
@@ -131,18 +132,29 @@ class _Variants(Variants):
         return self.grow(self, args, failure)
 
 
+def kept_with(fun, name, make, elsewhere=None):
+    """make(), made once and kept in fun's own __dict__ under `name`, so that it dies with
+    fun (a weak table's value that refers to its key, as generated code does to its
+    function, would keep it alive). A bound method (whose __dict__ is its function's,
+    while its instance differs) or a callable without a __dict__ of its own uses
+    `elsewhere` (a weak table: fun -> {name: made}) when given; else None."""
+    own = getattr(fun, "__dict__", None)
+    with _LOCK:
+        if type(own) is dict and not isinstance(fun, types.MethodType):
+            home = own
+        elif elsewhere is not None:
+            home = elsewhere.setdefault(fun, {})
+        else:
+            return None
+        made = home.get(name)
+        if made is None or made.fun is not fun:  # functools.wraps copies __dict__
+            made = home[name] = make()
+    return made
+
+
 def shared_store(fun, settings, make):
     """(the FunctionCache every grad of `fun` with these settings shares, made by `make()`
-    the first time, True); kept in fun.__dict__ so that it dies with fun (a weak table's value
-    refers to its key through the cache, and would keep it alive). A callable without a
-    __dict__ of its own, or a bound method (whose __dict__ is its function's, while its
-    instance differs), gets its own: (make(), False)."""
-    own = getattr(fun, "__dict__", None)
-    if type(own) is not dict or isinstance(fun, types.MethodType):
-        return make(), False
-    name = f"__autodiffgen_grad_{settings}__"
-    with _LOCK:
-        store = own.get(name)
-        if store is None or store.fun is not fun:  # functools.wraps copies __dict__
-            store = own[name] = make()
-    return store, True
+    the first time, True), kept with fun; a callable kept_with cannot keep it with gets
+    its own: (make(), False)."""
+    store = kept_with(fun, f"__autodiffgen_grad_{settings}__", make)
+    return (make(), False) if store is None else (store, True)
