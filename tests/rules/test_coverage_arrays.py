@@ -272,6 +272,9 @@ case("idx-int-arrays-broadcast", lambda x: _s(x[np.array([[0], [2]]), np.array([
 case("idx-int-array-newaxis", lambda x: _s(x[None, [1, 1]]), normal(3, 2))
 case("idx-int-array-ellipsis", lambda x: _s(x[..., [0, -1, 0]]), normal(2, 3))
 case("idx-2d-repeated-pairs", lambda x: _s(x[[0, 0, 1, 0], [1, 1, 2, 1]]), normal(2, 3))
+case("idx-tuples-as-arrays", lambda x: _s(x[(0, 1, 0), (3, 3, 2)]), normal(2, 4, 3))
+case("idx-tuple-and-list-and-slice", lambda x: _s(x[(1, 0, 1), :, [2, 0, 2]]), normal(2, 3, 4))
+case("idx-nested-tuple-2d", lambda x: _s(x[((0, 1), (1, 1)),]), normal(2, 3))
 case("idx-negative-array-aliases-2d", lambda x: _s(x[[-1, 2], [0, 0]]), normal(3, 2))
 case("idx-mask-2d-then-slice", lambda x: _s(x[x[:, 0] > 0, 1:]), nonzero(4, 3))
 case("idx-mask-columns", lambda x: _s(x[:, np.array([True, False, True, True])]), normal(3, 4))
@@ -298,7 +301,8 @@ FLOAT32 = ["prod-3x4-axis1", "prod-one-zero", "var-2x3x4-axis(0,2)", "std-ddof1-
            "array_split-uneven-axis1", "tile-more-reps", "repeat-axis1", "repeat-per-element",
            "flip-tuple", "roll-tuple", "pad-constant", "triu-k1", "diag-1d-k1",
            "diagonal-3d-swapped", "trace-3d", "take-repeated", "take_along_axis-1",
-           "idx-int-arrays-split-by-slice", "idx-mask-2d-then-slice", "idx-2d-repeated-pairs"]
+           "idx-int-arrays-split-by-slice", "idx-mask-2d-then-slice", "idx-2d-repeated-pairs",
+           "idx-tuples-as-arrays"]
 
 
 @pytest.mark.parametrize("name", FLOAT32)
@@ -309,7 +313,7 @@ def test_float32_gradients(name):
 # ---- second derivatives -----------------------------------------------------------------
 SECOND = ["prod-3x4-axis1", "var-3x4-axis0", "cumsum-3x4-axis1", "cumprod-5-axis0",
           "roll-axis1", "pad-per-axis", "take-repeated", "tile-tuple", "diagonal-offset",
-          "repeat-axis1", "flip-tuple", "logsumexp-axis1"]
+          "repeat-axis1", "flip-tuple", "logsumexp-axis1", "idx-tuples-as-arrays"]
 
 
 @pytest.mark.parametrize("name", SECOND)
@@ -368,6 +372,22 @@ def test_repeated_take_accumulates_like_add_at():
                                   expected)
     g = autodiffgen.grad(lambda x: np.sum(np.take_along_axis(x, idx, axis=0) * w))(x)
     np.testing.assert_array_equal(g, expected)
+
+
+def test_index_sequences_holding_a_traced_int_are_guarded():
+    """x[(i, 0), [1, 1]] with an int argument i: the index is built from i's value, which
+    the code checks, so another i traces again instead of reusing the first one's rows."""
+    x = np.arange(12.0).reshape(3, 4)
+
+    def f(x, i):
+        return np.sum(x[(i, 0), [1, i]] ** 2)
+
+    g = autodiffgen.grad(f)
+    for i in (1, 2, 1):
+        expected = np.zeros((3, 4))
+        np.add.at(expected, ([i, 0], [1, i]), 2 * x[[i, 0], [1, i]])
+        np.testing.assert_array_equal(g(x, i), expected)
+    assert "GuardFailure" in g.source(x, 2)
 
 
 def test_split_returns_a_list_of_traced_pieces():

@@ -49,7 +49,11 @@ def _fresh(box):
 
 
 def _as_array(box, dtype, copy):
-    """np.array / np.asarray of a traced value: cast, copied, or itself."""
+    """np.array / np.asarray of a traced value: cast, copied, or itself. A list whose
+    Boxes were all read (traced ints, guarded: np.stack reads them) gathers into a plain
+    array."""
+    if type(box) is not Box:
+        return np.array(box, dtype=dtype, copy=copy or None)
     if dtype is not None and np.dtype(dtype) != box.dtype:
         return cast(box, dtype)
     if copy or not isinstance(box.value, np.ndarray):

@@ -1,5 +1,6 @@
 """x[...] on traced values, and the index helpers generated code calls: how a key the user
-writes (ints, slices, None, Ellipsis, arrays, lists, masks) becomes an `Index` and the
+writes (ints, slices, None, Ellipsis, arrays, masks, and lists or tuples inside a tuple
+key, which NumPy reads as arrays: `x[(0, 1), (3, 2)]`) becomes an `Index` and the
 arrays it refers to, recorded as the primitives of rules/indexing.py.
 
 A traced mask selects as many elements as the data says (generalize_counts.py decides whether that
@@ -37,7 +38,7 @@ def parse_index(key, shape=None):
             axis if item is None else None
         if dynamic is not None:
             items.append(dynamic)
-        elif type(item) is Box or isinstance(item, (np.ndarray, list)):  # a probed mask: seen
+        elif type(item) is Box or isinstance(item, (np.ndarray, list, tuple)):  # a probed mask: seen
             arrays.append(count_sources.seen(current_trace(), item) if type(item) is Box
                           else _index_array(item))
             items.append(Slot(len(arrays)))
