@@ -215,11 +215,26 @@ def test_odeint_refuses_options_it_cannot_trace():
         autodiffgen.grad(f)(np.ones(2))
 
 
-def test_sqrtm_without_a_real_root_raises_at_run_time():
-    f = autodiffgen.grad(lambda a: np.sum(scipy.linalg.sqrtm(a)))
-    f(np.diag([1.0, 4.0]))
-    with pytest.raises(ValueError, match="no real square root"):
-        f(np.diag([1.0, -4.0]))
+def _sqrtm_loss(a):
+    r = scipy.linalg.sqrtm(a)
+    return np.sum(np.real(r) * np.arange(1.0, 5.0).reshape(2, 2) + np.imag(r) ** 2)
+
+
+def test_sqrtm_without_a_real_root_is_complex_and_its_kind_guarded():
+    """A negative eigenvalue: SciPy's root is complex, differentiated as a holomorphic
+    matrix function (a real matrix's gradient is real); whether SciPy returns complex
+    values is read from the data, so the code checks it and the other kind traces again."""
+    real_root, complex_root = np.array([[2.0, 0.3], [0.5, 3.0]]), np.array([[1.0, 0.3],
+                                                                             [0.2, -4.0]])
+    autodiffgen.testing.check_grads(_sqrtm_loss, complex_root)
+    tables.check_hessian(_sqrtm_loss, complex_root)
+    f = autodiffgen.grad(_sqrtm_loss)
+    for a in (real_root, complex_root, real_root + 0.1, complex_root * 1.1):
+        g = f(a)
+        assert g.dtype == np.float64
+        np.testing.assert_allclose(g, tape.grad(_sqrtm_loss)(a), rtol=1e-10)
+    assert f.cache_info().misses == 2
+    assert "np.iscomplexobj(" in f.source(real_root)
 
 
 def test_singular_multivariate_normal_in_x_and_mean():

@@ -12,8 +12,8 @@ conj, angle, abs, sign) have rules of their own here. Forward mode needs nothing
 a complex tangent is pushed through the same rules.
 
 `COMPLEX_OK` lists the primitives whose rules hold for complex values. Every other
-primitive with a derivative rule was written for real numbers (max, clip, cholesky,
-eigh, scipy.special...): applied to a complex value that a derivative flows through, it
+primitive with a derivative rule was written for real numbers (maximum, clip,
+solve_triangular, scipy.special...): applied to a complex value that a derivative flows through, it
 raises an error naming it, instead of casting or comparing silently (`refuse_complex`, a
 result hook of the tracer).
 """
@@ -123,7 +123,8 @@ COMPLEX_OK = frozenset((
     "sinc", "sum", "mean", "prod", "max", "min", "cumsum", "cumprod", "reshape", "transpose", "squeeze",
     "expand_dims", "broadcast_to", "concatenate", "stack", "zeros_like", "ones_like",
     "full_like", "matmul", "einsum", "inv", "det", "solve", "fftn", "ifftn", "rfftn",
-    "irfftn", "eig_values", "eig_vectors"))
+    "irfftn", "eig_values", "eig_vectors", "slogdet_sign", "logabsdet", "cholesky",
+    "eigh_values", "eigh_vectors", "pinv", "svd_values", "svd_u", "svd_vh"))
 
 
 def mark_complex_ok(*names):

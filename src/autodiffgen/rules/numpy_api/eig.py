@@ -12,7 +12,8 @@ from . import register_function
 _EigResult = type(np.linalg.eig(np.eye(1)))
 
 
-def _dtype_guarded(box):
+def kind_guarded(box):
+    """box, with a guard on whether NumPy returned complex values (a value's decision)."""
     if type(box) is Box:
         current_trace().guard(box, "iscomplexobj", bool(np.iscomplexobj(box.value)))
     return box
@@ -20,9 +21,9 @@ def _dtype_guarded(box):
 
 @register_function(np.linalg.eig)
 def _eig(a):
-    return _EigResult(_dtype_guarded(eig_values(a)), _dtype_guarded(eig_vectors(a)))
+    return _EigResult(kind_guarded(eig_values(a)), kind_guarded(eig_vectors(a)))
 
 
 @register_function(np.linalg.eigvals)
 def _eigvals(a):
-    return _dtype_guarded(eig_values(a))
+    return kind_guarded(eig_values(a))

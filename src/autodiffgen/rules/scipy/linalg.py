@@ -4,8 +4,10 @@ second derivatives trace through them.
 
 solve_triangular reads one triangle of `a` (and not its diagonal with unit_diagonal): the
 gradient in `a` lies in that triangle and a tangent of `a` counts only there. sqrtm of a
-real matrix with no real square root is complex: refused at run time (`_sqrtm`), never a
-silently complex gradient.
+real matrix with a negative eigenvalue is complex: whether SciPy returns complex values is
+guarded (the other kind traces again), and its rules, those of a holomorphic matrix
+function, hold for complex values (solve_sylvester's too), so a real matrix's gradient is
+the real part of the complex one (rules/complex_numbers.py's convention).
 """
 
 import numpy as np
@@ -13,7 +15,9 @@ import scipy.linalg
 
 from ...errors import UnsupportedOperationError, at
 from ...tracer import bind, concrete, user_loc
-from .. import defprimitive, register_helper
+from .. import defprimitive
+from ..complex_numbers import mark_complex_ok
+from ..numpy_api.eig import kind_guarded
 from . import register
 
 _IMPORTS = ("scipy.linalg",)
@@ -164,24 +168,15 @@ def solve_sylvester(a, b, q):
 
 
 # ---- sqrtm: x x = a ------------------------------------------------------------------------------
-def _sqrtm(a):
-    """scipy.linalg.sqrtm, refusing a complex square root of a real matrix."""
-    out = scipy.linalg.sqrtm(a)
-    if np.iscomplexobj(out) and not np.iscomplexobj(a):
-        raise ValueError("scipy.linalg.sqrtm: this real matrix has no real square root "
-                         "(a negative eigenvalue); its complex one is not differentiated")
-    return out
-
-
 SQRTM = defprimitive(
-    "sqrtm", _sqrtm, "_sqrtm({0})",
+    "sqrtm", lambda a: scipy.linalg.sqrtm(a), "scipy.linalg.sqrtm({0})",
     vjps=[lambda g, ans, a: solve_sylvester(_t(ans), _t(ans), g)],
-    jvps=[lambda t, ans, a: solve_sylvester(ans, ans, t)], helper="_sqrtm", imports=_IMPORTS)
-register_helper("_sqrtm", _sqrtm, lambda a: bind(SQRTM, (a,), {}))
+    jvps=[lambda t, ans, a: solve_sylvester(ans, ans, t)], imports=_IMPORTS)
+mark_complex_ok("sqrtm", "solve_sylvester")
 
 
 def sqrtm(a, *rest, **options):
-    return bind(SQRTM, (a,), {})
+    return kind_guarded(bind(SQRTM, (a,), {}))
 
 
 for _name, _fn in (("solve_triangular", solve_triangular), ("solve_banded", solve_banded),
