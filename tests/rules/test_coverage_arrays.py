@@ -153,6 +153,12 @@ case("column_stack", lambda a, b: _s(np.column_stack([a, b])), normal(3), normal
      argnums=(0, 1))
 
 # ---- split and array_split: lists of traced pieces --------------------------------------
+def _written_at_tuples(x):
+    y = x * 1.0
+    y[(0, 2), (1, 1)] = x[(1, 2), (0, 0)] ** 2
+    return y
+
+
 def _weighted(pieces):
     return sum(_s(p * (i + 1)) for i, p in enumerate(pieces))
 
@@ -275,6 +281,7 @@ case("idx-2d-repeated-pairs", lambda x: _s(x[[0, 0, 1, 0], [1, 1, 2, 1]]), norma
 case("idx-tuples-as-arrays", lambda x: _s(x[(0, 1, 0), (3, 3, 2)]), normal(2, 4, 3))
 case("idx-tuple-and-list-and-slice", lambda x: _s(x[(1, 0, 1), :, [2, 0, 2]]), normal(2, 3, 4))
 case("idx-nested-tuple-2d", lambda x: _s(x[((0, 1), (1, 1)),]), normal(2, 3))
+case("idx-tuples-write", lambda x: _s(_written_at_tuples(x)), normal(3, 4))
 case("idx-negative-array-aliases-2d", lambda x: _s(x[[-1, 2], [0, 0]]), normal(3, 2))
 case("idx-mask-2d-then-slice", lambda x: _s(x[x[:, 0] > 0, 1:]), nonzero(4, 3))
 case("idx-mask-columns", lambda x: _s(x[:, np.array([True, False, True, True])]), normal(3, 4))
