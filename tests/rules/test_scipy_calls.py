@@ -235,6 +235,8 @@ def test_sqrtm_without_a_real_root_is_complex_and_its_kind_guarded():
         np.testing.assert_allclose(g, tape.grad(_sqrtm_loss)(a), rtol=1e-10)
     assert f.cache_info().misses == 2
     assert "np.iscomplexobj(" in f.source(real_root)
+    z = real_root + 0.3j * np.array([[1.0, -0.5], [0.2, 0.7]])  # a complex matrix: holomorphic
+    autodiffgen.testing.check_grads(_sqrtm_loss, z)
 
 
 def test_singular_multivariate_normal_in_x_and_mean():
