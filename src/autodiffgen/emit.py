@@ -41,7 +41,7 @@ from .emit_ast import (
 from .emit_memory import one_name, reuse_plan, ufunc_of
 from .emit_scalar import SCALAR
 from .generated_helpers import HELPERS
-from .graph import PYTHON_NUMBERS, Node, constant_key, op
+from .graph import PYTHON_NUMBERS, Node, constant_key, op, recomputed
 from .naming import RESERVED, Namespace
 from .raising import Raised, errstate_code
 from .size_formulas import Dim, Scale, SymArray
@@ -67,6 +67,8 @@ def _comment(node, kind="grad"):
     where = _where(node.loc)
     if node.grad_of is not None and not node.args and node.prim.name == "ones":
         return f"seed: d {node.grad_of.name or 'output'} / d itself"
+    if recomputed(node):  # checkpoint.py: the replay of a checkpointed call
+        return f"recompute of checkpointed {node.grad_of.name}, {where}"
     if node.grad_of is not None:
         of = node.grad_of.prim.name if node.grad_of.prim else "argument"
         return f"{'tangent' if kind == 'jvp' else 'grad'} of {of}, {where}"

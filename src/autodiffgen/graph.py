@@ -58,6 +58,12 @@ def op(x):
     return x.prim.op if type(x) is Node and x.prim is not None else None
 
 
+def recomputed(node):
+    """A node of the backward's replay of a checkpointed call (checkpoint.py), whose
+    `grad_of` is the call's mark."""
+    return node.grad_of is not None and op(node.grad_of) == "checkpoint"
+
+
 def parents_of(node):
     return [a for a in node.args if type(a) is Node]
 
