@@ -85,14 +85,15 @@ def _parameter_names(fun, args, kwargs):
 class Region:
     """The nodes one checkpointed call computed that its outputs depend on."""
 
-    __slots__ = ("inputs", "mark", "members", "names", "order", "outputs", "parent",
-                 "replayed")
+    __slots__ = ("input_set", "inputs", "mark", "members", "names", "order", "outputs",
+                 "parent", "replayed")
 
     def __init__(self, order, outputs, inputs, mark, names):
         self.order = order  # members in creation order: the order they are replayed in
         self.members = set(order)
         self.outputs = outputs
         self.inputs = inputs  # what members read from outside: replayed from these
+        self.input_set = set(inputs)
         self.mark = mark
         self.names = names  # input -> the parameter of the function it was passed as
         self.parent = None  # the region this one's call ran inside, if any
@@ -145,30 +146,32 @@ def _note(trace, start, out, fun, names):
 
 def lookup_for(trace, node, g, lookup):
     """How the rule of `node` reads values: `lookup`, unless node is inside a checkpointed
-    call, whose inner values are then read from its replay (made now, after g, if not yet)."""
+    call, whose values are then read from its replay (made now, after g, if not yet)."""
     regions = getattr(trace, "checkpoints", None)
-    if regions is None or node not in regions.home:
-        return lookup
-    return lambda a: _value(trace, regions, a, g, lookup)
-
-
-def _value(trace, regions, node, g, lookup):
-    """The value the backward reads for a forward node: its copy in the innermost region
-    that holds it inside (not as an output, which the forward kept), else its own."""
-    region = regions.home.get(node)
-    while region is not None and (node in region.outputs or node not in region.members):
-        region = region.parent
+    region = None if regions is None else regions.home.get(node)
     if region is None:
-        return lookup(node)
-    return _replayed(trace, regions, region, g, lookup)[node]
+        return lookup
+    return lambda a: _value(trace, region, a, g, lookup)
 
 
-def _replayed(trace, regions, region, g, lookup):
+def _value(trace, region, node, g, lookup, inputs=True):
+    """The value a rule in `region` reads for a forward node: its copy in the innermost
+    region (from this one out) that holds it inside (not as an output, which the forward
+    kept) or, with `inputs`, reads it as an input; else the forward value itself."""
+    while region is not None:
+        if (node in region.members and node not in region.outputs) or \
+                (inputs and node in region.input_set):
+            return _replayed(trace, region, g, lookup)[node]
+        region = region.parent
+    return lookup(node)
+
+
+def _replayed(trace, region, g, lookup):
     if region.replayed is not None:
         return region.replayed
     copies = {}
-    for x in region.inputs:  # from an enclosing region's copies where it has them
-        value = _value(trace, regions, x, g, lookup)
+    for x in region.inputs:  # an enclosing region's copy of what is inside it
+        value = _value(trace, region.parent, x, g, lookup, inputs=False)
         copies[x] = _barrier(trace, region, x, value, g)
     saved, trace.grad_of = trace.grad_of, region.mark
     try:
