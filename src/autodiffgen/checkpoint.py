@@ -28,7 +28,7 @@ import functools
 import inspect
 
 from .errors import function_name
-from .graph import PYTHON_NUMBERS, Node
+from .graph import COPY_OF, PYTHON_NUMBERS, Node
 from .rules import Primitive, defprimitive, register_helper
 from .tracer import Box, bind, current_trace, user_stack
 from .tree import leaves
@@ -180,6 +180,7 @@ def _replayed(trace, region, g, lookup):
             copy = copies[node] = bind(node.prim, args, node.params)
             if type(copy) is Box and copy.node.trace_id == trace.id and copy.node.id > node.id:
                 copy.node.name = node.name
+                COPY_OF[copy.node] = node
                 if node in PYTHON_NUMBERS:
                     PYTHON_NUMBERS.add(copy.node)
     finally:
@@ -197,4 +198,5 @@ def _barrier(trace, region, x, value, g):
     finally:
         trace.grad_of = saved
     box.node.name = region.names.get(x) or value.node.name
+    COPY_OF[box.node] = x
     return box
