@@ -60,6 +60,8 @@ _MARK = Primitive("checkpoint", None, "", builtin=True)
 def checkpoint(fun):
     """`fun`, whose inner values a backward pass recomputes instead of keeping (a decorator
     too). Outside any transformation, and under forward mode or the tape, it is `fun`."""
+    if not callable(fun):
+        raise TypeError(f"checkpoint takes a function, got {type(fun).__name__} {fun!r}")
     @functools.wraps(fun)
     def checkpointed(*args, **kwargs):
         trace = current_trace()

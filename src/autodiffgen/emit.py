@@ -329,8 +329,8 @@ class Emitter:
         if run is not None and run[0] == key and op(node) != "fused":  # a numexpr line
             if run[1] == comment:                                     # keeps its place
                 return "", run
-            if node.grad_of is not None:  # another rule at the same line
-                return comment.rsplit(", ", 1)[0], (key, comment)
+            if node.grad_of is not None and not recomputed(node):  # another rule at
+                return comment.rsplit(", ", 1)[0], (key, comment)        # the same line
         if node.grad_of is None and (run is None or run[0] != key):
             comment = f"{comment}  {source_line(node.loc)}".rstrip()
         return comment, (key, _comment(node, self.graph.kind))
