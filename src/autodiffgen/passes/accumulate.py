@@ -35,7 +35,7 @@ def accumulate(graph):
         merged = _merge(node, terms, uses, computed)
         if merged is not None:
             replace[node] = merged
-            consumed |= inner
+        consumed |= inner  # a subtree has fewer terms of each kind: it would not merge either
     return substitute(graph, replace)
 
 
