@@ -11,7 +11,9 @@ and its outputs. The backward pass (backward.cotangents_of_outputs) asks `lookup
 which values a rule reads: for a node inside a region, the region is replayed once, when
 the backward first reaches it, as new nodes recorded in the backward part of the graph
 (`grad_of` is the region's mark, so the emitter says `recompute of checkpointed f`), and
-the rules read those copies. The copies start from `_recompute_from(x, g)`, one per input:
+the region's rules read those copies, of its inputs too (so passes/accumulate.py, which
+would keep every copy alive for one matmul, knows them; graph.COPY_OF tells
+passes/stable.py what each copies). The copies start from `_recompute_from(x, g)`, one per input:
 x itself, but read only once the cotangent g arriving at the region is computed (JAX's
 optimization barrier over the residuals and the cotangent). Without it, common-subexpression
 elimination would take the copies for the forward values and undo the checkpoint; with it
@@ -21,7 +23,8 @@ time rather than kept by the outer replay.
 
 Random draws inside f are kept, not drawn again (a second draw would differ). The dynamic
 tape and forward mode just run f. Code an enclosing transformation traces (grad of grad)
-calls `_recompute_from` as a primitive: its derivative is the identity in x, none in g.
+calls `_recompute_from` as a primitive: its derivative is the identity in x, none in g;
+the enclosing trace sees the generated code, recomputation included, not the checkpoint.
 """
 
 import functools
@@ -179,8 +182,9 @@ def _replayed(trace, region, g, lookup):
     try:
         for node in region.order:
             args = [copies[a] if type(a) is Node else a for a in node.args]
+            first = trace.next_id
             copy = copies[node] = bind(node.prim, args, node.params)
-            if type(copy) is Box and copy.node.trace_id == trace.id and copy.node.id > node.id:
+            if type(copy) is Box and copy.node.id >= first:  # not one a rule's simplify gave
                 copy.node.name = node.name
                 COPY_OF[copy.node] = node
                 if node in PYTHON_NUMBERS:
