@@ -158,6 +158,33 @@ def test_float32_stays_float32_and_0d_values_broadcast():
     check_grads(f, np.array(0.3), RNG.normal(size=4), argnums=(0, 1))
 
 
+def test_python_floats_and_variadic_functions():
+    """Autograd's own check: Python floats in and out (math-module code), *args."""
+    bar = checkpoint(lambda x, y: 2 * x + np.sin(y) + 5)
+    both = ad.value_and_grad(lambda x: bar(x, x / 3.0) + bar(x, x ** 2))
+    value, g = both(3.0)
+    assert type(value) is float and type(g) is float
+    assert value == 6 + np.sin(1.0) + 6 + np.sin(9.0) + 10
+    np.testing.assert_allclose(g, 2 + np.cos(1.0) / 3 + 2 + np.cos(9.0) * 6, rtol=1e-14)
+    total = checkpoint(lambda *args: sum(args))
+    assert ad.grad(lambda x: total(x, x / 3.0, x * x))(3.0) == pytest.approx(1 + 1 / 3 + 6)
+
+
+def test_a_checkpointed_function_passed_as_an_argument():
+    def f(a):
+        for _ in range(3):
+            a = np.sin(a ** 2 + 1)
+        return a
+
+    def repeat(f, x):
+        for _ in range(3):
+            x = f(x)
+        return np.sum(x)
+    x = RNG.normal(size=20)
+    g = ad.grad(repeat, argnums=1)
+    np.testing.assert_allclose(g(checkpoint(f), x), g(f, x), rtol=1e-13)
+
+
 def test_outside_a_transformation_it_is_the_function():
     W, x, h = _args()
     np.testing.assert_array_equal(ck_cell(h, x, W), cell(h, x, W))
