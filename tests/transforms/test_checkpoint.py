@@ -185,6 +185,37 @@ def test_a_checkpointed_function_passed_as_an_argument():
     np.testing.assert_allclose(g(checkpoint(f), x), g(f, x), rtol=1e-13)
 
 
+def test_a_mask_a_branch_and_a_closure_over_an_outer_trace_inside():
+    @checkpoint
+    def positive(h):  # a data-dependent size
+        m = h[h > 0]
+        return np.sum(np.exp(m) * m)
+
+    @checkpoint
+    def branch(h):  # a guard: the other path traces again
+        return np.tanh(h) * 2 if np.sum(h) > 0 else np.sin(h)
+
+    def f(h):
+        return positive(h * 1.5) + np.sum(branch(h) ** 2)
+
+    def plain(h):
+        return positive.__wrapped__(h * 1.5) + np.sum(branch.__wrapped__(h) ** 2)
+    g = ad.grad(f)
+    for seed in range(4):
+        h = np.random.default_rng(seed).normal(size=7)
+        np.testing.assert_allclose(g(h), ad.grad(plain)(h), rtol=1e-13)
+        np.testing.assert_allclose(g(h), tape.grad(plain)(h), rtol=1e-13)
+
+    def outer(x):  # an inner grad whose checkpointed function closes over x
+        inner = lambda y: np.sum(checkpoint(lambda y: np.sin(x * y) * y)(y) ** 2)
+        return np.sum(ad.grad(inner)(x) * x)
+
+    def outer_plain(x):
+        return np.sum(ad.grad(lambda y: np.sum((np.sin(x * y) * y) ** 2))(x) * x)
+    x = RNG.normal(size=4)
+    np.testing.assert_allclose(ad.grad(outer)(x), ad.grad(outer_plain)(x), rtol=1e-12)
+
+
 def test_outside_a_transformation_it_is_the_function():
     W, x, h = _args()
     np.testing.assert_array_equal(ck_cell(h, x, W), cell(h, x, W))
