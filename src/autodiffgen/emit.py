@@ -67,7 +67,7 @@ def _comment(node, kind="grad"):
     where = _where(node.loc)
     if node.grad_of is not None and not node.args and node.prim.name == "ones":
         return f"seed: d {node.grad_of.name or 'output'} / d itself"
-    if recomputed(node):  # checkpoint.py: the replay of a checkpointed call
+    if recomputed(node):  # checkpointing.py: the replay of a checkpointed call
         return f"recompute of checkpointed {node.grad_of.name}, {where}"
     if node.grad_of is not None:
         of = node.grad_of.prim.name if node.grad_of.prim else "argument"

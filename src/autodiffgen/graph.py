@@ -58,7 +58,7 @@ def op(x):
     return x.prim.op if type(x) is Node and x.prim is not None else None
 
 
-# a checkpoint's recomputed copy -> the forward node it is a copy of (checkpoint.py), so a
+# a checkpoint's recomputed copy -> the forward node it is a copy of (checkpointing.py), so a
 # pass that matches forward patterns sees the backward through the copies (stable.py)
 COPY_OF = weakref.WeakKeyDictionary()
 
@@ -71,7 +71,7 @@ def original(x):
 
 
 def recomputed(node):
-    """A node of the backward's replay of a checkpointed call (checkpoint.py), whose
+    """A node of the backward's replay of a checkpointed call (checkpointing.py), whose
     `grad_of` is the call's mark."""
     return node.grad_of is not None and op(node.grad_of) == "checkpoint"
 

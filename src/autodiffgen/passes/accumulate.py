@@ -5,7 +5,7 @@ gradient is h[0].T @ g[0] + h[1].T @ g[1] + ..., and the gradient of xs in `xs[t
 adds one zero-filled array per step with a single row set. Done term by term, that is
 many small matmuls, and work quadratic in the number of steps. Here such an add tree is
 rewritten as one matmul over concatenated operands, and as one stack of the rows. Not
-over values a checkpoint recomputes (checkpoint.py): the one matmul would keep them all.
+over values a checkpoint recomputes (checkpointing.py): the one matmul would keep them all.
 """
 
 import numpy as np

@@ -27,7 +27,7 @@ A region of any other shape (an interior value used elsewhere or returned, two e
 backward input that is neither a g_i nor p) is left as it is: the old form is right
 wherever it is finite.
 
-Inside a checkpointed function (checkpoint.py) the backward reads recomputed copies of the
+Inside a checkpointed function (checkpointing.py) the backward reads recomputed copies of the
 region's values and of z: they stand for the forward values, and the new exit reads
 those (z and the logaddexp stay alive until the backward: stability first).
 
