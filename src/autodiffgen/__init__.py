@@ -9,6 +9,7 @@
 from . import rules, tape  # noqa: F401  (rules registers every primitive; tape: the reference)
 from ._version import __version__
 from .api import GradFunction, emit, grad, value_and_grad
+from .checkpointing import checkpoint
 from .custom import defjvp, defvjp, primitive, stop_gradient
 from .errors import (
                      ArgumentError,
@@ -30,6 +31,7 @@ __all__ = [
                      "TracingError",
                      "UnsupportedOperationError",
                      "__version__",
+                     "checkpoint",
                      "defjvp",
                      "defvjp",
                      "emit",

@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from .checkpointing import lookup_for
 from .errors import ArgumentError, OutputError, at, def_site, function_name
 from .graph import Graph, Node, toposort
 from .rules import PRIMITIVES, missing_rule, unbroadcast
@@ -152,8 +153,9 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
         if node.prim is None:
             result[node] = g
             continue
-        args = [lookup(a) if type(a) is Node else a for a in node.args]
-        ans = lookup(node)
+        look = lookup_for(trace, node, g, lookup)  # a checkpoint's inside: replayed
+        args = [look(a) if type(a) is Node else a for a in node.args]
+        ans = look(node)
         trace.grad_of = node
         try:
             for i, parent in enumerate(node.args):

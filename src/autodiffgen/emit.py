@@ -41,7 +41,7 @@ from .emit_ast import (
 from .emit_memory import one_name, reuse_plan, ufunc_of
 from .emit_scalar import SCALAR
 from .generated_helpers import HELPERS
-from .graph import PYTHON_NUMBERS, Node, constant_key, op
+from .graph import PYTHON_NUMBERS, Node, constant_key, op, recomputed
 from .naming import RESERVED, Namespace
 from .raising import Raised, errstate_code
 from .size_formulas import Dim, Scale, SymArray
@@ -67,6 +67,8 @@ def _comment(node, kind="grad"):
     where = _where(node.loc)
     if node.grad_of is not None and not node.args and node.prim.name == "ones":
         return f"seed: d {node.grad_of.name or 'output'} / d itself"
+    if recomputed(node):  # checkpointing.py: the replay of a checkpointed call
+        return f"recompute of checkpointed {node.grad_of.name}, {where}"
     if node.grad_of is not None:
         of = node.grad_of.prim.name if node.grad_of.prim else "argument"
         return f"{'tangent' if kind == 'jvp' else 'grad'} of {of}, {where}"
@@ -327,8 +329,8 @@ class Emitter:
         if run is not None and run[0] == key and op(node) != "fused":  # a numexpr line
             if run[1] == comment:                                     # keeps its place
                 return "", run
-            if node.grad_of is not None:  # another rule at the same line
-                return comment.rsplit(", ", 1)[0], (key, comment)
+            if node.grad_of is not None and not recomputed(node):  # another rule at
+                return comment.rsplit(", ", 1)[0], (key, comment)        # the same line
         if node.grad_of is None and (run is None or run[0] != key):
             comment = f"{comment}  {source_line(node.loc)}".rstrip()
         return comment, (key, _comment(node, self.graph.kind))

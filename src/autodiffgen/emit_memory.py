@@ -18,7 +18,7 @@ _OWNERS = {"matmul", "scatter_add", "copy", "concatenate", "stack", "sum", "mean
            "where", "clip", "astype", "tile", "repeat", "pad", "cumsum", "cumprod",
            "angle", "fftn", "ifftn", "rfftn", "irfftn", "eig_values", "eig_vectors"}
 _VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast_to",
-          "stop_gradient", "einsum", "diagonal", "real", "imag"}
+          "stop_gradient", "recompute_from", "einsum", "diagonal", "real", "imag"}
 
 
 def ufunc_of(prim):

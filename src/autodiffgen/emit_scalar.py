@@ -31,4 +31,5 @@ SCALAR = {
     "ones": "1.0", "copy": _SAME, "stop_gradient": _SAME, "reshape": _SAME,
     "broadcast_to": _SAME, "squeeze": _SAME, "expand_dims": _SAME, "sum": _SAME,
     "mean": _SAME, "max": _SAME, "min": _SAME, "transpose": _SAME,
+    "recompute_from": "_recompute_from({0}, {1})",  # a checkpoint's (checkpointing.py)
 }

@@ -58,6 +58,24 @@ def op(x):
     return x.prim.op if type(x) is Node and x.prim is not None else None
 
 
+# a checkpoint's recomputed copy -> the forward node it is a copy of (checkpointing.py), so a
+# pass that matches forward patterns sees the backward through the copies (stable.py)
+COPY_OF = weakref.WeakKeyDictionary()
+
+
+def original(x):
+    """The forward node a recomputed copy (of a copy...) stands for; x itself otherwise."""
+    while type(x) is Node and x in COPY_OF:
+        x = COPY_OF[x]
+    return x
+
+
+def recomputed(node):
+    """A node of the backward's replay of a checkpointed call (checkpointing.py), whose
+    `grad_of` is the call's mark."""
+    return node.grad_of is not None and op(node.grad_of) == "checkpoint"
+
+
 def parents_of(node):
     return [a for a in node.args if type(a) is Node]
 

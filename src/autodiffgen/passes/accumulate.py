@@ -4,12 +4,13 @@ The backward pass of a loop accumulates one term per step: a recurrent net's wei
 gradient is h[0].T @ g[0] + h[1].T @ g[1] + ..., and the gradient of xs in `xs[t] @ W`
 adds one zero-filled array per step with a single row set. Done term by term, that is
 many small matmuls, and work quadratic in the number of steps. Here such an add tree is
-rewritten as one matmul over concatenated operands, and as one stack of the rows.
+rewritten as one matmul over concatenated operands, and as one stack of the rows. Not
+over values a checkpoint recomputes (checkpointing.py): the one matmul would keep them all.
 """
 
 import numpy as np
 
-from ..graph import Index, Node, Slot, op, users_of
+from ..graph import Index, Node, Slot, op, recomputed, users_of
 from ..rules import PRIMITIVES
 from ..tree import leaves
 from .rewrite import clone, guard_reads, substitute
@@ -34,7 +35,7 @@ def accumulate(graph):
         merged = _merge(node, terms, uses, computed)
         if merged is not None:
             replace[node] = merged
-            consumed |= inner
+        consumed |= inner  # a subtree has fewer terms of each kind: it would not merge either
     return substitute(graph, replace)
 
 
@@ -116,8 +117,15 @@ def _product(node, root):
     if op(node) != "matmul" or len(node.shape) != 2:
         return False
     a, b = node.args
-    return all(type(x) is Node and len(x.shape) == 2 for x in (a, b)) \
+    return all(type(x) is Node and len(x.shape) == 2 and not _recomputed(x) for x in (a, b)) \
         and b.shape[0] <= MAX_INNER
+
+
+def _recomputed(x):
+    """A checkpoint's recomputed value (or its transpose): one matmul over all the terms
+    would keep every such copy alive until the end, which is what checkpointing avoids."""
+    return recomputed(x) or (op(x) == "transpose" and type(x.args[0]) is Node
+                             and recomputed(x.args[0]))
 
 
 def _one_matmul(root, products, computed):

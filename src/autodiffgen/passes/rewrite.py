@@ -6,7 +6,7 @@ takes over the original's name, location and role, so the emitted code reads the
 
 import dataclasses
 
-from ..graph import PYTHON_NUMBERS, Node, is_guard
+from ..graph import COPY_OF, PYTHON_NUMBERS, Node, is_guard
 from ..tree import map_tree
 
 
@@ -18,6 +18,8 @@ def clone(node, args=None, prim=None, params=None):
     copy.name, copy.trace_id = node.name, node.trace_id
     if node in PYTHON_NUMBERS:
         PYTHON_NUMBERS.add(copy)
+    if node in COPY_OF:
+        COPY_OF[copy] = COPY_OF[node]
     return copy
 
 

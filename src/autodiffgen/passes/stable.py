@@ -27,13 +27,17 @@ A region of any other shape (an interior value used elsewhere or returned, two e
 backward input that is neither a g_i nor p) is left as it is: the old form is right
 wherever it is finite.
 
+Inside a checkpointed function (checkpointing.py) the backward reads recomputed copies of the
+region's values and of z: they stand for the forward values, and the new exit reads
+those (z and the logaddexp stay alive until the backward: stability first).
+
 The pass comes first in the pipeline, so it sees the backward nodes as the rules
 recorded them; forward-mode graphs (`kind == "jvp"`) are left alone.
 """
 
 import numpy as np
 
-from ..graph import Node, op, users_of
+from ..graph import Node, op, original, users_of
 from ..rules import PRIMITIVES
 from ..tree import leaves
 from .rewrite import clone, guard_reads, substitute
@@ -172,8 +176,7 @@ def _exit(matches, backward, region, z, consumers, kept, forms):
     if len(exits) != 1 or exits[0].shape != z.shape or exits[0].dtype != z.dtype:
         return None
     out = exits[0]
-    outside = {a for n in backward for a in n.args
-               if type(a) is Node and a not in own and a not in region and a is not z}
+    outside = {a for n in backward for a in n.args if _outside(a, own, region, z)}
     prior = None  # what had reached z before: the exit is cots[z] + contribution
     others = [a for a in out.args if not (type(a) is Node and a in own)]
     if op(out) == "add" and others:
@@ -207,12 +210,20 @@ def _cotangent(root, backward, own, region, z):
     rule_nodes = [n for n in backward if n.grad_of is root]
     if not rule_nodes:
         return None
-    found = {a for n in rule_nodes for a in n.args
-             if type(a) is Node and a not in own and a not in region and a is not z}
+    found = {a for n in rule_nodes for a in n.args if _outside(a, own, region, z)}
     if len(found) != 1:
         return False
     g = found.pop()
     return g if g.shape == root.shape and g.dtype == root.dtype else False
+
+
+def _outside(a, own, region, z):
+    """A value a region's backward reads from outside it. A checkpoint's copy of a region
+    value (or of z) is that value: the new exit reads the forward one instead."""
+    if type(a) is not Node or a in own:
+        return False
+    a = original(a)
+    return a not in region and a is not z
 
 
 def _maker(like, grad_of):
