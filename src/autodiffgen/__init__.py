@@ -8,7 +8,7 @@
 
 from . import rules, tape  # noqa: F401  (rules registers every primitive; tape: the reference)
 from ._version import __version__
-from .api import GradFunction, emit, grad, value_and_grad
+from .api import GradFunction, emit, grad, grad_and_aux, value_and_grad
 from .custom import defjvp, defvjp, primitive, stop_gradient
 from .errors import (
                      ArgumentError,
@@ -35,6 +35,7 @@ __all__ = [
                      "emit",
                      "explain_retraces",
                      "grad",
+                     "grad_and_aux",
                      "hessian",
                      "hvp",
                      "jacfwd",
