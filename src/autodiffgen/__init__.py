@@ -20,6 +20,7 @@ from .errors import (
 )
 from .retrace import explain_retraces
 from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp
+from .tree import register_pytree_node
 
 __all__ = [
                      "ArgumentError",
@@ -43,6 +44,7 @@ __all__ = [
                      "jacrev",
                      "jvp",
                      "primitive",
+                     "register_pytree_node",
                      "stop_gradient",
                      "value_and_grad",
                      "vjp",

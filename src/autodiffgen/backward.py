@@ -15,7 +15,18 @@ from .graph import Graph, Node, toposort
 from .rules import PRIMITIVES, missing_rule, unbroadcast
 from .shift_invariance import dead_shifts
 from .tracer import Box, result_dtype
-from .tree import is_container, items, leaves, map_tree, rebuild, structure_text
+from .tree import (
+    is_container,
+    is_mapping,
+    items,
+    leaves,
+    map_tree,
+    matching_children,
+    rebuild,
+    same_node,
+    step_text,
+    structure_text,
+)
 
 _WARNED_BOOL = {}  # warnings' registry: one warning per place, however often it traces
 
@@ -122,12 +133,12 @@ def cotangent_like(out, g, loc):
         if is_container(o):
             if t is None:
                 return rebuild(o, [walk(c, None, path + _step(o, k)) for k, c in items(o)])
-            if type(t) is not type(o) or len(t) != len(o) or (
-                    type(o) is dict and set(t) != set(o)):
+            if not same_node(o, t):
                 raise ArgumentError(at(loc, f"the cotangent{path} has structure "
                                        f"{structure_text(t)} but the function returned "
                                        f"{structure_text(o)}"))
-            return rebuild(o, [walk(c, t[k], path + _step(o, k)) for k, c in items(o)])
+            return rebuild(o, [walk(c, tc, path + _step(o, k)) for (k, c), tc
+                               in zip(items(o), matching_children(o, t))])
         o, shape = _plain(o), np.shape(_plain(t))
         dtype = result_dtype(o)
         if not np.issubdtype(dtype, np.inexact):
@@ -146,7 +157,7 @@ def _plain(x):
 
 
 def _step(container, key):
-    return f"[{key!r}]" if type(container) is dict else f"[{key}]"
+    return step_text(key) if is_mapping(container) or type(key) is not int else f"[{key}]"
 
 
 def cotangents(trace, out_node, wrt, lookup, seed):
