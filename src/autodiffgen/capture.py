@@ -30,6 +30,7 @@ import numpy as np
 
 from . import effects
 from .errors import is_internal
+from .tree import is_container
 
 _INPUT_NUMBERS = (float, complex, np.floating, np.complexfloating)
 _INT64 = 2**63
@@ -672,8 +673,8 @@ class Proxy:
         if isinstance(obj, type):  # a new object: its methods are cloned too
             made = obj(*args, **kwargs)
             capture = object.__getattribute__(self, "_adg_capture")
-            return Proxy(capture, made, None) if type(made) is obj and not (
-                isinstance(made, tuple) and hasattr(obj, "_fields")) else made  # a pytree
+            return Proxy(capture, made, None) if type(made) is obj and not \
+                is_container(made) else made  # a pytree (tree.py): its leaves are traced
         return self.__getattr__("__call__")(*args, **kwargs)
 
     def __getitem__(self, key):

@@ -35,7 +35,7 @@ from .graph import Graph, Index, Node, is_guard
 from .passes.rewrite import clone
 from .rules.random import GENERATORS, private_streams
 from .size_formulas import Batch, NoFit, SymArray, evaluate, fit, same
-from .tree import is_container, items, leaves, rebuild, static_part
+from .tree import child, is_container, items, leaves, rebuild, static_part
 
 # the low sizes tried, in turn (1 row broadcasts: it stays specialized; at 2 rows, n-1 is 1)
 LOWS = (2, 8)
@@ -348,7 +348,7 @@ def _run(graph, args, n):
             continue
         value = args
         for key in node.params["path"]:
-            value = value[key]
+            value = child(value, key)
         env[node] = value
     for node in graph.nodes:
         values = [env[a] if type(a) is Node else evaluate(a, n) for a in node.args]

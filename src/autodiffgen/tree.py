@@ -75,9 +75,10 @@ def _defaultdict_make(static, keys, children):
 
 def _dataclass(kind):
     names = [Field(f.name) for f in dataclasses.fields(kind) if f.init]
+    static = tuple(map(str, names))  # in the key: a renamed field is another structure
 
     def parts(x):
-        return (None, names, [getattr(x, name) for name in names])
+        return (static, names, [getattr(x, name) for name in names])
 
     def make(static, keys, children):
         return kind(**dict(zip(keys, children)))
@@ -136,6 +137,15 @@ def register_pytree_node(nodetype, flatten, unflatten):
 def registration(kind):
     """(flatten, unflatten) of a registered type, else None."""
     return _REGISTERED.get(kind)
+
+
+def child(tree, key):
+    """The child of `tree` a path step names (as the generated code reads it)."""
+    if type(key) is Field:
+        return getattr(tree, key)
+    if type(key) is Child:
+        return list(_REGISTERED[key.kind][0](tree)[0])[key]
+    return tree[key]
 
 
 def is_namedtuple(x):
