@@ -175,11 +175,11 @@ def test_a_fresh_process_finds_the_entry_of_each_pytree_type(runs, kind):
 
 
 def test_another_registration_of_the_type_is_another_entry(runs):
-    first, _, swapped = runs
+    _, _, swapped = runs
     assert_right(swapped["registered"])
     assert swapped["registered"]["misses"] == 1  # traced: the flatten code differs
-    assert swapped["registered"]["log"] == ["autodiffgen: disk cache, f: no stored entry for "
-                                            "this signature"]
+    assert swapped["registered"]["log"] == [("autodiffgen: disk cache, f: no stored entry for "
+                                             "this signature")]
 
 
 def test_a_registration_by_lambdas_is_not_stored_and_the_log_says_why(runs):
