@@ -134,6 +134,19 @@ def register_pytree_node(nodetype, flatten, unflatten):
     _KINDS.pop(nodetype, None)
 
 
+def user_kind(kind):
+    """Whether instances of `kind` are containers of a class of the user's (a dataclass
+    or a registered type), whose methods the trace runs."""
+    node = kind_of(kind)
+    return node is not None and (node.user or dataclasses.is_dataclass(kind))
+
+
+def alias_kind(made, kind):
+    """`made` (a subclass the trace makes of a user's container class) comes apart as
+    `kind` does and is rebuilt as a `kind`."""
+    _KINDS[made] = kind_of(kind)
+
+
 def registration(kind):
     """(flatten, unflatten) of a registered type, else None."""
     return _REGISTERED.get(kind)

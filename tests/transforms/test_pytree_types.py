@@ -302,3 +302,81 @@ def test_a_lambda_registered_type_and_a_nested_mix():
     np.testing.assert_allclose(g["od"]["k"][0], [3.0, 3.0])
     source = ad.grad(f).source(tree)
     assert "Box2_flatten(" in source and "Box2_unflatten(" in source
+
+
+SHIFT = np.array(0.5)
+
+
+@dataclasses.dataclass
+class Model:
+    """A dataclass of parameters with methods, a property and a class attribute."""
+
+    W: np.ndarray
+    b: np.ndarray
+    SCALE = 2.0
+
+    @property
+    def weights(self):
+        return self.W * self.SCALE
+
+    def predict(self, x):
+        return np.tanh(x @ self.weights + self.b) + SHIFT
+
+
+class Layer:
+    """A registered container with a method."""
+
+    def __init__(self, W, act):
+        self.W, self.act = W, act
+
+    def __call__(self, x):
+        return getattr(np, self.act)(x @ self.W) * SHIFT
+
+
+ad.register_pytree_node(Layer, lambda layer: ((layer.W,), layer.act),
+                        lambda act, children: Layer(children[0], act))
+
+
+def test_methods_globals_and_class_attributes_are_read_at_each_call(monkeypatch):
+    """What the methods of a pytree argument read is read again at each call, as for
+    any function: a global they read and a class attribute (never baked in)."""
+    def loss(m, x):
+        assert isinstance(m, Model)
+        m2 = dataclasses.replace(m, b=m.b * 2.0)
+        return np.sum(m2.predict(x) ** 2)
+
+    def reference(m, x):
+        z = np.tanh(x @ (m.W * Model.SCALE) + 2.0 * m.b) + SHIFT
+        return np.sum(z ** 2)
+    rng = np.random.default_rng(1)
+    m, x = Model(rng.normal(size=(3, 2)), rng.normal(size=2)), rng.normal(size=(4, 3))
+    vg = ad.value_and_grad(loss)
+    for shift, scale in ((0.5, 2.0), (1.5, 2.0), (1.5, -1.0)):
+        monkeypatch.setitem(globals(), "SHIFT", np.array(shift))
+        monkeypatch.setattr(Model, "SCALE", scale)
+        value, g = vg(m, x)
+        np.testing.assert_allclose(value, reference(m, x), rtol=1e-12)
+        assert type(g) is Model
+        np.testing.assert_allclose(g.W, numeric_grad_of(lambda W: reference(Model(W, m.b), x),
+                                                        m.W), rtol=1e-6, atol=1e-8)
+    assert vg.cache_info().misses == 1
+    layer = Layer(rng.normal(size=(3, 2)), "tanh")
+
+    def layer_loss(layer, x):
+        return np.sum(layer(x))
+    g = ad.grad(layer_loss)(layer, x)
+    np.testing.assert_allclose(g.W, x.T @ ((1 - np.tanh(x @ layer.W) ** 2) * SHIFT),
+                               rtol=1e-12)
+    assert g.act == "tanh"
+    monkeypatch.setitem(globals(), "SHIFT", np.array(4.0))
+    g = ad.grad(layer_loss)(layer, x)
+    np.testing.assert_allclose(g.W, x.T @ ((1 - np.tanh(x @ layer.W) ** 2) * 4.0), rtol=1e-12)
+
+
+def numeric_grad_of(f, W, eps=1e-6):
+    g = np.zeros_like(W)
+    for k in range(W.size):
+        e = np.zeros_like(W)
+        e.reshape(-1)[k] = eps
+        g.reshape(-1)[k] = (f(W + e) - f(W - e)) / (2 * eps)
+    return g
