@@ -125,7 +125,9 @@ def register_pytree_node(nodetype, flatten, unflatten):
     value traces again). Every transformation, the cache and the disk cache take it."""
     if not isinstance(nodetype, type):
         raise TypeError(f"register_pytree_node takes a type, got {nodetype!r}")
-    if nodetype in (tuple, list, dict) or nodetype in _REGISTERED:
+    if nodetype in (tuple, list, dict, collections.OrderedDict, collections.defaultdict) or \
+            nodetype in _REGISTERED or issubclass(nodetype, tuple) and \
+            hasattr(nodetype, "_fields"):  # a namedtuple class
         raise ValueError(f"{nodetype.__qualname__} is already a pytree node type")
     if not (callable(flatten) and callable(unflatten)):
         raise TypeError("register_pytree_node(type, flatten, unflatten): flatten and "

@@ -269,6 +269,19 @@ def test_mismatched_structures_are_clear_errors():
         vjp_fn(collections.defaultdict(float, {"W": np.ones(3), "b": np.ones(3)}))
 
 
+def test_aux_values_of_these_types_with_has_aux():
+    def f(t):
+        W, b = parts(t)
+        return np.sum(W * b), _like(t, [W * 2.0, b.sum()])
+    for kind in KINDS:
+        for seed in (0, 1):
+            t = make(kind, seed)
+            g, aux = ad.grad(f, has_aux=True)(t)
+            assert_same_kind(aux, t)
+            np.testing.assert_allclose(parts(aux)[0], parts(t)[0] * 2.0)
+            np.testing.assert_allclose(parts(g)[0], parts(t)[1])
+
+
 def test_unhashable_aux_data_is_refused_by_name():
     class Bag:
         def __init__(self, x, meta):
@@ -282,6 +295,11 @@ def test_unhashable_aux_data_is_refused_by_name():
 def test_registration_is_checked():
     with pytest.raises(ValueError, match="already a pytree node type"):
         ad.register_pytree_node(Pair, flatten_pair, unflatten_pair)
+    with pytest.raises(ValueError, match="OrderedDict is already a pytree node type"):
+        ad.register_pytree_node(collections.OrderedDict, flatten_pair, unflatten_pair)
+    with pytest.raises(ValueError, match="Point is already a pytree node type"):
+        ad.register_pytree_node(collections.namedtuple("Point", "x y"), flatten_pair,
+                                unflatten_pair)
     with pytest.raises(TypeError, match="takes a type"):
         ad.register_pytree_node(Pair(1, 2), flatten_pair, unflatten_pair)
 
