@@ -199,3 +199,29 @@ def test_the_disk_key_of_a_registered_type_holds_its_functions():
     assert disk_key._canon(pathlib.Path).startswith("type:pathlib")
     with pytest.raises(disk_key._Unstable):
         disk_key._canon(Local)  # a class local to a function: no name another process finds
+
+
+def test_a_class_defined_in_a_function_is_not_stored_and_the_log_says_why(tmp_path, caplog):
+    import dataclasses
+
+    import autodiffgen
+
+    @dataclasses.dataclass
+    class Local:
+        W: np.ndarray
+
+    def f(p):
+        return np.sum(p.W ** 2)
+    diskcache.enable(tmp_path / "cache")
+    autodiffgen.explain_retraces()
+    try:
+        with caplog.at_level("WARNING", logger="autodiffgen"):
+            g = autodiffgen.grad(f)(Local(np.arange(3.0)))
+    finally:
+        autodiffgen.explain_retraces(False)
+        diskcache.disable()
+    np.testing.assert_allclose(g.W, 2 * np.arange(3.0))
+    assert any("not stored: an argument is a pytree of test_a_class_defined_in_a_function"
+               in r.getMessage() and "a class defined inside a function" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    assert not list((tmp_path / "cache").glob("*.adg"))  # nothing stored
