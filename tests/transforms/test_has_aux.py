@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import autodiffgen as ad
+from autodiffgen import tape
 from autodiffgen.errors import ArgumentError, OutputError
 
 RNG = np.random.default_rng(13)
@@ -263,3 +264,32 @@ def test_emit_shows_the_aux_outputs():
     source = ad.emit(loss, w, x, has_aux=True)
     assert "'count': 2" in source and "return ((" in source
     assert "'count': 2" in ad.emit(ad.grad(loss, has_aux=True), w, x)  # has_aux kept
+
+
+def test_an_outer_transformation_differentiates_through_aux():
+    """As JAX: aux gets no derivative from the inner transformation, but an outer one
+    differentiates through it (here aux = x**3)."""
+    def f(x):
+        _, aux = ad.grad(lambda x: (x ** 3, [x ** 3]), has_aux=True)(x)
+        return aux[0] * np.sin(x)
+
+    def via_jacobian(x):
+        _, aux = ad.jacobian(lambda x: (x ** 3, [x ** 3]), has_aux=True)(x)
+        return aux[0] * np.sin(x)
+    want = 3 * 16.0 * np.sin(4.0) + 64.0 * np.cos(4.0)
+    np.testing.assert_allclose(ad.grad(f)(4.0), want, rtol=1e-12)
+    np.testing.assert_allclose(ad.jacobian(via_jacobian)(np.array(4.0)), want, rtol=1e-12)
+    assert ad.grad(lambda x: (x ** 3, [4.0]), has_aux=True)(4.0) == (48.0, [4.0])
+
+
+def test_the_tape_takes_has_aux_too():
+    w, x = data(9)
+    (value, aux), g = tape.value_and_grad(loss, has_aux=True)(w, x)
+    (value2, aux2), g2 = ad.value_and_grad(loss, has_aux=True)(w, x)
+    np.testing.assert_allclose(value, value2, rtol=1e-12)
+    np.testing.assert_allclose(g, g2, rtol=1e-12)
+    assert_tree_close(aux, aux2)
+    assert type(aux["z"]) is np.ndarray
+    g3, aux3 = tape.grad(loss, has_aux=True)(w, x)
+    np.testing.assert_allclose(g3, g2, rtol=1e-12)
+    assert_tree_close(aux3, aux2)
