@@ -8,7 +8,7 @@
 
 from . import rules, tape  # noqa: F401  (rules registers every primitive; tape: the reference)
 from ._version import __version__
-from .api import GradFunction, emit, grad, value_and_grad
+from .api import GradFunction, emit, grad, grad_and_aux, value_and_grad
 from .checkpointing import checkpoint
 from .custom import defjvp, defvjp, primitive, stop_gradient
 from .errors import (
@@ -21,6 +21,7 @@ from .errors import (
 )
 from .retrace import explain_retraces
 from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp
+from .tree import register_pytree_node
 
 __all__ = [
                      "ArgumentError",
@@ -37,6 +38,7 @@ __all__ = [
                      "emit",
                      "explain_retraces",
                      "grad",
+                     "grad_and_aux",
                      "hessian",
                      "hvp",
                      "jacfwd",
@@ -44,6 +46,7 @@ __all__ = [
                      "jacrev",
                      "jvp",
                      "primitive",
+                     "register_pytree_node",
                      "stop_gradient",
                      "value_and_grad",
                      "vjp",

@@ -49,7 +49,8 @@ def emit_functions(calls, standalone=True):
     for gf, args in calls:
         gf._check_argnums(len(args))
         graph = pipeline.finish(pipeline.optimize(pipeline.gradient_graph(
-            gf.fun, args, gf._argnums, gf._arg_names(len(args)), capture=not standalone),
+            gf.fun, args, gf._argnums, gf._arg_names(len(args)), capture=not standalone,
+            has_aux=gf.has_aux),
             numexpr=not standalone))
         base, n, taken = graph.name, 0, {g.name for g in graphs}
         while graph.name in taken:
@@ -67,8 +68,9 @@ class GradFunction(Differentiated):
     `max_entries` signatures are kept, the least recently used dropped first."""
 
     def __init__(self, fun, argnums=0, with_value=True, example=None, max_variants=None,
-                 max_entries=None):
+                 max_entries=None, has_aux=False):
         super().__init__(fun, argnums, with_value)
+        self.has_aux = _flag("has_aux", has_aux)
         max_variants = MAX_VARIANTS if max_variants is None else \
             _count_setting("max_variants", max_variants, 1)
         self.example = example
@@ -81,7 +83,8 @@ class GradFunction(Differentiated):
         """This object's View of its cache: shared with every plain grad of the same
         function and settings (cache/view.py), so grad(f) made at each call does not trace
         again."""
-        disk_extra = (type(self).__name__, tuple(self._argnums), single(self._argnums))
+        disk_extra = (type(self).__name__, tuple(self._argnums), single(self._argnums)) + \
+            (("has_aux",) if self.has_aux else ())  # ((value, aux), grads): other code
 
         def make():
             return FunctionCache(self.fun, list(self._diff), self._compile, self._load,
@@ -103,8 +106,10 @@ class GradFunction(Differentiated):
             cache.hits += 1
         else:
             entry = cache.look_up(args, key)
-        out = entry(*args)
-        return out if self.with_value else out[1]
+        out = entry(*args)  # (value, grads), or ((value, aux), grads) with has_aux
+        if self.with_value:
+            return out
+        return (out[1], out[0][1]) if self.has_aux else out[1]
 
     def _entry(self, args):
         """The compiled function for these arguments' signature (compiled on a miss)."""
@@ -162,10 +167,17 @@ class GradFunction(Differentiated):
         """(source, injected constants, graph, source locations) of the generated function
         for `args`."""
         return pipeline.compile_gradient(self.fun, args, self._argnums, names, pure=pure,
-                                        diff=self._diff)
+                                        diff=self._diff, has_aux=self.has_aux)
+
+def _flag(name, value):
+    if type(value) is not bool and not isinstance(value, np.bool_):
+        raise ArgumentError(at(where(), f"{name} must be True or False, got {value!r}"))
+    return bool(value)
+
 
 def _decorator(with_value, cls=GradFunction):
-    return decorator(with_value, cls, example=None, max_variants=None, max_entries=None)
+    return decorator(with_value, cls, example=None, max_variants=None, max_entries=None,
+                     has_aux=False)
 
 
 grad = _decorator(with_value=False)
@@ -176,19 +188,29 @@ new signature (argument structure, shapes, dtypes, values of non-array arguments
 `f` once and compiles a generated forward+backward function; later calls run only that.
 `example=` gives the CLI example arguments (see README). `max_entries=` bounds the
 signatures kept (least recently used dropped first; default $AUTODIFFGEN_MAX_ENTRIES or 64).
+`has_aux=True`: f returns (output, aux), aux any pytree of arrays and numbers computed by
+the same generated function, with no derivative; the call returns (gradient, aux).
 """
 value_and_grad = _decorator(with_value=True)
-value_and_grad.__doc__ = """Like grad, but returns (value, gradient)."""
+value_and_grad.__doc__ = """Like grad, but returns (value, gradient); with has_aux=True,
+((value, aux), gradient), as JAX."""
 
 
-def emit(fun, *args, argnums=0, standalone=False):
+def grad_and_aux(fun, argnum=0):
+    """Autograd's spelling of grad(fun, argnums=argnum, has_aux=True): the gradient of
+    the first of the two values fun returns, and the second as it is: (gradient, aux)."""
+    return grad(fun, argnums=argnum, has_aux=True)
+
+
+def emit(fun, *args, argnums=0, standalone=False, has_aux=False):
     """The generated source of value_and_grad(fun, argnums) at these example arguments:
     the code a cached call runs (for every batch size it allows), or with `standalone`
     a module that needs only NumPy, for these shapes."""
     if isinstance(fun, GradFunction):
-        argnums, fun = fun._argnums, fun.fun
-    gf = GradFunction(fun, argnums)
+        argnums, has_aux, fun = fun._argnums, fun.has_aux, fun.fun
+    gf = GradFunction(fun, argnums, has_aux=has_aux)
     names = gf._arg_names(len(args))
     gf._check_argnums(len(args))
     diff = None if standalone else gf._diff  # in memory: what the cached call would run
-    return pipeline.compile_gradient(fun, args, gf._argnums, names, standalone, diff=diff)[0]
+    return pipeline.compile_gradient(fun, args, gf._argnums, names, standalone, diff=diff,
+                                     has_aux=gf.has_aux)[0]

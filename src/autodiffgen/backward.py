@@ -16,7 +16,18 @@ from .graph import Graph, Node, toposort
 from .rules import PRIMITIVES, missing_rule, unbroadcast
 from .shift_invariance import dead_shifts
 from .tracer import Box, result_dtype
-from .tree import is_container, items, leaves, map_tree, rebuild, structure_text
+from .tree import (
+    is_container,
+    is_mapping,
+    items,
+    leaves,
+    map_tree,
+    matching_children,
+    rebuild,
+    same_node,
+    step_text,
+    structure_text,
+)
 
 _WARNED_BOOL = {}  # warnings' registry: one warning per place, however often it traces
 
@@ -43,6 +54,39 @@ def check_output(out, fun, scalar):
         raise OutputError(at(where, f"grad needs a scalar output, but {name} returned "
                              f"an array of shape {shape}; reduce it (e.g. .sum() or .mean()) "
                              "or use a Jacobian"))
+
+
+def split_aux(out, fun):
+    """(output, aux) of a function differentiated with has_aux=True, which must return a
+    pair; aux is any pytree whose leaves are arrays or numbers (None: an empty subtree, as
+    in JAX). Its traced leaves are outputs of the generated code like any other; no
+    cotangent is seeded at them, so no derivative flows from them, and the caller gets
+    plain arrays (no Box escapes: outside a trace, generated code computes on arrays)."""
+    name = function_name(fun)
+    if type(out) not in (tuple, list) or len(out) != 2:
+        what = f"a {type(out).__name__} of {len(out)}" if type(out) in (tuple, list) \
+            else _kind_of(out.value if type(out) is Box else out)
+        raise OutputError(at(def_site(fun), f"{name} is differentiated with has_aux=True, "
+                             f"so it must return a pair (output, aux), but it returned {what}"))
+    value, aux = out
+    for path, leaf in _paths(aux, "aux"):
+        plain = leaf.value if type(leaf) is Box else leaf
+        if plain is None or _leaf_dtype(plain) is not None and \
+                _leaf_dtype(plain) != np.dtype(object) and type(plain) not in (str, bytes):
+            continue
+        where = leaf.node.loc if type(leaf) is Box and leaf.node.loc else def_site(fun)
+        raise OutputError(at(where, f"{name} returned, with has_aux=True, an auxiliary value "
+                             f"{path} that is {_kind_of(plain)}: every leaf of aux must be an "
+                             "array or a number"))
+    return value, aux
+
+
+def _paths(tree, path):
+    if is_container(tree):
+        for key, child in items(tree):
+            yield from _paths(child, path + _step(tree, key))
+    else:
+        yield path, tree
 
 
 def check_output_tree(out, fun):
@@ -90,12 +134,12 @@ def cotangent_like(out, g, loc):
         if is_container(o):
             if t is None:
                 return rebuild(o, [walk(c, None, path + _step(o, k)) for k, c in items(o)])
-            if type(t) is not type(o) or len(t) != len(o) or (
-                    type(o) is dict and set(t) != set(o)):
+            if not same_node(o, t):
                 raise ArgumentError(at(loc, f"the cotangent{path} has structure "
                                        f"{structure_text(t)} but the function returned "
                                        f"{structure_text(o)}"))
-            return rebuild(o, [walk(c, t[k], path + _step(o, k)) for k, c in items(o)])
+            return rebuild(o, [walk(c, tc, path + _step(o, k)) for (k, c), tc
+                               in zip(items(o), matching_children(o, t))])
         o, shape = _plain(o), np.shape(_plain(t))
         dtype = result_dtype(o)
         if not np.issubdtype(dtype, np.inexact):
@@ -114,7 +158,7 @@ def _plain(x):
 
 
 def _step(container, key):
-    return f"[{key!r}]" if type(container) is dict else f"[{key}]"
+    return step_text(key) if is_mapping(container) or type(key) is not int else f"[{key}]"
 
 
 def cotangents(trace, out_node, wrt, lookup, seed):
@@ -243,10 +287,12 @@ def fused_graph(name, params, trace, outputs, **fields):
                  **fields)
 
 
-def split_graphs(name, params, trace, value, grads, seed, fwd_fields=None, bwd_fields=None):
+def split_graphs(name, params, trace, value, grads, seed, fwd_fields=None, bwd_fields=None,
+                 aux=None, has_aux=False):
     """A forward function returning (value, residuals) and a backward function of
     (residuals, g): the forward values the backward reads are computed once and saved.
-    `fwd_fields`, `bwd_fields`: the Graphs' other fields (doc...), complete when made."""
+    `fwd_fields`, `bwd_fields`: the Graphs' other fields (doc...), complete when made.
+    `has_aux`: the forward function returns (value, residuals, aux)."""
     seeds = [leaf.node for leaf in leaves(seed) if type(leaf) is Box]
     grad_roots = [leaf.node for leaf in leaves(grads) if type(leaf) is Box]
     order = toposort(grad_roots) if grad_roots else []
@@ -262,11 +308,13 @@ def split_graphs(name, params, trace, value, grads, seed, fwd_fields=None, bwd_f
     needed |= {n.args[0] for n in counts}
     residuals = sorted((n for n in needed if n not in seeds), key=lambda n: n.id)
     value_node = map_tree(value, lambda b: b.node if type(b) is Box else b)
+    aux_node = map_tree(aux, lambda b: b.node if type(b) is Box else b)
     fwd_roots = [r for r in residuals if r.prim is not None] + trace.guards + trace.effects + \
-        trace.tried + [n for n in leaves(value_node) if type(n) is Node]
+        trace.tried + [n for n in leaves((value_node, aux_node)) if type(n) is Node]
     fwd_order = set(toposort(fwd_roots)) if fwd_roots else set()
     fwd = Graph(f"{name}_fwd", params, [n for n in trace.inputs if n in fwd_order],
                 sorted((n for n in fwd_order if n.prim is not None), key=lambda n: n.id),
+                (value_node, tuple(residuals), aux_node) if has_aux else
                 (value_node, tuple(residuals)), captured=trace.captured, marks=trace.marks,
                 tried=frozenset(trace.tried), **(fwd_fields or {}))
     paths = {r: (0, i) for i, r in enumerate(residuals)}

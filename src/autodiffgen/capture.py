@@ -30,6 +30,7 @@ import numpy as np
 
 from . import effects
 from .errors import is_internal
+from .tree import alias_kind, is_container, items, user_kind
 
 _INPUT_NUMBERS = (float, complex, np.floating, np.complexfloating)
 _INT64 = 2**63
@@ -39,6 +40,7 @@ _LIBRARIES = {"numpy", "autodiffgen", "scipy", "astor", "numexpr", "pytest", "_p
 _ARRAY_LIKE = ("__array__", "__array_ufunc__", "__array_function__", "__array_interface__")
 _MAX_CLONES = 512
 _RANDOM = (np.random.Generator, np.random.RandomState)
+_STDLIB = os.path.dirname(os.__file__)
 _PLAIN_ARGUMENTS = (int, float, complex, bool, str, bytes, type(None))
 _MAX_LEAVES = 256  # a global container with more leaves is left alone
 
@@ -233,6 +235,7 @@ class Capture:
         self.originals = {}  # id(a clone) -> the user's function it stands for
         self.cells = {}  # id(a clone's cell) -> (that cell, the user's cell it stands for)
         self.copies = {}  # id(a user's list or dict) -> (the copy the trace sees, it)
+        self.classes = {}  # a pytree argument's class -> the subclass the trace sees
         self.baked_reads = set()  # Read.key of inputs converted to plain values (baked)
         self.scopes = []  # the clones' globals (_Scope), to see what the function assigned
         self.made_cells = []  # (cell, what the trace saw, name, code of the function it
@@ -484,6 +487,62 @@ class Capture:
         made.__dict__.update(fn.__dict__)
         return made
 
+    # pytree arguments of the user's classes (tree.py)
+    def pytree_argument(self, tree):
+        """A dataclass or registered-type argument (at any depth of a pytree), rebuilt by
+        tracer.py around its Boxes, as the traced code sees it: an instance of a subclass
+        whose methods are clones (what they read is read again or guarded, as for any
+        function) and whose class attributes are read from the class at each call. Its
+        fields are its children (Boxes); what else it holds follows from them and from
+        its aux_data, both in the cache key."""
+        if not is_container(tree):
+            return tree
+        for _, child in items(tree):
+            self.pytree_argument(child)
+        kind = type(tree)
+        if user_kind(kind):
+            traced = self.classes.get(kind)
+            if traced is None:
+                traced = self.classes[kind] = self._traced_class(kind)
+            if traced is not None:
+                object.__setattr__(tree, "__class__", traced)
+        return tree
+
+    def _traced_class(self, kind):
+        """The subclass of `kind` the trace sees (None if Python refuses to make one)."""
+        members = {"__slots__": (), "__module__": kind.__module__,
+                   "__qualname__": kind.__qualname__}
+        fields = getattr(kind, "__dataclass_fields__", {})
+        for klass in reversed(kind.__mro__[:-1]):  # a subclass's member wins
+            if not (user_module(klass.__module__) or klass.__module__ == "__main__"):
+                continue
+            for name, value in vars(klass).items():
+                member = None if name in fields else self._traced_member(kind, name, value)
+                if member is not None:
+                    members[name] = member
+                else:
+                    members.pop(name, None)
+        try:
+            made = type(kind)(kind.__name__, (kind,), members)
+            alias_kind(made, kind)
+            return made
+        except TypeError:  # a layout or metaclass that refuses a subclass
+            return None
+
+    def _traced_member(self, kind, name, value):
+        def traced(fn):  # not what dataclasses writes (exec'd, or a wrapper of its own)
+            return type(fn) is types.FunctionType and user_function(fn) and not (
+                fn.__code__.co_filename.startswith(("<", _STDLIB)))
+        if traced(value):
+            return self.clone(value)
+        if isinstance(value, (staticmethod, classmethod)) and traced(value.__func__):
+            return type(value)(self.clone(value.__func__))
+        if isinstance(value, property) and value.fget is not None and traced(value.fget):
+            return property(self.clone(value.fget), value.fset, value.fdel, value.__doc__)
+        if name.startswith("__") or hasattr(type(value), "__get__"):
+            return None
+        return _ClassValue(self, kind, name)
+
     def original_function(self, fn):
         """The user's function, if `fn` is a clone an enclosing trace made (grad(f) called
         inside the function grad(grad(...)) traces): its defaults are the user's."""
@@ -600,6 +659,20 @@ def _file_of(fun):
     return code.co_filename if code is not None else ""
 
 
+class _ClassValue:
+    """A class attribute as a pytree argument's traced subclass shows it: read from the
+    user's class (an input or a guard of the generated code, read again at each call);
+    an instance attribute of the same name wins, as in Python."""
+
+    def __init__(self, capture, kind, name):
+        self.capture, self.kind, self.name = capture, kind, name
+
+    def __get__(self, instance, owner=None):
+        where = getattr(sys.modules.get(self.kind.__module__), "__file__", "") or ""
+        return self.capture.substitute(getattr(self.kind, self.name),
+                                       Read(self.kind, (("attr", self.name),), where))
+
+
 # ---- proxies ----------------------------------------------------------------------------
 class Proxy:
     """A user object, class or module as the traced code sees it: attributes read
@@ -672,8 +745,8 @@ class Proxy:
         if isinstance(obj, type):  # a new object: its methods are cloned too
             made = obj(*args, **kwargs)
             capture = object.__getattribute__(self, "_adg_capture")
-            return Proxy(capture, made, None) if type(made) is obj and not (
-                isinstance(made, tuple) and hasattr(obj, "_fields")) else made  # a pytree
+            return Proxy(capture, made, None) if type(made) is obj and not \
+                is_container(made) else made  # a pytree (tree.py): its leaves are traced
         return self.__getattr__("__call__")(*args, **kwargs)
 
     def __getitem__(self, key):

@@ -13,6 +13,7 @@ what they are (`rows = np.arange(n)`); no line over 100 characters (emit_ast.wra
 """
 
 import ast
+import collections
 import copy
 import inspect
 import os
@@ -46,7 +47,7 @@ from .naming import RESERVED, Namespace
 from .raising import Raised, errstate_code
 from .size_formulas import Dim, Scale, SymArray
 from .tracer import RAISES, source_line
-from .tree import is_namedtuple, leaves
+from .tree import Child, Field, is_namedtuple, kind_of, leaves, registration
 
 _COMMENT_COLUMN = 40
 
@@ -189,8 +190,30 @@ class Emitter:
     def path_ast(self, path):
         expr = ast.Name(self.params[path[0]], ast.Load())
         for key in path[1:]:
-            expr = ast.Subscript(expr, ast.Constant(key), ast.Load())
+            expr = self.step_ast(expr, key)
         return expr
+
+    def step_ast(self, expr, key):
+        """One step into a pytree argument (tree.py): `x['W']`, `x[0]`, a dataclass's
+        field `x.W`, or child i of a registered type, `flatten(x)[0][i]`."""
+        if type(key) is Field:
+            return ast.Attribute(expr, str(key), ast.Load())
+        if type(key) is Child:
+            flatten = self.function_constant(registration(key.kind)[0], key.kind, "flatten")
+            children = ast.Subscript(ast.Call(ast.Name(flatten, ast.Load()), [expr], []),
+                                     ast.Constant(0), ast.Load())
+            return ast.Subscript(children, ast.Constant(int(key)), ast.Load())
+        return ast.Subscript(expr, ast.Constant(key), ast.Load())
+
+    def function_constant(self, fn, kind, what):
+        """A registered type's flatten or unflatten as a module-level name (a lambda's is
+        named after the type)."""
+        key = ("object", id(fn))
+        if key not in self.constants:
+            name = getattr(fn, "__name__", "")
+            base = name if name.isidentifier() else f"{kind.__name__}_{what}"
+            self.constants[key] = (self.ns.fresh(base), fn)
+        return self.constants[key][0]
 
     def local_constant_lines(self):
         return [self.local_constant_line(array, name)
@@ -625,9 +648,7 @@ class Emitter:
                 self.names[node] = name = self.params[path[0]]
                 self.ns.used.add(name)
                 continue
-            expr = ast.Name(self.params[path[0]], ast.Load())
-            for key in path[1:]:
-                expr = ast.Subscript(expr, ast.Constant(key), ast.Load())
+            expr = self.path_ast(path)
             name = self.ns.fresh(node.name or (node.prim.name if node.prim else "v"))
             self.names[node] = name
             saved = node in self.graph.paths
@@ -653,6 +674,9 @@ class Emitter:
         return by_index
 
     def output_ast(self, out):
+        node = kind_of(type(out))
+        if node is not None:  # an OrderedDict, a defaultdict, a dataclass, a registered type
+            return self.container_ast(out, node)
         if is_namedtuple(out):  # rebuilt as the user's own namedtuple class
             return ast.Call(ast.Name(self.constant_name(type(out)), ast.Load()),
                             [self.output_ast(o) for o in out], [])
@@ -665,6 +689,40 @@ class Emitter:
         if isinstance(out, (np.ndarray, SymArray)):
             return call_ast("np.copy", [self.arg_ast(out)])
         return self.arg_ast(out)
+
+    def container_ast(self, out, node):
+        """The user's container rebuilt: `OrderedDict([('W', g_W), ...])`,
+        `defaultdict(list, {...})`, `Params(W=g_W, b=g_b)`, `unflatten(aux, [...])`."""
+        kind = type(out)
+        static, keys, children = node.parts(out)
+        values = [self.output_ast(c) for c in children]
+        if kind is collections.OrderedDict:
+            pairs = [ast.Tuple([ast.Constant(k), v], ast.Load()) for k, v in zip(keys, values)]
+            return ast.Call(ast.Name(self.constant_name(kind), ast.Load()),
+                            [ast.List(pairs, ast.Load())], [])
+        if kind is collections.defaultdict:
+            factory = static[0]
+            factory_ast = ast.Constant(None) if factory is None else \
+                ast.Name(self.function_constant(factory, kind, "factory"), ast.Load())
+            return ast.Call(ast.Name(self.constant_name(kind), ast.Load()), [
+                factory_ast, ast.Dict([ast.Constant(k) for k in keys], values)], [])
+        if keys and type(keys[0]) is Field or not keys and registration(kind) is None:
+            return ast.Call(ast.Name(self.constant_name(kind), ast.Load()), [],
+                            [ast.keyword(str(k), v) for k, v in zip(keys, values)])
+        unflatten = self.function_constant(registration(kind)[1], kind, "unflatten")
+        return ast.Call(ast.Name(unflatten, ast.Load()),
+                        [self.static_ast(static, kind), ast.List(values, ast.Load())], [])
+
+    def static_ast(self, value, kind):
+        """A registered type's aux_data: written out when it is a literal, else a constant
+        the loader hands over."""
+        if _literal(value):
+            return literal_ast(value)
+        key = ("object", id(value))
+        if key not in self.constants:
+            self.constants[key] = (self.ns.fresh(f"{kind.__name__}_aux_data"), value,
+                                   f"the aux_data of a {kind.__name__}")
+        return ast.Name(self.constants[key][0], ast.Load())
 
     def function_line(self, name, fn):
         """A custom primitive's function: imported by a standalone module, handed over to
@@ -942,3 +1000,10 @@ def emit_module(graphs, standalone=False, pure=False):
         locs.update({start + i: loc for i, loc in line_locs.items()})
         start -= 2  # the blank lines between parts
     return source, injected, locs
+
+
+def _literal(value):
+    """Whether a registered type's aux_data can be written as a Python literal."""
+    if value is None or type(value) in (bool, int, float, str, bytes):
+        return type(value) is not float or np.isfinite(value)
+    return type(value) is tuple and all(map(_literal, value))

@@ -35,7 +35,7 @@ from .graph import Graph, Index, Node, is_guard
 from .passes.rewrite import clone
 from .rules.random import GENERATORS, private_streams
 from .size_formulas import Batch, NoFit, SymArray, evaluate, fit, same
-from .tree import is_container, items, leaves, rebuild
+from .tree import child, is_container, items, leaves, rebuild, static_part
 
 # the low sizes tried, in turn (1 row broadcasts: it stays specialized; at 2 rows, n-1 is 1)
 LOWS = (2, 8)
@@ -283,8 +283,7 @@ class _Unifier:
                 raise NoFit
             return self.made[places.pop()]
         if is_container(head):
-            if len({len(v) for v in values}) != 1 or (
-                    type(head) is dict and any(list(v) != list(head) for v in values)):
+            if any(static_part(v) != static_part(head) for v in values):
                 raise NoFit
             columns = zip(*([child for _, child in items(v)] for v in values))
             return rebuild(head, [self.value(list(c)) for c in columns])
@@ -349,7 +348,7 @@ def _run(graph, args, n):
             continue
         value = args
         for key in node.params["path"]:
-            value = value[key]
+            value = child(value, key)
         env[node] = value
     for node in graph.nodes:
         values = [env[a] if type(a) is Node else evaluate(a, n) for a in node.args]

@@ -28,14 +28,17 @@ from .tracer import is_number_input
 from .tree import leaves
 
 
-def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, diff=None):
+def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, diff=None,
+                     has_aux=False):
     """(source, namespace, graph, locs) of `fun`'s value-and-grad at `args`. With the
     per-argument `diff` flags, the graph serves every batch size the code allows (a flag
-    None: that argument's numbers are static); `pure`: code an enclosing trace will run."""
+    None: that argument's numbers are static); `pure`: code an enclosing trace will run;
+    `has_aux`: fun returns (output, aux), and the code returns ((value, aux), gradients)."""
     static = () if diff is None else {i for i in range(len(args)) if diff[i] is None}
 
     def trace(a):  # the trace and backward stages, at these arguments
-        return gradient_graph(fun, a, argnums, names, static, capture=not standalone)
+        return gradient_graph(fun, a, argnums, names, static, capture=not standalone,
+                              has_aux=has_aux)
 
     def optimized(graph):  # numexpr: not in a standalone module, nor under another trace
         return optimize(graph, numexpr=not (standalone or pure))
@@ -50,11 +53,15 @@ def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, di
     return source, namespace, graph, locs
 
 
-def gradient_graph(fun, args, argnums, names, static=(), capture=True):
+def gradient_graph(fun, args, argnums, names, static=(), capture=True, has_aux=False):
     """Trace and backward: the complete value-and-grad Graph of `fun` at `args`, not yet
-    optimized (without `capture`, what it reads besides its arguments is baked in)."""
+    optimized (without `capture`, what it reads besides its arguments is baked in). With
+    `has_aux`, fun's auxiliary values are more outputs of the same graph: ((value, aux),
+    gradients); no cotangent is seeded at them, so no derivative flows from them."""
     trace, boxed, out = tracer.trace(fun, args, argnums, names, capture=capture,
                                      static=static)
+    if has_aux:
+        out, aux = backward.split_aux(out, fun)
     backward.check_output(out, fun, scalar=True)
     naming.name_forward(list(trace.boxes))
     if type(out) is tracer.Box and out.node.name is None:
@@ -64,7 +71,8 @@ def gradient_graph(fun, args, argnums, names, static=(), capture=True):
     signature = signature_text(args, names)
     arrays = [leaf for leaf in leaves(args) if isinstance(leaf, (np.ndarray, np.generic))]
     return backward.fused_graph(
-        f"{function_name(fun)}_value_and_grad", names, trace, (out, grads),
+        f"{function_name(fun)}_value_and_grad", names, trace,
+        ((out, aux), grads) if has_aux else (out, grads),
         signature=signature,
         doc=(f"Value of {function_name(fun)} and its gradient with respect to "
              f"{', '.join(names[i] for i in argnums)}, traced at ({signature})."),

@@ -18,22 +18,33 @@ class TapeFunction(Differentiated):
     """Same calling convention as api.GradFunction (arguments.py), but nothing is
     generated or cached: it needs only the tracer and the rules."""
 
+    def __init__(self, fun, argnums=0, with_value=True, has_aux=False):
+        super().__init__(fun, argnums, with_value)
+        self.has_aux = bool(has_aux)
+
     def __call__(self, *args, **kwargs):
         if kwargs:
             args = self._positional(args, kwargs)
         self._check_argnums(len(args))
         value, grads = value_and_grad_now(self.fun, args, self._argnums,
-                                          self._arg_names(len(args)))
-        return (value, grads) if self.with_value else grads
+                                          self._arg_names(len(args)), self.has_aux)
+        if self.with_value:
+            return value, grads
+        return (grads, value[1]) if self.has_aux else grads
 
     def source(self, *args, **kwargs):
         raise TypeError("the dynamic tape generates no source; use autodiffgen.grad")
 
 
-def value_and_grad_now(fun, args, argnums, names):
-    """Record, run backward on arrays, and return; the recording dies with this frame."""
+def value_and_grad_now(fun, args, argnums, names, has_aux=False):
+    """Record, run backward on arrays, and return; the recording dies with this frame.
+    With has_aux, the value is (value, aux), aux's leaves plain values."""
     _not_nested(args)
     trace, boxed, out = tracer.trace(fun, args, argnums, names, eager=True)
+    aux = None
+    if has_aux:
+        out, aux = backward.split_aux(out, fun)
+        aux = map_tree(aux, lambda a: a.value if type(a) is Box else a)
     backward.check_output(out, fun, scalar=True)
     wrt = boxed[argnums[0]] if single(argnums) else tuple(boxed[i] for i in argnums)
     value = out.value if type(out) is Box else out
@@ -42,8 +53,9 @@ def value_and_grad_now(fun, args, argnums, names):
         seed = np.ones(out.node.shape, out.node.dtype)
         wrt_nodes = [b.node for b in leaves(wrt) if type(b) is Box]
         found, _ = backward.cotangents(trace, out.node, wrt_nodes, _values(trace.boxes), seed)
-    return value, map_tree(wrt, lambda b: _gradient(found.get(b.node), b)
-                           if type(b) is Box else None)
+    grads = map_tree(wrt, lambda b: _gradient(found.get(b.node), b) if type(b) is Box
+                     else None)
+    return ((value, aux) if has_aux else value), grads
 
 
 def _not_nested(args):
@@ -69,8 +81,8 @@ def _gradient(g, leaf):
     return np.array(g, dtype=dtype, copy=True)
 
 
-grad = decorator(with_value=False, cls=TapeFunction)
-value_and_grad = decorator(with_value=True, cls=TapeFunction)
+grad = decorator(with_value=False, cls=TapeFunction, has_aux=False)
+value_and_grad = decorator(with_value=True, cls=TapeFunction, has_aux=False)
 
 
 def jvp(fun, primals, tangents):

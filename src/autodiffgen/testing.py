@@ -19,7 +19,16 @@ import numpy as np
 from . import tape
 from .api import GradFunction
 from .arguments import normalize_argnums
-from .tree import leaves, map_tree, map_trees
+from .tree import (
+    is_container,
+    items,
+    leaves,
+    map_tree,
+    map_trees,
+    matching_children,
+    rebuild,
+    step_text,
+)
 
 
 class GradientMismatch(AssertionError):
@@ -64,19 +73,16 @@ def check_grads(f, *args, argnums=0, rtol=1e-5, atol=1e-6, eps=1e-6, max_fd_elem
 
 
 def _paired_leaves(g, t, path=()):
-    """(path, leaf of g, leaf of t); a path is a tuple of indices and keys."""
-    if isinstance(g, (tuple, list)):
-        for i, (a, b) in enumerate(zip(g, t)):
-            yield from _paired_leaves(a, b, path + (i,))
-    elif isinstance(g, dict):
-        for k in g:
-            yield from _paired_leaves(g[k], t[k], path + (k,))
+    """(path, leaf of g, leaf of t); a path is a tuple of indices and keys (tree.py)."""
+    if is_container(g):
+        for (k, a), b in zip(items(g), matching_children(g, t)):
+            yield from _paired_leaves(a, b, path + (k,))
     else:
         yield path, g, t
 
 
 def _show(path):
-    return "".join(f"[{p!r}]" for p in path)
+    return "".join(map(step_text, path))
 
 
 def _check_dtype(where, arg, path, g, report):
@@ -89,7 +95,7 @@ def _check_dtype(where, arg, path, g, report):
 
 def _get(tree, path):
     for part in path:
-        tree = tree[part]
+        tree = dict(items(tree))[part]
     return tree
 
 
@@ -220,7 +226,5 @@ def _replace_in(tree, path, value):
             return float(value) if isinstance(tree, float) else complex(value)
         return value
     head, rest = path[0], path[1:]
-    if isinstance(tree, dict):
-        return {k: _replace_in(v, rest, value) if k == head else v for k, v in tree.items()}
-    return type(tree)(_replace_in(v, rest, value) if i == head else v
-                      for i, v in enumerate(tree))
+    return rebuild(tree, [_replace_in(v, rest, value) if k == head else v
+                          for k, v in items(tree)])

@@ -677,6 +677,7 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
         if capture:  # `self`, a config object, a partial: read through like a global
             own = map_tree(own, lambda x: x if type(x) in (Box, Handle) else
                            recording.capture.argument(x, fun))
+            own = [recording.capture.pytree_argument(a) for a in own]
         recording.own = [b for b in leaves(own) if type(b) is Box]  # for count_sources.observe
         with user_code():  # the disk cache notes which functions run (cache/disk/record.py)
             try:

@@ -39,8 +39,8 @@ class _Transformed(GradFunction):
 
     extra_prefix = "t_"
 
-    def __init__(self, fun):
-        super().__init__(fun, argnums=0)
+    def __init__(self, fun, has_aux=False):
+        super().__init__(fun, argnums=0, has_aux=has_aux)
         self._diff[:] = [False] * len(self._diff)  # every float and int argument is an input
 
     def _check_argnums(self, nargs):
@@ -56,7 +56,8 @@ class _Transformed(GradFunction):
 
 
 class JVPFunction(_Transformed):
-    """f's forward mode: generated `f_jvp(*primals, *tangents) -> (out, tangent_out)`."""
+    """f's forward mode: generated `f_jvp(*primals, *tangents) -> (out, tangent_out)`, or
+    (out, tangent_out, aux) with has_aux (f returns (out, aux); no tangent for aux)."""
 
     def _n_primals(self, n):
         return n // 2
@@ -75,6 +76,8 @@ class JVPFunction(_Transformed):
         primals, tangents = args[:n], args[n:]
         moved = [i for i in range(n) if tangents[i] is not None]  # None: data, not moved
         trace, boxed, out = tracer.trace(self.fun, primals, moved, names[:n], diff="auto")
+        if self.has_aux:
+            out, aux = backward.split_aux(out, self.fun)
         naming.name_forward(list(trace.boxes))
         seeds = {}
         for i in range(n):
@@ -89,7 +92,8 @@ class JVPFunction(_Transformed):
                                       if type(o) is tracer.Box
                                       else np.zeros(np.shape(o), np.result_type(o)))
         return backward.fused_graph(
-            f"{function_name(self.fun)}_jvp", names, trace, (out, t_out), kind="jvp",
+            f"{function_name(self.fun)}_jvp", names, trace,
+            (out, t_out, aux) if self.has_aux else (out, t_out), kind="jvp",
             fresh_from=1, derivative_of=tangent_of,
             doc=(f"Value of {function_name(self.fun)} and its directional derivative along "
                  f"the tangents, traced at ({signature_text(primals, names)})."))
@@ -100,10 +104,11 @@ class VJPFunction(_Transformed):
     computes the forward pass once and saves what the backward reads, and
     `f_bwd(residuals, g) -> cotangents` runs the backward for any output cotangent g."""
 
-    def __init__(self, fun, wrt=None):
+    def __init__(self, fun, wrt=None, has_aux=False):
         """`wrt`: the indices of the primals cotangents are returned for (default all);
-        the others are plain inputs (a jacobian's data, whose float() may be read)."""
-        super().__init__(fun)
+        the others are plain inputs (a jacobian's data, whose float() may be read).
+        `has_aux`: f returns (out, aux), and f_fwd returns aux too (no cotangent for it)."""
+        super().__init__(fun, has_aux=has_aux)
         # ints now: an index an enclosing trace holds as an input is read (guarded) there
         self._wrt = wrt = None if wrt is None else tuple(map(operator.index, wrt))
         if wrt is not None:
@@ -116,13 +121,13 @@ class VJPFunction(_Transformed):
         return super(_Transformed, self)._arg_names(n)
 
     def __call__(self, *primals):
-        out, residuals, backward_fn = self._entry(primals)(*primals)
+        out, residuals, *aux, backward_fn = self._entry(primals)(*primals)
 
         def vjp_fn(g):
             """The cotangents for g, which has out's structure (checked here, at each call:
             the generated backward unpacks g as the trace saw it)."""
             return backward_fn(residuals, backward.cotangent_like(out, g, tracer.user_loc()))
-        return out, vjp_fn
+        return (out, vjp_fn, *aux)  # aux: [] or [f's auxiliary values] (has_aux)
 
     def _load(self, source, namespace, name, locs):
         """The forward function, returning the backward function of its own variant too."""
@@ -148,6 +153,9 @@ class VJPFunction(_Transformed):
     def _split(self, primals, names):
         argnums = self._wrt if self._wrt is not None else tuple(range(len(primals)))
         trace, boxed, out = tracer.trace(self.fun, primals, argnums, names, diff="auto")
+        aux = None
+        if self.has_aux:
+            out, aux = backward.split_aux(out, self.fun)
         naming.name_forward(list(trace.boxes))
         backward.check_output_tree(out, self.fun)
         # g: any value of out's structure, shapes and dtypes; the generated backward reads
@@ -164,37 +172,51 @@ class VJPFunction(_Transformed):
                                f"its backward pass reads, traced at ({traced_at})."},
             bwd_fields={"doc": f"The cotangents of {function_name(self.fun)}'s arguments for "
                                f"the output cotangent g, traced at ({traced_at}).",
-                        "derivative_of": cotangent_of, "fresh_from": 0})
+                        "derivative_of": cotangent_of, "fresh_from": 0},
+            aux=aux, has_aux=self.has_aux)
 
 
 # ---- the public functions ----------------------------------------------------------------
-def jvp(fun, primals, tangents):
+def jvp(fun, primals, tangents, has_aux=False):
     """(f(*primals), the derivative of f at primals along tangents), from generated code.
 
     `tangents` matches `primals` in structure; use None for an argument that has no
-    tangent (integer labels, say)."""
+    tangent (integer labels, say). With has_aux=True, f returns (out, aux) and jvp
+    returns (out, tangent_out, aux), as JAX."""
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ArgumentError(at(tracer.user_loc(), f"jvp got {len(primals)} primals but "
                                f"{len(tangents)} tangents"))
-    return _cached("jvp", fun, JVPFunction)(*primals, *tangents)
+    return _cached("jvp_aux" if _flag(has_aux) else "jvp", fun,
+                   lambda f: JVPFunction(f, has_aux))(*primals, *tangents)
 
 
-def vjp(fun, *primals):
+def vjp(fun, *primals, has_aux=False):
     """(f(*primals), vjp_fn) where vjp_fn(g) returns one cotangent per primal (None for
     integer arguments). Both come from generated code; the forward runs once, and vjp_fn
     reads the values it saved, so (as in JAX) do not modify the primals in place between
-    the two calls."""
+    the two calls. With has_aux=True, f returns (out, aux): (out, vjp_fn, aux), as JAX."""
+    if _flag(has_aux):
+        return _cached("vjp_aux", fun, lambda f: VJPFunction(f, has_aux=True))(*primals)
     return _cached("vjp", fun, VJPFunction)(*primals)
 
 
-def jacfwd(fun, argnums=0):
+def _flag(has_aux):
+    if type(has_aux) is not bool and not isinstance(has_aux, np.bool_):
+        raise ArgumentError(at(tracer.user_loc(), f"has_aux must be True or False, got "
+                               f"{has_aux!r}"))
+    return bool(has_aux)
+
+
+def jacfwd(fun, argnums=0, has_aux=False):
     """The Jacobian by forward mode: one generated-JVP call per input element.
 
     For a pytree output and pytree arguments (or a tuple `argnums`), as JAX: the output's
     structure holding, at each leaf, the arguments' structure of blocks of shape
-    out_leaf.shape + argument_leaf.shape."""
+    out_leaf.shape + argument_leaf.shape. With has_aux=True, f returns (out, aux) and the
+    Jacobian function returns (jacobian, aux)."""
     indices = arguments.normalize_argnums(argnums, fun)  # now: an int read from a trace
+    has_aux = _flag(has_aux)
 
     def jacobian_fn(*args):
         xs = _jacobian_arguments(args, indices)
@@ -203,28 +225,30 @@ def jacfwd(fun, argnums=0):
         out = None
         for i, x in enumerate(x_leaves):
             for k in range(np.size(_plain(x))):
-                out, t_out = jvp(fun, args, _tangents(args, indices, xs, i, k))
+                out, t_out, *aux = jvp(fun, args, _tangents(args, indices, xs, i, k), has_aux)
                 columns[i].append(leaves(t_out))
         if out is None:  # no element at all: the output's structure from a zero tangent
-            out, _ = jvp(fun, args, _tangents(args, indices, xs, None, None))
+            out, _, *aux = jvp(fun, args, _tangents(args, indices, xs, None, None), has_aux)
         out_leaves = _jacobian_outputs(out, fun)
         blocks = [[_block([c[j] for c in columns[i]], o, x, -1)
                    for i, x in enumerate(x_leaves)] for j, o in enumerate(out_leaves)]
-        return _nest(out, xs, blocks)
+        return (_nest(out, xs, blocks), *aux) if has_aux else _nest(out, xs, blocks)
     return jacobian_fn
 
 
-def jacobian(fun, argnums=0):
+def jacobian(fun, argnums=0, has_aux=False):
     """The Jacobian by reverse mode (jacrev): one generated-VJP call per output element;
-    pytrees as in jacfwd."""
+    pytrees and has_aux as in jacfwd."""
     indices = arguments.normalize_argnums(argnums, fun)  # now: an int read from a trace
+    has_aux = _flag(has_aux)
 
     def jacobian_fn(*args):
         xs = _jacobian_arguments(args, indices)
         # a VJP with respect to those arguments alone: the others are data
-        vjp_of = _cached(f"vjp_{indices[0] if single(indices) else indices}", fun,
-                         lambda f: VJPFunction(f, tuple(indices)))
-        out, vjp_fn = vjp_of(*args)
+        vjp_of = _cached(f"vjp_{indices[0] if single(indices) else indices}"
+                         f"{'_aux' if has_aux else ''}", fun,
+                         lambda f: VJPFunction(f, tuple(indices), has_aux))
+        out, vjp_fn, *aux = vjp_of(*args)
         out_leaves = _jacobian_outputs(out, fun)
         x_leaves = leaves(xs)
         blocks = []
@@ -234,7 +258,7 @@ def jacobian(fun, argnums=0):
                 rows.append(_row(vjp_fn, out, j, k, single(indices)))
             blocks.append([_block([r[i] for r in rows], o, x, 0)
                            for i, x in enumerate(x_leaves)])
-        return _nest(out, xs, blocks)
+        return (_nest(out, xs, blocks), *aux) if has_aux else _nest(out, xs, blocks)
     return jacobian_fn
 
 
@@ -329,13 +353,14 @@ def _plain(x):
 jacrev = jacobian
 
 
-def hessian(fun, argnums=0):
+def hessian(fun, argnums=0, has_aux=False):
     """The Hessian of a scalar function: the reverse-mode Jacobian of its generated grad.
     With a tuple argnums or pytree arguments, as JAX: the arguments' structure holding
-    the arguments' structure of blocks."""
+    the arguments' structure of blocks. has_aux=True: (hessian, aux), as JAX."""
     indices = arguments.normalize_argnums(argnums, fun)
     argnums = indices[0] if single(indices) else indices
-    return jacobian(_grad_of(fun, argnums), argnums)
+    has_aux = _flag(has_aux)
+    return jacobian(_grad_of(fun, argnums, has_aux), argnums, has_aux)
 
 
 def hvp(fun, primals, tangents):
@@ -344,8 +369,10 @@ def hvp(fun, primals, tangents):
     return jvp(_grad_of(fun, 0), primals, tangents)[1]
 
 
-def _grad_of(fun, argnums):
-    return _cached(f"grad_{argnums}", fun, lambda f: grad(f, argnums=argnums))
+def _grad_of(fun, argnums, has_aux=False):
+    """grad(fun): (gradient, aux) with has_aux, which a Jacobian with has_aux takes."""
+    return _cached(f"grad_{argnums}{'_aux' if has_aux else ''}", fun,
+                   lambda f: grad(f, argnums=argnums, has_aux=has_aux))
 
 
 def _basis(like, k):

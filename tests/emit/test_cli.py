@@ -372,3 +372,26 @@ def test_literals_and_pytrees():
 def test_bad_specs(spec, message):
     with pytest.raises(SpecError, match=re.escape(message)):
         parse(spec, "params")
+
+
+def test_has_aux_shows_its_outputs_and_the_standalone_module_returns_them(tmp_path):
+    path = write(tmp_path, '''\
+        import numpy as np
+        from autodiffgen import value_and_grad
+
+        @value_and_grad(has_aux=True, example=dict(w="f64[3]", x="f64[5,3]"))
+        def loss(w, x):
+            z = np.tanh(x @ w)
+            return np.mean(z ** 2), {"zmax": np.max(z)}
+        ''', name="aux_model.py")
+    result = emit(path)
+    assert result.returncode == 0, result.stderr
+    assert "return ((loss, {'zmax': max_1}), g_w)" in result.stdout
+    out = tmp_path / "aux_grad.py"
+    assert emit(path, "-o", str(out)).returncode == 0
+    generated = import_path(out, "aux_grad")
+    w, x = np.linspace(-1, 1, 3), np.linspace(0, 2, 15).reshape(5, 3)
+    (value, aux), g = generated.loss_value_and_grad(w, x)
+    assert g.shape == (3,)
+    np.testing.assert_allclose(aux["zmax"], np.max(np.tanh(x @ w)))
+    np.testing.assert_allclose(value, np.mean(np.tanh(x @ w) ** 2))

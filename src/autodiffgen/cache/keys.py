@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import ArgumentError, user_frame, where
 from ..tracer import Box, Handle
-from ..tree import is_namedtuple
+from ..tree import is_namedtuple, kind_of
 
 CacheInfo = namedtuple("CacheInfo", "hits misses entries")
 _STATIC = (int, bool, str, bytes, complex, type(None))
@@ -42,6 +42,9 @@ def leaf_key(x, diff):
         return (kind, tuple([leaf_key(v, diff) for v in x]))
     if kind is dict:
         return (dict, tuple([(k, leaf_key(v, diff)) for k, v in x.items()]))
+    node = kind_of(kind)  # OrderedDict, defaultdict, a dataclass, a registered type (tree.py)
+    if node is not None:
+        return _container_key(node, kind, x, diff)
     if isinstance(x, np.ndarray):  # a subclass: the tracer refuses it with a clear message
         return (kind, x.shape, x.dtype)
     if kind in _GENERATORS:  # a new Generator each call must not retrace (rules/random.py)
@@ -55,6 +58,21 @@ def leaf_key(x, diff):
                             "is neither an array nor hashable, so it cannot be a static "
                             "argument of the generated code") from None
     return (kind, x)
+
+
+def _container_key(node, kind, x, diff):
+    """(type, what besides the children decides its structure, the children's keys): an
+    OrderedDict's keys in order, a defaultdict's factory, a registered type's aux_data
+    (static: the trace may read it), which must be hashable."""
+    static, _, children = node.parts(x)
+    try:
+        hash(static)
+    except TypeError:
+        raise ArgumentError(where(user_frame(3)) + f": the flatten function registered for "
+                            f"{kind.__name__} returned aux_data {static!r}, which is not "
+                            "hashable; it is part of the cache key (as in JAX, aux_data must "
+                            "be hashable and compare by value)") from None
+    return (kind, static, tuple([leaf_key(v, diff) for v in children]))
 
 
 def signature_key(args, diff_flags):

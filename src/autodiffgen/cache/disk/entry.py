@@ -51,7 +51,11 @@ class OnDisk:
         if self.fingerprint is None:
             self.fingerprint = fingerprint(self.fun)
         disk_key = entry_key(self.fingerprint, signature_key, self.extra)
-        if disk_key is None:
+        if disk_key is None and _local_class(signature_key) is not None:
+            retrace.disk(name, f"not stored: an argument is a pytree of "
+                         f"{_local_class(signature_key).__qualname__}, a class defined inside "
+                         "a function, which another process cannot find by its name")
+        elif disk_key is None:
             retrace.disk(name, "not stored: an argument outside argnums has no text that is "
                          "the same in every process (its repr is an address)")
         return disk_key
@@ -76,6 +80,16 @@ class OnDisk:
         if found:
             self.persisted[disk_key] = [v for v, _ in found]
         return found
+
+
+def _local_class(key):
+    """A class defined inside a function in a signature key (a pytree's type), or None."""
+    if isinstance(key, type):
+        return key if "<locals>" in key.__qualname__ and not hasattr(key, "_fields") \
+            else None  # a namedtuple's key holds its fields instead
+    if type(key) is tuple:
+        return next((c for c in map(_local_class, key) if c is not None), None)
+    return None
 
 
 class Miss(Exception):

@@ -24,7 +24,7 @@ import types
 
 import numpy as np
 
-from ... import _version, passes
+from ... import _version, passes, tree
 from .store import FORMAT
 
 _OPTIONAL = ("numexpr",)  # modules the emitted code imports when they are installed
@@ -125,8 +125,9 @@ def _canon(x):
         return "frozenset(" + ",".join(sorted(map(_canon, x))) + ")"
     if isinstance(x, np.dtype):
         return f"dtype:{x.str}:{x.descr!r}"
-    if isinstance(x, type):
-        return "type:" + _type_name(x)
+    if isinstance(x, type):  # a registered pytree type: its flatten and unflatten too
+        registered = tree.registration(x)
+        return "type:" + _type_name(x) + ("" if registered is None else _canon(registered))
     if isinstance(x, enum.Enum):
         return f"enum:{_type_name(kind)}.{x.name}"
     if kind is types.FunctionType:
