@@ -20,6 +20,7 @@ from .errors import (
 )
 from .retrace import explain_retraces
 from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp
+from .vmap import vmap
 
 __all__ = [
                      "ArgumentError",
@@ -45,4 +46,5 @@ __all__ = [
                      "stop_gradient",
                      "value_and_grad",
                      "vjp",
+                     "vmap",
 ]
