@@ -29,6 +29,7 @@ from .errors import ArgumentError, OutputError, TracingError, UnsupportedOperati
 from .errors import function_name
 from .graph import Node, is_guard
 from .rules import PRIMITIVES
+from .rules.control import READS
 from .rules.batching import Context, Unbatchable
 from .tracer import Box, result_dtype, user_loc
 from .transforms import _Transformed
@@ -122,21 +123,22 @@ def pairs(boxed, axes):
 
 # ---- the replay ----------------------------------------------------------------------------
 def batched_inputs(trace, boxed, args, axes):
-    """{per-example input node: its batch (an input of the trace, moved to axis 0)}."""
-    found = {}
+    """{per-example input node: its batch (an input of the trace, moved to axis 0)}, and
+    {per-example input node: the batch's input Box, as the caller passes it}."""
+    found, raw = {}, {}
     for (box, axis), value in zip(pairs(boxed, axes), leaves(args)):
         if axis is None or type(box) is not Box:
             continue
         node = box.node
-        batch = trace.new_input(value, node.name, node.params["path"])
+        batch = raw[node] = trace.new_input(value, node.name, node.params["path"])
         if axis:
             batch = PRIMITIVES["transpose"](batch, axes=(axis, *(
                 a for a in range(np.ndim(value)) if a != axis)))
         found[node] = batch
-    return found
+    return found, raw
 
 
-def replay(trace, env, size):
+def replay(trace, env, size, raw):
     """Batch every node that reads a batched value, in order (env grows: node -> batch)."""
     nodes = sorted([n for n in trace.boxes if n.prim is not None] + trace.guards,
                    key=lambda n: n.id)
@@ -144,11 +146,28 @@ def replay(trace, env, size):
         if not any(type(a) is Node and a in env for a in node.args):
             continue
         if is_guard(node):
-            raise TracingError(at(node.loc or user_loc(), _GUARD_MESSAGE))
+            _guard_again(trace, node, raw)
+            continue
         env[node] = _batched(trace, node, env, size)
     return env
 
 
+def _guard_again(trace, node, raw):
+    """A guard that reads batched values. One on the memory layout of the arguments (the
+    check of generated code that writes, which an enclosing trace runs) is checked again
+    on the batched arguments; one on the layout of a value computed inside is a property
+    of the per-example code only (the batched code's writes copy), and is dropped; any
+    other is a decision on one example's values, refused."""
+    test = node.params["test"]
+    if test not in READS_LAYOUT:
+        raise TracingError(at(node.loc or user_loc(), _GUARD_MESSAGE))
+    if all(type(a) is Node and a in raw for a in node.args):
+        boxes = [raw[a] for a in node.args]
+        outcome = READS[test](*[b.value for b in boxes], *node.params["index"])
+        trace.guard(boxes[0], test, outcome, node.params["index"], more=boxes[1:])
+
+
+READS_LAYOUT = ("layout", "aliases")
 _GUARD_MESSAGE = (
     "vmap: the function reads a value that differs between examples as a Python value "
     "here (an `if` on it, float(), int(), len() of a mask...), which one vectorized "
@@ -233,12 +252,14 @@ def batched_graph(fun, trace, boxed, out, args, axes, names, size, out_axes):
     """The generated function's Graph: its inputs the batched arguments (and what the
     trace read besides), its output the batched result, in a 1-tuple."""
     with trace:
-        env = batched_inputs(trace, boxed, args, axes)
+        env, raw = batched_inputs(trace, boxed, args, axes)
         examples = set(env)
-        replay(trace, env, size)
+        replay(trace, env, size, raw)
         outputs = batched_outputs(trace, out, env, size, out_axes, fun)
     trace.inputs = [n for n in trace.inputs if n not in examples]
     trace.tried = [n for n in trace.tried if n not in env]
+    trace.guards = [n for n in trace.guards if not any(a in env for a in n.args
+                                                        if type(a) is Node)]
     signature = signature_text(args, names)
     graph = fused_graph(f"{function_name(fun)}_vmap", names, trace, (outputs,),
                         signature=signature, fresh_from=0,
