@@ -25,12 +25,18 @@ from . import naming, pipeline, tracer
 from .arguments import index as as_index
 from .arguments import signature_text
 from .backward import fused_graph
-from .errors import ArgumentError, OutputError, TracingError, UnsupportedOperationError, at
-from .errors import function_name
+from .errors import (
+    ArgumentError,
+    OutputError,
+    TracingError,
+    UnsupportedOperationError,
+    at,
+    function_name,
+)
 from .graph import Node, is_guard
 from .rules import PRIMITIVES
-from .rules.control import READS
 from .rules.batching import Context, Unbatchable
+from .rules.control import READS
 from .tracer import Box, result_dtype, user_loc
 from .transforms import _Transformed
 from .tree import is_container, items, leaves, map_tree, rebuild, structure_text
@@ -159,6 +165,8 @@ def _guard_again(trace, node, raw):
     of the per-example code only (the batched code's writes copy), and is dropped; any
     other is a decision on one example's values, refused."""
     test = node.params["test"]
+    if test == "count_nonzero":
+        raise UnsupportedOperationError(at(node.loc or user_loc(), _COUNT_MESSAGE))
     if test not in READS_LAYOUT:
         raise TracingError(at(node.loc or user_loc(), _GUARD_MESSAGE))
     if all(type(a) is Node and a in raw for a in node.args):
@@ -168,6 +176,10 @@ def _guard_again(trace, node, raw):
 
 
 READS_LAYOUT = ("layout", "aliases")
+_COUNT_MESSAGE = (
+    "vmap: a boolean mask or np.nonzero selects here a number of elements that differs "
+    "between examples, so the examples' results could not be stacked into one batch: "
+    "use np.where (or a weighted sum) instead of selecting")
 _GUARD_MESSAGE = (
     "vmap: the function reads a value that differs between examples as a Python value "
     "here (an `if` on it, float(), int(), len() of a mask...), which one vectorized "

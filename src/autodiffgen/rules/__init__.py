@@ -252,8 +252,10 @@ from . import (  # noqa: F401
     special,
 )
 from . import scipy as _scipy  # noqa: F401  (SciPy's Python functions, when it is there)
-from . import batching  # noqa: F401, E402  (the batching rules, once every primitive exists)
 from .numpy_api import boxmethod, register_function  # re-exported: how users add one
 
-__all__ = ["PRIMITIVES", "Primitive", "boxmethod", "broadcast_up", "defbatch", "defjvp", "defprimitive",
-           "defvjp", "register_function", "register_helper", "register_ufunc", "unbroadcast"]
+__all__ = ["PRIMITIVES", "Primitive", "boxmethod", "broadcast_up", "defbatch", "defjvp",
+           "defprimitive", "defvjp", "register_function", "register_helper", "register_ufunc", "unbroadcast"]
+
+# the batching rules (vmap), once every primitive exists
+from . import batching  # noqa: F401
