@@ -374,6 +374,27 @@ FAMILIES = {
 }
 
 
+# the primitives without a batching rule, and why (docs/coverage.md lists them)
+NO_BATCH_RULE = {
+    "ones": "reads no array, so never a batched value",
+    "guard": "a decision on one example's values; refused (layout checks are checked again)",
+    "nonzero": "as many indices as each example's data says: no common shape",
+    "flatnonzero": "as many indices as each example's data says: no common shape",
+    "argwhere": "as many indices as each example's data says: no common shape",
+    "eig_values": "whether the result is complex depends on each example's values",
+    "eig_vectors": "whether the result is complex depends on each example's values",
+    "draw": "a random draw per example would need a generator per example",
+    "default_rng": "a random draw per example would need a generator per example",
+    "call": "a user's function called by odeint",
+    "odeint": "scipy.integrate.odeint of one example",
+    "solve_triangular": "scipy.linalg's function takes one matrix",
+    "solve_banded": "scipy.linalg's function takes one matrix",
+    "solve_sylvester": "scipy.linalg's function takes one matrix",
+    "sqrtm": "scipy.linalg's function takes one matrix",
+    "convolve": "scipy.signal's function convolves one pair",
+}
+
+
 def _register():
     ufuncs = {p.name for p in UFUNCS.values() if p.op is not None} - {"matmul"}
     for name in sorted(ufuncs | set(_ELEMENTWISE_MORE)):
