@@ -19,8 +19,7 @@ from .errors import (
                      UnsupportedOperationError,
 )
 from .retrace import explain_retraces
-from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp
-from .vmap import vmap
+from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp, vmap
 
 __all__ = [
                      "ArgumentError",

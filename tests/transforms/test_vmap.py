@@ -502,3 +502,21 @@ def test_derivatives_through_vmap(name):
     g = ad.grad(total)
     fd = (g(order[0] + eps * v, *order[1:]) - g(order[0] - eps * v, *order[1:])) / (2 * eps)
     np.testing.assert_allclose(hv, fd, rtol=1e-4, atol=1e-6)
+
+
+def test_the_disk_cache_keeps_each_in_axes_apart(tmp_path):
+    from autodiffgen import diskcache
+
+    def f(a, b):
+        return a * np.sin(b)
+
+    A = np.arange(9.0).reshape(3, 3)
+    diskcache.enable(tmp_path / "cache")
+    try:
+        for _ in range(2):  # the second time: new objects, code from the disk
+            np.testing.assert_allclose(ad.vmap(f, in_axes=(0, None))(A, A[0]), A * np.sin(A[0]))
+            np.testing.assert_allclose(ad.vmap(f, in_axes=(1, None))(A, A[0]),
+                                       A.T * np.sin(A[0]))
+        assert len(list((tmp_path / "cache").glob("*.adg"))) == 2
+    finally:
+        diskcache.disable()

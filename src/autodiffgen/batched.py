@@ -1,6 +1,6 @@
-"""vmap: a function of one example applied to a batch, as one vectorized generated function.
+"""vmap's stage: a function of one example applied to a batch, as one Graph.
 
-    vmap(f, in_axes=0, out_axes=0)(*args)
+    vmap(f, in_axes=0, out_axes=0)(*args)     (transforms.py: the cached transformation)
 
 The function is traced once on one example's worth of values (each mapped argument with
 its batch axis taken away); then, in the same recording, the traced nodes are replayed in
@@ -21,7 +21,7 @@ as JAX refuses such control flow under vmap. Guards on shared values stay guards
 
 import numpy as np
 
-from . import naming, pipeline, tracer
+from . import naming, tracer
 from .arguments import index as as_index
 from .arguments import signature_text
 from .backward import fused_graph
@@ -38,7 +38,6 @@ from .rules import PRIMITIVES
 from .rules.batching import Context, Unbatchable
 from .rules.control import READS
 from .tracer import Box, result_dtype, user_loc
-from .transforms import _Transformed
 from .tree import is_container, items, leaves, map_tree, rebuild, structure_text
 
 
@@ -282,41 +281,10 @@ def batched_graph(fun, trace, boxed, out, args, axes, names, size, out_axes):
     return graph
 
 
-# ---- the transformation -------------------------------------------------------------------
-class VmapFunction(_Transformed):
-    """vmap(f): its generated `f_vmap(*args) -> (batched outputs,)`, cached by signature."""
-
-    def __init__(self, fun, in_axes=0, out_axes=0):
-        super().__init__(fun)
-        self.in_axes, self.out_axes = in_axes, out_axes
-
-    def _n_primals(self, n):
-        return n
-
-    def _arg_names(self, n):
-        return super(_Transformed, self)._arg_names(n)
-
-    def __call__(self, *args, **kwargs):
-        return super().__call__(*args, **kwargs)[0]
-
-    def _build(self, args, names, pure=False):
-        """Trace one example, replay it on the batch, optimize, emit."""
-        size, axes = batch_size(args, in_axes_of(self.in_axes, args), names)
-        examples = [_map2(example_of, a, ax) for a, ax in zip(args, axes)]
-        trace, boxed, out = tracer.trace(self.fun, examples, (), names, diff=False)
-        naming.name_forward(list(trace.boxes))
-        graph = batched_graph(self.fun, trace, boxed, out, args, axes, names, size,
-                              self.out_axes)
-        return self._emit(pipeline.optimize(graph, numexpr=not pure), pure)
-
-
-def vmap(fun, in_axes=0, out_axes=0):
-    """fun mapped over a batch axis of its arguments, as one generated vectorized function.
-
-    `in_axes`: an int (the batch axis of every argument; negative counts from the end),
-    None (not mapped: shared by every example), or a tuple with one entry per positional
-    argument, each an int, None or a pytree prefix of that argument. `out_axes`: likewise
-    for the output (an output that does not depend on the batch is repeated along it).
-    All mapped axes must have the same size. Composes with grad, jvp, vjp, jacobian and
-    itself: vmap(grad(loss), in_axes=(None, 0, 0))(w, X, y) gives per-example gradients."""
-    return VmapFunction(fun, in_axes, out_axes)
+def batched_trace(fun, args, names, in_axes, out_axes):
+    """The stage vmap runs on a cache miss: trace one example, replay it on the batch."""
+    size, axes = batch_size(args, in_axes_of(in_axes, args), names)
+    examples = [_map2(example_of, a, ax) for a, ax in zip(args, axes)]
+    trace, boxed, out = tracer.trace(fun, examples, (), names, diff=False)
+    naming.name_forward(list(trace.boxes))
+    return batched_graph(fun, trace, boxed, out, args, axes, names, size, out_axes)
