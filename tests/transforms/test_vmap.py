@@ -201,6 +201,12 @@ ROWS = _ufunc_rows() + [
         covers=("getitem",)),
     Row("getitem_batched_index_shared_x", lambda x, i: x[:, i], ((3, 5), ints(5, B)),
         in_axes=(None, 0), covers=("getitem",)),
+    Row("getitem_batched_apart", lambda x, i: x[i, :, i], ((B, 3, 4, 3), ints(3, B, 2)),
+        covers=("getitem",)),
+    Row("getitem_batched_middle", lambda x, i: x[None, :, i, 1:], ((B, 2, 5, 3), ints(5, B, 4)),
+        covers=("getitem",)),
+    Row("scatter_add_middle", ad.grad(lambda x, i: np.sum(np.sin(x[:, i, 1:]))),
+        ((B, 2, 5, 3), ints(5, B, 4)), covers=("scatter_add",)),
     Row("getitem_batched_labels", lambda lp, y: lp[np.arange(2), y], ((B, 2, 4), ints(4, B, 2)),
         covers=("getitem",)),
     Row("scatter_add", ad.grad(lambda x, i: np.sum(x[i] ** 2)), ((B, 5), ints(5, B, 3)),
@@ -520,3 +526,11 @@ def test_the_disk_cache_keeps_each_in_axes_apart(tmp_path):
         assert len(list((tmp_path / "cache").glob("*.adg"))) == 2
     finally:
         diskcache.disable()
+
+
+def test_a_decision_on_a_shared_number_stays_a_guard():
+    vf = ad.vmap(lambda x, k: np.sum(x[:k]) * k, in_axes=(0, None))
+    X = np.arange(12.0).reshape(3, 4)
+    for k in (2, 3, 2):
+        np.testing.assert_allclose(vf(X, k), X[:, :k].sum(axis=1) * k)
+    assert "GuardFailure" in vf.source(X, 2)

@@ -260,51 +260,41 @@ class Layout:
     laid out against the per-example one (`to_batch`: its batch to the front, with the
     advanced axes where one example has them; `from_batch`: back)."""
 
-    def __init__(self, ctx, x, arrays, index, nslots_before):
-        """`x` the indexed array, `arrays` the arguments the index's Slots name, which
-        start at argument `nslots_before` of the primitive."""
-        batched = ctx.batched
-        examples = ctx.examples
-        first = nslots_before
+    def __init__(self, ctx, x, arrays, index):
+        """`x` the indexed array (argument 0), `arrays` the arguments the index's Slots
+        name (from argument 1 on)."""
+        batched, examples = ctx.batched, ctx.examples
         items = _expanded(index.items, np.ndim(examples[0]), examples)
+        if any(batched[b.k] for i in items if type(i) is slice
+               for b in (i.start, i.stop, i.step) if type(b) is Slot):
+            raise _unsupported(ctx, "a slice whose bounds differ between examples")
+        self.x = x if batched[0] else spread(x, ctx.size)
+        slots = [i for i in items if type(i) is Slot]
+        masks = [i for i in slots if np.asarray(examples[i.k]).dtype == bool]
         adv = _advanced(items)
-        shared = [examples[i.k] for i in items if type(i) is Slot]
-        if any(batched[i.k] for i in items if type(i) is Slot):
-            self._index_batched(ctx, x, arrays, items, adv, first)
-        else:
-            if any(batched[b.k] for i in items if type(i) is slice for b in
-                   (i.start, i.stop, i.step) if type(b) is Slot):
-                raise _unsupported(ctx, "a slice whose bounds differ between examples")
-            self.x = x if batched[0] else spread(x, ctx.size)
+        contiguous = not adv or adv == list(range(adv[0], adv[-1] + 1))
+        if not any(batched[i.k] for i in slots):  # the batch is one more sliced axis
             self.args = list(arrays)
             self.index = Index((slice(None), *items))
-            contiguous = not adv or adv == list(range(adv[0], adv[-1] + 1))
-            k = len(np.broadcast_shapes(*[np.shape(np.nonzero(s)[0]) if np.asarray(s).dtype
-                                          == bool else np.shape(s) for s in shared]
-                                        or [()]))
-            self.moves = None if contiguous else ([k], [0])
-
-    def _index_batched(self, ctx, x, arrays, items, adv, first):
-        """Index arrays that differ between examples: one more advanced index, the
-        examples' numbers, in front."""
-        batched, examples = ctx.batched, ctx.examples
-        for i in items:
-            if type(i) is Slot and batched[i.k] and np.asarray(examples[i.k]).dtype == bool:
-                raise _unsupported(ctx, "a boolean mask that differs between examples "
-                                        "(each example would select a different number)")
-        rank = max([np.ndim(examples[i.k]) for i in items if type(i) is Slot] or [0])
-        arrays = [lift(a, np.ndim(examples[first + j]), rank) if batched[first + j] else a
-                  for j, a in enumerate(arrays)]
-        numbers = np.arange(ctx.size).reshape((ctx.size,) + (1,) * rank)
-        self.x = x if batched[0] else spread(x, ctx.size)
-        self.args = [numbers, *arrays]
-        self.index = Index((Slot(first), *(_renumbered(i, 1) for i in items)))
-        contiguous = adv == list(range(adv[0], adv[-1] + 1))
-        if contiguous and adv[0] > 0:  # the examples' axis and the advanced ones lead
+            rank = len(np.broadcast_shapes(*[np.shape(np.nonzero(examples[i.k])[0])
+                                             if i in masks else np.shape(examples[i.k])
+                                             for i in slots]))
+            self.moves = None if contiguous else ([rank], [0])  # advanced axes lead
+            return
+        if masks:
+            raise _unsupported(ctx, "a boolean mask beside index arrays that differ between "
+                                    "examples")
+        # index arrays that differ between examples: the examples' numbers one more
+        # advanced index, in front
+        rank = max(np.ndim(examples[i.k]) for i in slots)
+        self.args = [np.arange(ctx.size).reshape((ctx.size,) + (1,) * rank)] + [
+            lift(a, np.ndim(examples[1 + j]), rank) if batched[1 + j] else a
+            for j, a in enumerate(arrays)]
+        self.index = Index((Slot(1), *(_renumbered(i, 1) for i in items)))
+        self.moves = None
+        if contiguous and adv[0] > 0:  # one example's advanced axes come after others
             before = sum(1 for i in items[:adv[0]] if type(i) is slice or i is None)
             self.moves = (list(range(1, rank + 1)), list(range(1 + before, 1 + before + rank)))
-        else:
-            self.moves = None
 
     def to_batch(self, selection):
         return selection if self.moves is None else _moved(selection, *self.moves)
@@ -314,7 +304,7 @@ class Layout:
 
 
 def getitem(ctx, x, *arrays, index):
-    layout = Layout(ctx, x, arrays, index, 1)
+    layout = Layout(ctx, x, arrays, index)
     return layout.to_batch(ctx.prim(layout.x, *layout.args, index=layout.index))
 
 
@@ -325,7 +315,7 @@ def _selection(ctx, value, ndim, batched, shape):
 
 
 def scatter_add(ctx, g, *arrays, index, shape, unique):
-    layout = Layout(_with_first(ctx, np.zeros(shape)), g, arrays, index, 1)
+    layout = Layout(_with_first(ctx, np.zeros(shape)), g, arrays, index)
     picked = np.shape(np.zeros(shape)[index.fill([None, *ctx.examples[1:]])])
     g = layout.from_batch(_selection(ctx, g, ctx.ndims[0], ctx.batched[0], picked))
     return ctx.prim(g, *layout.args, index=layout.index, shape=(ctx.size, *shape),
@@ -336,7 +326,7 @@ def setitem(ctx, x, v, *arrays, index):
     shifted = Index(_renumbered(i, -1) for i in index.items)
     sub = Context(ctx.prim, ctx.size, (ctx.batched[0], *ctx.batched[2:]),
                   (ctx.examples[0], *ctx.examples[2:]), ctx.shape)
-    layout = Layout(sub, x, arrays, shifted, 1)
+    layout = Layout(sub, x, arrays, shifted)
     picked = np.shape(np.asarray(ctx.examples[0])[shifted.fill([None, *ctx.examples[2:]])])
     v = layout.from_batch(_selection(ctx, v, ctx.ndims[1], ctx.batched[1], picked))
     index = Index(_renumbered(i, 1) for i in layout.index.items)
