@@ -2,7 +2,7 @@
 out_axes, errors, and composition with grad, jvp, vjp, jacobian and vmap itself."""
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -90,6 +90,13 @@ def _std(x):
 
 
 ROWS = _ufunc_rows() + [
+    # one example a number (0-d)
+    Row("scalar_times_shared", lambda x, y: x * y + np.exp(x), ((B,), (3, 4)),
+        in_axes=(0, None), covers=("multiply", "exp")),
+    Row("scalar_reductions", lambda x: np.sum(x) + np.max(x) + np.cumsum(x) + np.reshape(x, (1,)),
+        ((B,),), covers=("sum", "max", "cumsum", "reshape")),
+    Row("scalar_stack", lambda x, y: np.stack([x, y]) @ np.stack([y, x]), ((B,), (B,)),
+        covers=("stack", "matmul")),
     # elementwise with parameters, and their spellings
     Row("where", lambda c, x, y: np.where(c > 0.5, x, y), ((B, 4), (B, 3, 4), (4,)),
         covers=("where", "greater"), in_axes=(0, 0, None)),
@@ -261,6 +268,23 @@ def test_against_a_loop(name):
     assert got.shape == want.shape
     assert got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+FLOAT32 = [name for name, row in TABLE.items()
+           if all(type(s) is tuple for s in row.shapes) and not name.startswith(
+               ("ufunc_bitwise", "ufunc_invert", "ufunc_logical", "astype"))]
+
+
+@pytest.mark.parametrize("name", FLOAT32[::4])
+def test_float32_rows(name):
+    """float32 arguments: the batched code computes in float32, as one example does."""
+    row = replace(TABLE[name], dtype=np.float32)
+    args = row.make_args()
+    want = loop(row.f, args, row.in_axes)
+    with np.errstate(all="ignore"):
+        got = ad.vmap(row.f, in_axes=row.in_axes)(*args)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_every_batching_rule_has_a_row():
