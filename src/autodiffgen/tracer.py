@@ -91,7 +91,7 @@ class Trace:
         self.errstate = np.geterr()  # np.errstate(...) in the function differs (raising.py)
         self.marks = {}  # user stack -> raising.Mark: statements in a `try:` or an errstate
         self.tried = []  # forward nodes marked so: kept although no output reads them
-        self.replaying = None  # vmap.py: the node it batches, whose user lines new nodes take
+        self.replaying = None  # batched.py: the node it batches (vmap), whose lines new nodes take
         self._outer = None
 
     def __enter__(self):

@@ -72,7 +72,7 @@ class Primitive:
         # its rules hold for complex values (rules/complex.py refuses the others there)
         self.complex_ok = False
         # batch(ctx, *args, **params): the primitive applied to a batch of examples at
-        # once, the batch on axis 0 of the batched arguments (batching.py, vmap.py)
+        # once, the batch on axis 0 of the batched arguments (batching.py; batched.py runs it)
         self.batch = None
 
     def __call__(self, *args, **params):
