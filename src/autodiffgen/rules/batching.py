@@ -1,4 +1,4 @@
-"""Batching rules: each primitive applied to a batch of examples at once (vmap.py).
+"""Batching rules: each primitive applied to a batch of examples at once (batched.py).
 
 A rule is `rule(ctx, *args, **params)`: the arguments `ctx.batched` marks hold a batch of
 examples on their axis 0, the others are shared by every example; it returns the batch
@@ -341,7 +341,7 @@ def _with_first(ctx, example):
 
 # ---- errors and the table ------------------------------------------------------------------
 class Unbatchable(Exception):
-    """A case of a primitive its rule does not batch (vmap.py says where it was written)."""
+    """A case of a primitive its rule does not batch (batched.py says where it was written)."""
 
 
 def _unsupported(ctx, what):
