@@ -182,10 +182,15 @@ def matrices(ctx, x, **params):
 # ---- products ----------------------------------------------------------------------------
 def matmul(ctx, a, b):
     """NumPy's own broadcasting where it lines the batch up (a batch of vectors or of
-    stacks times shared weights); otherwise vectors made matrices (as matmul does),
-    operands brought to one rank, the product of the stacks, and the vectors' axes
-    dropped again."""
+    stacks times shared weights: as one matrix of rows, which BLAS multiplies at once,
+    where NumPy would loop over the stack); otherwise vectors made matrices (as matmul
+    does), operands brought to one rank, and the product of the stacks (a broadcast
+    multiply where the contracted axis has length one: outer products), the vectors'
+    axes dropped again."""
     (ra, rb), (ba, bb) = ctx.ndims, ctx.batched
+    if ba and not bb and ra >= 2 and rb == 2:
+        rows = _p("reshape")(a, shape=(-1, np.shape(a)[-1]))
+        return _p("reshape")(ctx.prim(rows, b), shape=(ctx.size, *ctx.shape))
     if ba and not bb and (ra >= 2 or rb <= 2):
         return ctx.prim(lift(a, ra, max(ra, rb)) if ra >= 2 else a, b)
     if bb and not ba and rb >= 2:
@@ -200,9 +205,10 @@ def matmul(ctx, a, b):
         a, ra = _p("expand_dims")(a, axis=-2), 2
         dropped.append(-2)
     rank = max(ra, rb)
-    out = ctx.prim(lift(a, ra, rank) if ba else a, lift(b, rb, rank) if bb else b)
+    a, b = lift(a, ra, rank) if ba else a, lift(b, rb, rank) if bb else b
+    out = _p("multiply")(a, b) if np.shape(a)[-1] == 1 and not dropped else ctx.prim(a, b)
     n = np.ndim(out)
-    return _p("squeeze")(out, axis=tuple(sorted(n + d for d in dropped)))
+    return _p("squeeze")(out, axis=tuple(sorted(n + d for d in dropped))) if dropped else out
 
 
 def einsum(ctx, *operands, subscripts, **params):
