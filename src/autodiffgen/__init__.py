@@ -20,7 +20,7 @@ from .errors import (
                      UnsupportedOperationError,
 )
 from .retrace import explain_retraces
-from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp
+from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp, vmap
 from .tree import register_pytree_node
 
 __all__ = [
@@ -50,4 +50,5 @@ __all__ = [
                      "stop_gradient",
                      "value_and_grad",
                      "vjp",
+                     "vmap",
 ]

@@ -83,7 +83,8 @@ class GradFunction(Differentiated):
         """This object's View of its cache: shared with every plain grad of the same
         function and settings (cache/view.py), so grad(f) made at each call does not trace
         again."""
-        disk_extra = (type(self).__name__, tuple(self._argnums), single(self._argnums)) + \
+        disk_extra = (type(self).__name__, tuple(self._argnums), single(self._argnums),
+                      *self._disk_extra()) + \
             (("has_aux",) if self.has_aux else ())  # ((value, aux), grads): other code
 
         def make():
@@ -93,6 +94,10 @@ class GradFunction(Differentiated):
                                      make) if type(self) is GradFunction else (make(), False)
         self._diff = store.diff  # the same list: numbers made static are static for all
         return View(store, shared)
+
+    def _disk_extra(self):
+        """What else decides the generated code, for the disk cache's key (vmap's axes)."""
+        return ()
 
     def __call__(self, *args, **kwargs):
         """Key, look up, call: the hot path. A run of calls with one signature costs the

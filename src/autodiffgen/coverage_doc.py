@@ -12,6 +12,7 @@ import numpy as np
 from . import rules  # noqa: F401  (fills the registries)
 from .coverage_autograd import section as autograd_section
 from .rules import PRIMITIVES
+from .rules.batching import NO_BATCH_RULE
 from .rules.numpy_api.building import BUILDING
 from .rules.scipy import SCIPY_FUNCTIONS
 from .tracer import FUNCTIONS, UFUNC_METHODS, UFUNCS
@@ -112,8 +113,25 @@ def table():
                    f"of them with VJP and JVP rules; {counts['primitives']} primitives, "
                    f"{counts['vjp']} with a VJP rule and {counts['jvp']} with a JVP rule (the "
                    "rest have no derivative: comparisons, rounding, argmax, ...).")]
+    lines += batching_section()
     lines += autograd_table()[0]
     return "\n".join(lines) + "\n"
+
+
+def batching_section():
+    """The primitives vmap batches (rules/batching.py), by rule, and those it does not."""
+    with_rule = sorted(n for n, p in PRIMITIVES.items() if p.batch is not None)
+    without = sorted(n for n, p in PRIMITIVES.items() if p.batch is None)
+    lines = ["", "## Batching rules (vmap)", "",
+             (f"{len(with_rule)} of {len(PRIMITIVES)} primitives have a batching rule; each is "
+              "checked against a Python loop of the unbatched function "
+              "(tests/transforms/test_vmap.py). Applied to a batched value, a primitive "
+              "without one raises an error naming it and the line."), "",
+             "| primitive | batching rule |", "|---|---|"]
+    lines += [f"| `{n}` | {PRIMITIVES[n].batch.__name__.replace('_', ' ')} |" for n in with_rule]
+    lines += ["", "Without a batching rule:", "", "| primitive | why |", "|---|---|"]
+    lines += [f"| `{n}` | {NO_BATCH_RULE.get(n, 'not written yet')} |" for n in without]
+    return lines
 
 
 def autograd_table():

@@ -240,7 +240,7 @@ class Emitter:
         section = run_loc = None
         self.block = None  # the `try:` or `with np.errstate` block last emitted (marked)
         used = {a for n in self.graph.nodes for a in n.args if type(a) is Node} | \
-            set(leaves(self.graph.outputs)) if self.graph.marks else ()
+            {o for o in leaves(self.graph.outputs) if type(o) is Node} if self.graph.marks else ()
         for i, node in enumerate(self.graph.nodes):
             if op(node) == "guard":
                 mark = self.graph.marks.get(node.stack)

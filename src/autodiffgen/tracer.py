@@ -91,6 +91,7 @@ class Trace:
         self.errstate = np.geterr()  # np.errstate(...) in the function differs (raising.py)
         self.marks = {}  # user stack -> raising.Mark: statements in a `try:` or an errstate
         self.tried = []  # forward nodes marked so: kept although no output reads them
+        self.replaying = None  # batched.py: the node it batches (vmap), whose lines new nodes take
         self._outer = None
 
     def __enter__(self):
@@ -110,7 +111,7 @@ class Trace:
         if self.grad_of is not None:
             stack = self.grad_of.stack
         elif stack is None:
-            stack = user_stack()
+            stack = user_stack() if self.replaying is None else self.replaying.stack
         node = Node(self.next_id, prim, args, params, np.shape(value), result_dtype(value),
                     stack[0] if stack else None, stack, self.grad_of)
         node.trace_id = self.id

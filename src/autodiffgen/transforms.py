@@ -3,6 +3,7 @@
     jvp(f, primals, tangents) -> (out, tangent_out)   generated forward-mode code
     vjp(f, *primals) -> (out, vjp_fn)                 vjp_fn runs generated code
     jacfwd / jacobian (= jacrev) / hessian / hvp      built on the two above
+    vmap(f, in_axes, out_axes)(*args)                 generated vectorized code (batched.py)
 
 Higher derivatives need no rules of their own: generated code is ordinary NumPy, so when
 an outer transformation calls it on its Boxes, the tracer records it like user code.
@@ -14,7 +15,17 @@ import weakref
 
 import numpy as np
 
-from . import arguments, backward, forward, generalize_counts, naming, pipeline, rules, tracer
+from . import (
+    arguments,
+    backward,
+    batched,
+    forward,
+    generalize_counts,
+    naming,
+    pipeline,
+    rules,
+    tracer,
+)
 from .api import GradFunction, grad
 from .arguments import signature_text, single
 from .cache.view import kept_with
@@ -174,6 +185,34 @@ class VJPFunction(_Transformed):
                                f"the output cotangent g, traced at ({traced_at}).",
                         "derivative_of": cotangent_of, "fresh_from": 0},
             aux=aux, has_aux=self.has_aux)
+
+
+class VmapFunction(_Transformed):
+    """vmap(f): its generated `f_vmap(*args) -> (batched outputs,)`, cached by signature."""
+
+    def __init__(self, fun, in_axes=0, out_axes=0):
+        super().__init__(fun)
+        # set after functools.update_wrapper copied fun's attributes (a vmap of a vmap: its
+        # axes), and the cache made again: its disk key holds them
+        self.in_axes, self.out_axes = in_axes, out_axes
+        self._cache = self._view(self.max_entries, self.max_variants)
+
+    def _disk_extra(self):
+        return (repr(getattr(self, "in_axes", None)), repr(getattr(self, "out_axes", None)))
+
+    def _n_primals(self, n):
+        return n
+
+    def _arg_names(self, n):
+        return super(_Transformed, self)._arg_names(n)
+
+    def __call__(self, *args, **kwargs):
+        return super().__call__(*args, **kwargs)[0]
+
+    def _build(self, args, names, pure=False):
+        """Trace one example, replay it on the batch (batched.py), optimize, emit."""
+        graph = batched.batched_trace(self.fun, args, names, self.in_axes, self.out_axes)
+        return self._emit(pipeline.optimize(graph, numexpr=not pure), pure)
 
 
 # ---- the public functions ----------------------------------------------------------------
@@ -382,6 +421,18 @@ def _basis(like, k):
     if k is not None:
         e.reshape(-1)[k] = 1
     return e
+
+
+def vmap(fun, in_axes=0, out_axes=0):
+    """fun mapped over a batch axis of its arguments, as one generated vectorized function.
+
+    `in_axes`: an int (the batch axis of every argument; negative counts from the end),
+    None (not mapped: shared by every example), or a tuple with one entry per positional
+    argument, each an int, None or a pytree prefix of that argument. `out_axes`: likewise
+    for the output (an output that does not depend on the batch is repeated along it).
+    All mapped axes must have the same size. Composes with grad, jvp, vjp, jacobian and
+    itself: vmap(grad(loss), in_axes=(None, 0, 0))(w, X, y) gives per-example gradients."""
+    return VmapFunction(fun, in_axes, out_axes)
 
 
 rules.TRANSFORMS.update(vjp=vjp, jvp=jvp)  # for odeint's dynamics (rules/scipy/integrate.py)

@@ -71,6 +71,9 @@ class Primitive:
         self.op = name if builtin else None
         # its rules hold for complex values (rules/complex.py refuses the others there)
         self.complex_ok = False
+        # batch(ctx, *args, **params): the primitive applied to a batch of examples at
+        # once, the batch on axis 0 of the batched arguments (batching.py; batched.py runs it)
+        self.batch = None
 
     def __call__(self, *args, **params):
         return bind(self, args, params)
@@ -163,6 +166,15 @@ def defjvp(prim, *rules):
     prim.jvp_from = prim.linear_in = None
 
 
+def defbatch(prim, rule):
+    """Set (or replace) the batching rule of a primitive, `rule(ctx, *args, **params)`:
+    the result for a batch of examples, computed with primitives on arguments whose batch
+    is on axis 0 (those `ctx.batched` marks; the others are shared by every example);
+    `ctx` also holds the batch `size` and the per-example `shape` of the result
+    (rules/batching.py has the rules of the built-in primitives, family by family)."""
+    prim.batch = rule
+
+
 def register_helper(name, plain, traceable):
     """A runtime helper that generated code calls by `name`: `plain` is the pure-NumPy
     version a module copies in, `traceable` the one that records a primitive when an
@@ -242,5 +254,8 @@ from . import (  # noqa: F401
 from . import scipy as _scipy  # noqa: F401  (SciPy's Python functions, when it is there)
 from .numpy_api import boxmethod, register_function  # re-exported: how users add one
 
-__all__ = ["PRIMITIVES", "Primitive", "boxmethod", "broadcast_up", "defjvp", "defprimitive",
-           "defvjp", "register_function", "register_helper", "register_ufunc", "unbroadcast"]
+__all__ = ["PRIMITIVES", "Primitive", "boxmethod", "broadcast_up", "defbatch", "defjvp",
+           "defprimitive", "defvjp", "register_function", "register_helper", "register_ufunc", "unbroadcast"]
+
+# the batching rules (vmap), once every primitive exists
+from . import batching  # noqa: F401
