@@ -38,7 +38,17 @@ from .rules import PRIMITIVES
 from .rules.batching import Context, Unbatchable
 from .rules.control import READS
 from .tracer import Box, result_dtype, user_loc
-from .tree import is_container, items, leaves, map_tree, rebuild, structure_text
+from .tree import (
+    is_container,
+    items,
+    leaves,
+    map_tree,
+    matching_children,
+    rebuild,
+    same_node,
+    step_text,
+    structure_text,
+)
 
 
 def axes_per_leaf(axes, tree, where):
@@ -46,15 +56,12 @@ def axes_per_leaf(axes, tree, where):
     int or None applies to a whole subtree), as in JAX."""
     if axes is None or as_index(axes) is not None:
         return map_tree(tree, lambda _: None if axes is None else as_index(axes))
-    if not is_container(axes) or not is_container(tree) or type(axes) is not type(tree) \
-            or len(axes) != len(tree) or (type(tree) is dict and set(axes) != set(tree)):
+    if not is_container(tree) or not same_node(tree, axes):
         raise ArgumentError(at(user_loc(), f"vmap: {where} has structure "
                                f"{structure_text(axes)}, which is not a prefix of the "
                                f"value's structure {structure_text(tree)}"))
-    if type(tree) is dict:
-        return {k: axes_per_leaf(axes[k], v, f"{where}[{k!r}]") for k, v in tree.items()}
-    return rebuild(tree, [axes_per_leaf(a, child, f"{where}[{k}]")
-                          for a, (k, child) in zip(axes, items(tree))])
+    return rebuild(tree, [axes_per_leaf(a, child, f"{where}{step_text(k)}")
+                          for a, (k, child) in zip(matching_children(tree, axes), items(tree))])
 
 
 def in_axes_of(in_axes, args):
@@ -100,8 +107,8 @@ def batch_size(args, axes, names):
 
 def _map_named(fn, tree, axes, name):
     if is_container(tree):
-        return rebuild(tree, [_map_named(fn, child, axes[k], f"{name}[{k!r}]")
-                              for k, child in items(tree)])
+        return rebuild(tree, [_map_named(fn, child, a, f"{name}{step_text(k)}")
+                              for a, (k, child) in zip(matching_children(tree, axes), items(tree))])
     return fn(tree, axes, name)
 
 
@@ -232,7 +239,8 @@ def batched_outputs(trace, out, env, size, out_axes, fun):
 
 def _map2(fn, tree, axes):
     if is_container(tree):
-        return rebuild(tree, [_map2(fn, child, axes[k]) for k, child in items(tree)])
+        return rebuild(tree, [_map2(fn, child, a) for a, (_, child)
+                              in zip(matching_children(tree, axes), items(tree))])
     return fn(tree, axes)
 
 

@@ -32,7 +32,8 @@ import inspect
 
 from .errors import function_name
 from .graph import COPY_OF, PYTHON_NUMBERS, Node
-from .rules import Primitive, defprimitive, register_helper
+from .rules import Primitive, defbatch, defprimitive, register_helper
+from .rules.batching import spread
 from .tracer import Box, bind, current_trace, user_stack
 from .tree import leaves
 
@@ -46,6 +47,16 @@ def _recompute_from(x, *after):
 recompute_from = defprimitive(
     "recompute_from", _recompute_from, "_recompute_from({*})", helper="_recompute_from",
     vjps=[lambda g, ans, x, *after: g], linear_in=(0,))
+
+
+def _batch_recompute_from(ctx, x, *after):
+    """Under vmap: the batch of x, still read only after its cotangents (a shared x,
+    whose cotangents are batched, is spread along the batch afterwards)."""
+    out = bind(recompute_from, (x, *after), {})
+    return out if ctx.batched[0] else spread(out, ctx.size)
+
+
+defbatch(recompute_from, _batch_recompute_from)
 
 
 def _traceable(x, *after):

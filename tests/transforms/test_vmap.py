@@ -225,7 +225,15 @@ ROWS = _ufunc_rows() + [
     Row("setitem", lambda x, v: _written(x, v), ((B, 3, 4), (B, 4)), covers=("setitem",)),
     Row("setitem_index", lambda x, i: _written_at(x, i), ((B, 5), ints(5, B)),
         covers=("setitem",)),
+    Row("recompute_from", ad.grad(lambda w, x: np.sum(_cell(_cell(x, w), w) ** 2)),
+        ((3, 3), (B, 3)), in_axes=(None, 0), covers=("recompute_from",)),
 ]
+
+
+@ad.checkpoint
+def _cell(h, w):
+    """A checkpointed step: its backward starts from recompute_from."""
+    return np.tanh(np.tanh(h @ w) @ w)
 
 
 def scipy_special():
@@ -558,3 +566,30 @@ def test_a_decision_on_a_shared_number_stays_a_guard():
     for k in (2, 3, 2):
         np.testing.assert_allclose(vf(X, k), X[:, :k].sum(axis=1) * k)
     assert "GuardFailure" in vf.source(X, 2)
+
+
+@dataclass
+class _Params:
+    W: np.ndarray
+    b: np.ndarray
+
+
+def test_per_example_gradients_with_aux_over_a_dataclass():
+    """vmap(grad(f, has_aux=True)) with the parameters a dataclass shared by the batch."""
+    rng = rng_for("vmap-dataclass")
+    p = _Params(rng.standard_normal((3, 2)), rng.standard_normal(2))
+    x, y = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
+
+    def loss(p, x, y):
+        z = x @ p.W + p.b
+        return np.mean((z - y) ** 2), {"zmax": np.max(z)}
+    g, aux = ad.vmap(ad.grad(loss, has_aux=True), in_axes=(None, 0, 0))(p, x, y)
+    assert type(g) is _Params
+    for i in range(5):
+        gi, ai = ad.grad(loss, has_aux=True)(p, x[i], y[i])
+        np.testing.assert_allclose(g.W[i], gi.W, rtol=1e-12)
+        np.testing.assert_allclose(g.b[i], gi.b, rtol=1e-12)
+        np.testing.assert_allclose(aux["zmax"][i], ai["zmax"], rtol=1e-12)
+    axes = _Params(None, 0)
+    out = ad.vmap(lambda p: p.W @ p.b, in_axes=(axes,))(_Params(p.W, np.stack([p.b] * 4)))
+    np.testing.assert_allclose(out, np.stack([p.W @ p.b] * 4), rtol=1e-12)
