@@ -1,0 +1,249 @@
+"""Data-parallel gradients over Dask arrays chunked by rows (`pip install 'autodiffgen[dask]'`).
+
+    vg = autodiffgen.dask.value_and_grad(loss, argnums=0, reduce="mean")
+    value, grads = vg(params, X, Y)        # X, Y: dask arrays with the same row chunks
+
+The client traces `loss` with autodiffgen and sends the generated module's source (never
+the user's function, never autodiffgen) to the workers, which need only NumPy: each runs it
+on its chunk and returns the chunk's total value and gradients and its row count; a tree
+reduction in Dask adds them up and the client divides by the rows for a mean. The first
+call checks on a sample that the loss decomposes over rows (check.py). A chunk that takes
+another path than the code traced (a guard fails on the worker) comes back to the client,
+which traces that chunk, adds the new variant, and runs the chunk again.
+"""
+
+try:
+    import dask
+    import dask.array as da
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("autodiffgen.dask needs Dask: pip install 'autodiffgen[dask]'") from e
+
+import os
+
+import numpy as np
+
+from ..api import GradFunction
+from ..errors import ArgumentError, AutodiffgenError
+from ..tree import leaves, map_tree
+from .check import DecompositionError, check_decomposes
+from .source import module_variant
+
+__all__ = [
+    "DecompositionError",
+    "RetraceError",
+    "grad",
+    "scipy_objective",
+    "value_and_grad",
+]
+
+SAMPLE_ROWS = 7  # the decomposition check's sample: halves of 3 and 4 rows
+MAX_VARIANTS = 8
+
+
+class RetraceError(AutodiffgenError, RuntimeError):
+    """Chunks kept taking paths no traced variant serves."""
+
+
+def _worker_namespace():
+    """worker.py's functions, exec'd under a module name nothing can import, so Dask
+    pickles them by value and a worker never imports autodiffgen to run them."""
+    path = os.path.join(os.path.dirname(__file__), "worker.py")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    namespace = {"__name__": "_autodiffgen_dask_worker"}
+    exec(compile(text, path, "exec"), namespace)  # noqa: S102  our own file, see above
+    return namespace
+
+
+_WORKER = _worker_namespace()
+
+
+def value_and_grad(fun, argnums=0, reduce="mean", fan_in=8, timeout=None):
+    """value_and_grad over Dask arrays chunked by rows; `reduce` says how the loss combines
+    over rows: "mean" (weighted by each chunk's rows) or "sum"."""
+    return DaskGradFunction(fun, argnums, reduce, fan_in, timeout, with_value=True)
+
+
+def grad(fun, argnums=0, reduce="mean", fan_in=8, timeout=None):
+    """grad over Dask arrays chunked by rows (see value_and_grad)."""
+    return DaskGradFunction(fun, argnums, reduce, fan_in, timeout, with_value=False)
+
+
+class DaskGradFunction:
+    """A loss of small arguments and row-chunked Dask arrays, differentiated per chunk."""
+
+    def __init__(self, fun, argnums, reduce, fan_in, timeout, with_value):
+        if reduce not in ("mean", "sum"):
+            raise ArgumentError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
+        self.gf = GradFunction(fun, argnums)
+        self.fun, self.reduce, self.with_value = fun, reduce, with_value
+        self.fan_in, self.timeout = max(2, int(fan_in)), timeout
+        self._variants = {}  # signature of the call -> [variant]: one list per program
+        self.retraces = 0  # chunks traced again because no variant served them
+
+    def __call__(self, *args):
+        batch = [i for i, a in enumerate(args) if isinstance(a, da.Array)]
+        self._check_args(args, batch)
+        arrays = _aligned([args[i] for i in batch])
+        small = [a for i, a in enumerate(args) if i not in batch]
+        layout = _layout(len(args), batch)
+        key = _signature(args, batch)
+        if key not in self._variants:
+            sample = _sample(args, batch, arrays)
+            check_decomposes(self.gf, sample, batch, self.reduce)
+            self._variants[key] = [module_variant(self.gf, sample, len(sample[batch[0]]))]
+        variants = self._variants[key]
+        blocks = [a.to_delayed().ravel() for a in arrays]
+        chunks = list(zip(*blocks))
+        total = self._run(variants, layout, small, chunks, range(len(chunks)))
+        for _ in range(MAX_VARIANTS):
+            if not total[3]:
+                break
+            failed = [i for i, _ in total[3]]
+            for i, why in total[3]:
+                self._retrace(variants, args, batch, chunks[i], why)
+            total = _WORKER["combine"](total[:3] + ([],),
+                                       self._run(variants, layout, small, chunks, failed))
+        if total[3]:
+            raise RetraceError(f"chunks {[i for i, _ in total[3]]} took paths no traced code "
+                               f"serves after {MAX_VARIANTS} retraces: {total[3][0][1]}")
+        return self._result(*total[:3])
+
+    def _check_args(self, args, batch):
+        if not batch:
+            raise ArgumentError("autodiffgen.dask expects at least one dask array, chunked "
+                                "by rows; for arrays in memory use autodiffgen.value_and_grad")
+        diff = [self.gf._argnums] if isinstance(self.gf._argnums, int) else self.gf._argnums
+        for i in diff:
+            if i in batch:
+                raise ArgumentError(f"argument {i} is a dask array: autodiffgen.dask "
+                                    "differentiates small arguments sent to every worker, "
+                                    "not the chunked data")
+
+    def _run(self, variants, layout, small, chunks, indices):
+        """The Part of the chunks at `indices`: one task per chunk, then a tree reduction."""
+        v = dask.delayed(variants, pure=True)
+        s = dask.delayed(small, pure=True)
+        parts = [dask.delayed(_WORKER["run_chunk"], pure=True)(i, v, layout, s, self.reduce,
+                                                                *chunks[i]) for i in indices]
+        while len(parts) > 1:
+            parts = [dask.delayed(_WORKER["combine"], pure=True)(*parts[k:k + self.fan_in])
+                     for k in range(0, len(parts), self.fan_in)]
+        return _compute(parts[0], self.timeout)
+
+    def _retrace(self, variants, args, batch, chunk, why):
+        """Trace the chunk's own rows (its path) and add that code to the variants."""
+        if len(variants) >= MAX_VARIANTS:
+            raise RetraceError(f"more than {MAX_VARIANTS} variants of the generated code "
+                               f"needed; the last chunk said: {why}")
+        rows = dask.compute(*chunk)
+        full = list(args)
+        for i, r in zip(batch, rows):
+            full[i] = np.asarray(r)
+        variants.append(module_variant(self.gf, full, len(rows[0])))
+        self.retraces += 1
+
+    def _result(self, value, grads, rows):
+        if self.reduce == "mean":
+            value = value / rows
+            grads = _scaled_back(grads, rows)
+        return (value, grads) if self.with_value else grads
+
+
+def _scaled_back(grads, rows):
+    """Each leaf divided by the rows, in its own dtype."""
+    return map_tree(grads, lambda g: (np.asarray(g) / rows).astype(np.asarray(g).dtype)
+                    if np.ndim(g) else type(g)(g / rows))
+
+
+def _aligned(arrays):
+    """The dask arguments with one chunk across every axis but the first, and the first
+    argument's row chunks."""
+    rows = arrays[0].chunks[0]
+    out = []
+    for a in arrays:
+        if a.shape[:1] != arrays[0].shape[:1]:
+            raise ArgumentError(f"dask arguments have {arrays[0].shape[0]} and {a.shape[0]} "
+                                "rows: every chunked argument needs one row per example")
+        want = (rows,) + tuple((n,) for n in a.shape[1:])
+        out.append(a if a.chunks == want else a.rechunk(want))
+    return out
+
+
+def _layout(n, batch):
+    """Where each argument comes from in a task: ("chunk", k) or ("small", k)."""
+    layout, c, s = [], 0, 0
+    for i in range(n):
+        if i in batch:
+            layout.append(("chunk", c))
+            c += 1
+        else:
+            layout.append(("small", s))
+            s += 1
+    return tuple(layout)
+
+
+def _signature(args, batch):
+    """What decides the program besides the values: the dask arrays' dtypes and trailing
+    shapes, the small arguments' structure, shapes, dtypes and non-float values."""
+    def leaf(x):
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            return ("array", np.shape(x), np.dtype(x.dtype).str)
+        return ("float",) if type(x) is float else (type(x).__name__, repr(x))
+    small = [(repr(type(a)), str(map_tree(a, leaf)), repr(leaves(map_tree(a, leaf))))
+             for i, a in enumerate(args) if i not in batch]
+    return tuple((args[i].dtype.str, args[i].shape[1:]) for i in batch), tuple(small)
+
+
+def _sample(args, batch, arrays):
+    """The arguments with the first SAMPLE_ROWS rows of each dask array, in memory."""
+    n = min(SAMPLE_ROWS, arrays[0].shape[0])
+    if n < 2:
+        raise ArgumentError("autodiffgen.dask needs at least 2 rows of data")
+    rows = dask.compute(*[a[:n] for a in arrays])
+    full = list(args)
+    for i, r in zip(batch, rows):
+        full[i] = np.asarray(r)
+    return full
+
+
+def _compute(x, timeout):
+    """Compute on the distributed client if there is one (waiting at most `timeout`
+    seconds), else on Dask's default scheduler."""
+    try:
+        from distributed import default_client
+        client = default_client()
+    except (ImportError, ValueError):
+        return dask.compute(x)[0]
+    return client.compute(x).result(timeout=timeout)
+
+
+def scipy_objective(vg, params, *args):
+    """(fun, x0, unflatten) for scipy.optimize.minimize(fun, x0, jac=True): `fun(theta)`
+    rebuilds params' pytree from the flat float64 vector theta, calls vg(params, *args)
+    (params is argument 0) and returns (float value, flat float64 gradient)."""
+    if not getattr(vg, "with_value", True):
+        raise ArgumentError("scipy_objective needs value_and_grad, not grad")
+    template = leaves(params)
+    sizes = [np.size(x) for x in template]
+    offsets = np.cumsum([0] + sizes)
+
+    def unflatten(theta):
+        parts = [np.asarray(theta[a:b], dtype=np.asarray(x).dtype).reshape(np.shape(x))
+                 for a, b, x in zip(offsets[:-1], offsets[1:], template)]
+        return _rebuilt(params, parts)
+
+    def fun(theta):
+        value, grads = vg(unflatten(theta), *args)
+        flat = np.concatenate([np.ravel(g).astype(np.float64) for g in leaves(grads)])
+        return float(value), flat
+
+    x0 = np.concatenate([np.ravel(x).astype(np.float64) for x in template])
+    return fun, x0, unflatten
+
+
+def _rebuilt(like, parts):
+    """like's pytree with its leaves replaced, in order, by parts."""
+    it = iter(parts)
+    return map_tree(like, lambda _: next(it))
+

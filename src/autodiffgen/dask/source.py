@@ -1,0 +1,17 @@
+"""The one place the Dask bridge gets the generated module's source from.
+
+A variant is what a worker needs to run one traced path: the module's source, its hash
+(the worker's cache key), the function's name, and the row count the code is fixed to
+(None when the module serves every batch size and checks shapes itself).
+"""
+
+import hashlib
+
+from ..api import emit_functions
+
+
+def module_variant(gf, args, rows):
+    """The standalone module of value_and_grad `gf` traced at `args` (a chunk's rows)."""
+    source, names = emit_functions([(gf, args)])
+    key = hashlib.sha256(source.encode()).hexdigest()[:20]
+    return {"key": key, "source": source, "function": names[0], "rows": rows}
