@@ -20,6 +20,7 @@ from .errors import (
                      UnsupportedOperationError,
 )
 from .retrace import explain_retraces
+from .standalone import standalone_source
 from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp, vmap
 from .tree import register_pytree_node
 
@@ -47,6 +48,7 @@ __all__ = [
                      "jvp",
                      "primitive",
                      "register_pytree_node",
+                     "standalone_source",
                      "stop_gradient",
                      "value_and_grad",
                      "vjp",

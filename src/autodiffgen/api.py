@@ -128,6 +128,15 @@ class GradFunction(Differentiated):
             args = self._positional(args, kwargs)
         return self._cache.source(args, signature_key(args, self._diff))
 
+    def standalone_source(self, *args, **kwargs):
+        """A NumPy-only module computing this function's value and gradient for every
+        batch size of these example arguments (standalone.standalone_source)."""
+        from .standalone import standalone_source
+
+        if kwargs:
+            args = self._positional(args, kwargs)
+        return standalone_source(self, *args)
+
     def cache_info(self):
         return self._cache.info()
 

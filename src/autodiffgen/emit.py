@@ -179,10 +179,13 @@ class Emitter:
         self.helpers.add("GuardFailure")
         self.ns.used.add(batch.var)
         rows = [render(self.path_ast(path)) for path in batch.paths]
-        tests = [f"not {batch.lo} <= {batch.var} <= {batch.hi}"]
+        # hi None: a standalone module's code, which serves every size from lo up
+        tests = [f"not {batch.lo} <= {batch.var} <= {batch.hi}" if batch.hi is not None
+                 else f"{batch.var} < {batch.lo}"]
         tests += [f"{r}.shape[0] != {batch.var}" for r in rows[1:]]
         each = f", the same in {', '.join(rows[:-1])} and {rows[-1]}" if len(rows) > 1 else ""
-        message = f"{{{batch.var}}} rows: this code serves {batch.lo} to {batch.hi} rows{each}"
+        served = f"{batch.lo} to {batch.hi}" if batch.hi is not None else f"{batch.lo} or more"
+        message = f"{{{batch.var}}} rows: this code serves {served} rows{each}"
         return [(f"{batch.var} = {rows[0]}.shape[0]", "the batch size"),
                 (f"if {' or '.join(tests)}:", ""),
                 (f"    raise GuardFailure(f{message!r})", "")]

@@ -34,6 +34,15 @@ def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, di
     per-argument `diff` flags, the graph serves every batch size the code allows (a flag
     None: that argument's numbers are static); `pure`: code an enclosing trace will run;
     `has_aux`: fun returns (output, aux), and the code returns ((value, aux), gradients)."""
+    graph = program(fun, args, argnums, names, standalone, pure, diff, has_aux)
+    source, namespace, locs = emit_module([graph], standalone, pure)
+    return source, namespace, graph, locs
+
+
+def program(fun, args, argnums, names, standalone=False, pure=False, diff=None,
+            has_aux=False):
+    """The finished graph compile_gradient emits (its arguments are compile_gradient's):
+    a standalone module (standalone.py) emits several into one module."""
     static = () if diff is None else {i for i in range(len(args)) if diff[i] is None}
 
     def trace(a):  # the trace and backward stages, at these arguments
@@ -48,9 +57,7 @@ def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, di
         stage = generalize_counts.general(args, optimized, raw)
     else:
         stage = generalize_batch.generalize(raw, args, diff, names, optimized)
-    graph = finish(drive(stage, trace))  # optimize + generalize (tracing as asked), finish
-    source, namespace, locs = emit_module([graph], standalone, pure)
-    return source, namespace, graph, locs
+    return finish(drive(stage, trace))  # optimize + generalize (tracing as asked), finish
 
 
 def gradient_graph(fun, args, argnums, names, static=(), capture=True, has_aux=False):

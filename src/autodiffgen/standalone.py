@@ -1,0 +1,245 @@
+"""Standalone modules: the generated code of built functions, needing only NumPy.
+
+A standalone module runs where autodiffgen is not installed (a cluster's workers, another
+program), so it cannot trace again. It carries what the in-memory cache would otherwise
+decide per call:
+
+- the batch generalization (generalize_batch.py): the code the cache runs for every batch
+  size, here for every size from its low one up (the cache traces again above the traced
+  size; a module cannot, so it takes the formulas as they are), plus code traced at each
+  size below the low one (1 row broadcasts, so it has code of its own);
+- one entry per function, `<name>_value_and_grad`, that checks every array argument's
+  dtype and trailing shape against the traced ones and raises SignatureError (a TypeError
+  and a ValueError) naming the argument, what it got and what the module serves, instead
+  of a NumPy error or a silent cast (float32 stays float32: another dtype is refused);
+- the guards of the traced path: a failed one raises the module's GuardFailure, whose
+  message says the module cannot trace again, so a caller that can (the client of a
+  cluster) catches it and traces that path with autodiffgen.
+"""
+
+import dataclasses
+import textwrap
+
+import numpy as np
+
+from . import pipeline
+from .emit import emit_module
+from .generalize_batch import batch_of, cut
+from .size_formulas import Batch
+from .tree import Field, is_container, items
+
+_ENTRY_HELPERS = '''\
+class SignatureError(TypeError, ValueError):
+    """An argument's dtype, shape or structure is not one this module was generated for."""
+
+
+def _check(value, name, path, dtype, shape, rows=None):
+    """The array at `path` in argument `name`, checked against the `dtype` and `shape` this
+    module serves (shape[0] None: any number of rows, `rows` if given); its row count."""
+    where = name
+    for key in path:
+        try:
+            value = getattr(value, key[0]) if type(key) is tuple else value[key]
+        except (KeyError, IndexError, TypeError, AttributeError):
+            step = f".{key[0]}" if type(key) is tuple else f"[{key!r}]"
+            raise SignatureError(f"{where} has no {step}: this module serves {name} of the "
+                                 "structure it was traced at") from None
+        where += f".{key[0]}" if type(key) is tuple else f"[{key!r}]"
+    dims = ", ".join("n" if d is None else str(d) for d in shape)
+    served = f"{where}: {dtype}[{dims}]" + ("" if rows is None else f" with n = {rows}")
+    if not isinstance(value, np.ndarray):
+        raise SignatureError(f"{where} is a {type(value).__name__}, but this module serves "
+                             f"{served} (a NumPy array)")
+    if value.dtype != dtype:
+        raise SignatureError(f"{where} has dtype {value.dtype}, but this module serves "
+                             f"{served}: generate it for {value.dtype} too")
+    if value.ndim != len(shape) or any(d is not None and d != s for d, s in
+                                       zip(shape, value.shape)) or \\
+            rows is not None and value.shape[0] != rows:
+        raise SignatureError(f"{where} has shape {value.shape}, but this module serves "
+                             f"{served}")
+    return value.shape[0] if value.ndim else None
+
+
+def _no_retrace(error):
+    """A failed guard, said as a module that cannot trace again says it."""
+    return GuardFailure(f"{error} -- this standalone module holds only the traced path and "
+                        "cannot trace again: call the autodiffgen function on these arguments "
+                        "(where autodiffgen is installed) to trace the path they take")
+'''
+
+_GUARD_FAILURE = '''\
+class GuardFailure(Exception):
+    """Raised by generated code when the arguments take another path than the traced one."""
+'''
+
+
+def standalone_source(fun, *args, argnums=0, has_aux=False):
+    """The source of a module that needs only NumPy and computes fun's value and gradient
+    for every batch size (and the dtypes) of these example arguments: its entry is
+    `<fun's name>_value_and_grad(*args)`, returning (value, gradients), or ((value, aux),
+    gradients) with has_aux, whatever `fun` is (a grad, a value_and_grad or a plain
+    function, whose argnums and has_aux are then taken from the keywords). The module
+    defines SignatureError (an argument of another dtype, shape or structure) and
+    GuardFailure (a data-dependent branch the trace did not take: the module cannot trace
+    again). `value_and_grad = <entry>` names the entry whatever the function's name."""
+    from .api import GradFunction  # api imports this module
+
+    gf = fun if isinstance(fun, GradFunction) else GradFunction(fun, argnums,
+                                                                 has_aux=has_aux)
+    source, names = standalone_module([(gf, args)])
+    return source + f"\n\nvalue_and_grad = {names[0]}\n"
+
+
+def standalone_module(calls):
+    """(source, entry names) of one module with the value-and-grad of each (GradFunction,
+    args) pair: the CLI's `-o`. A name already taken gets a `_1` suffix."""
+    graphs, entries, taken = [], [], set()
+    for gf, args in calls:
+        gf._check_argnums(len(args))
+        name = _free(f"{_base(gf)}_value_and_grad", taken)
+        served, entry = _served(gf, tuple(args), name, taken)
+        graphs += [g for _, g in served]
+        entries.append(entry)
+    source = emit_module(graphs, standalone=True)[0]
+    if "class GuardFailure" not in source:
+        source += "\n\n" + _GUARD_FAILURE
+    source += "\n\n" + _ENTRY_HELPERS + "".join("\n\n" + text for text, _ in entries)
+    return source, [name for _, name in entries]
+
+
+def _base(gf):
+    from .errors import function_name
+
+    return function_name(gf.fun)
+
+
+def _free(name, taken):
+    base, n = name, 0
+    while name in taken:
+        n += 1
+        name = f"{base}_{n}"
+    taken.add(name)
+    return name
+
+
+def _served(gf, args, name, taken):
+    """([(rows or None, graph)], (entry text, name)): the graph for every batch size from
+    its low one up (rows None), the graphs traced at each size below, or the one graph of
+    the traced shapes when the code does not generalize."""
+    names = gf._arg_names(len(args))
+    general = pipeline.program(gf.fun, args, gf._argnums, names, standalone=True,
+                               diff=gf._diff, has_aux=gf.has_aux)
+    batch = general.batch
+    if batch is None:
+        general.name = _free(f"_{name}_traced", taken)
+        return [(None, general)], (_entry(name, general, args, None, [(None, general)]), name)
+    open_ended = Batch(batch.n, batch.paths, batch.lo, None, batch.var)
+    doc = general.doc.replace(f"{batch.lo} <= {batch.var} <= {batch.hi}",
+                              f"{batch.var} >= {batch.lo}")
+    general = dataclasses.replace(general, batch=open_ended, doc=doc,
+                                  name=_free(f"_{name}_rows", taken))
+    served = [(None, general)]
+    for rows in range(1, batch.lo):
+        small = cut(args, batch_of(args, gf._diff), rows)
+        graph = _traced(gf, small, names)
+        if graph is not None:  # else a size the function does not run at: not served
+            graph.name = _free(f"_{name}_{rows}_row{'s' * (rows > 1)}", taken)
+            served.append((rows, graph))
+    return served, (_entry(name, general, args, batch, served), name)
+
+
+def _traced(gf, args, names):
+    """The graph specialized to `args`, or None when the function fails there."""
+    try:
+        return pipeline.program(gf.fun, args, gf._argnums, names, standalone=True,
+                                has_aux=gf.has_aux)
+    except Exception:  # noqa: BLE001  the user's code may raise anything at another size
+        return None
+
+
+def _entry(name, graph, args, batch, served):
+    """The entry's source: check each array argument, pick the code for its rows, run it."""
+    params = list(graph.params)
+    batch_paths = [] if batch is None else list(batch.paths)
+    checks, anchor = [], None
+    for path, leaf in _array_leaves(args):
+        text = _path_text(path)
+        if text is None:
+            continue
+        shape = list(leaf.shape)
+        rows = None
+        if path in batch_paths:
+            shape[0] = None
+            if anchor is not None:
+                rows = batch.var
+        call = f"_check({params[path[0]]}, {params[path[0]]!r}, {text}, {leaf.dtype.name!r}, " \
+               f"{tuple(shape)!r}{'' if rows is None else ', ' + rows})"
+        if path in batch_paths and anchor is None:
+            anchor = f"{batch.var} = {call}"
+            checks.insert(0, anchor)
+        else:
+            checks.append(call)
+    arguments = ", ".join(params)
+    text = (graph.doc + " " if graph.doc else "") + (
+        "Checks each array argument's dtype and shape, then runs the code for its batch "
+        "size. Raises SignatureError for an argument this module does not serve, and "
+        "GuardFailure for a path it was not traced for.")
+    doc = textwrap.indent(textwrap.fill(text.replace('"', "'"), 84), "    ")
+    doc = f'    """{doc[4:]}\n    """'
+    lines = [f"def {name}({arguments}):", doc] + [f"    {c}" for c in checks]
+    if batch is None:
+        run = f"{graph.name}({arguments})"
+    else:
+        lines += _dispatch(batch, served, params)
+        run = f"run({arguments})"
+    lines += ["    try:", f"        return {run}", "    except GuardFailure as error:",
+              "        raise _no_retrace(error) from None"]
+    return "\n".join(lines) + "\n"
+
+
+def _dispatch(batch, served, params):
+    """`run = ...`: the general code from the low size up, the code of each smaller size."""
+    var, lo = batch.var, batch.lo
+    general = next(g for rows, g in served if rows is None)
+    lines = [f"    if {var} >= {lo}:", f"        run = {general.name}"]
+    for rows, graph in served:
+        if rows is not None:
+            lines += [f"    elif {var} == {rows}:", f"        run = {graph.name}"]
+    sizes = [str(rows) for rows, _ in served if rows is not None] + [f"{lo} or more"]
+    anchor = params[batch.paths[0][0]] + "".join(_step(k) for k in batch.paths[0][1:])
+    lines += ["    else:",
+              (f"        raise SignatureError(f'{anchor} has {{{var}}} rows: this module "
+               f"serves {' and '.join(sizes)} rows')")]
+    return lines
+
+
+def _step(key):
+    return f".{key}" if type(key) is Field else f"[{key!r}]"
+
+
+def _array_leaves(args):
+    for i, arg in enumerate(args):
+        yield from _leaves(arg, (i,))
+
+
+def _leaves(tree, path):
+    if is_container(tree):
+        for key, child in items(tree):
+            yield from _leaves(child, path + (key,))
+    elif type(tree) is np.ndarray:
+        yield path, tree
+
+
+def _path_text(path):
+    """The path inside its argument as _check takes it: a dict key or an index, a
+    dataclass field as a 1-tuple; None for a registered type's child (not checked)."""
+    steps = []
+    for key in path[1:]:
+        if type(key) is Field:
+            steps.append((str(key),))
+        elif type(key) in (str, int):
+            steps.append(key)
+        else:
+            return None
+    return repr(tuple(steps))
