@@ -89,9 +89,9 @@ class DaskGradFunction:
         layout = _layout(len(args), batch)
         key = _signature(args, batch)
         if key not in self._variants:
-            sample = _sample(args, batch, arrays)
+            sample = _sample(args, batch, arrays, self.timeout)
             check_decomposes(self.gf, sample, batch, self.reduce)
-            self._variants[key] = [module_variant(self.gf, sample, len(sample[batch[0]]))]
+            self._variants[key] = [module_variant(self.gf, sample)]
         variants = self._variants[key]
         blocks = [a.to_delayed().ravel() for a in arrays]
         chunks = list(zip(*blocks))
@@ -136,11 +136,11 @@ class DaskGradFunction:
         if len(variants) >= MAX_VARIANTS:
             raise RetraceError(f"more than {MAX_VARIANTS} variants of the generated code "
                                f"needed; the last chunk said: {why}")
-        rows = dask.compute(*chunk)
+        rows = _compute_all(chunk, self.timeout)
         full = list(args)
         for i, r in zip(batch, rows):
             full[i] = np.asarray(r)
-        variants.append(module_variant(self.gf, full, len(rows[0])))
+        variants.append(module_variant(self.gf, full))
         self.retraces += 1
 
     def _result(self, value, grads, rows):
@@ -195,12 +195,12 @@ def _signature(args, batch):
     return tuple((args[i].dtype.str, args[i].shape[1:]) for i in batch), tuple(small)
 
 
-def _sample(args, batch, arrays):
+def _sample(args, batch, arrays, timeout):
     """The arguments with the first SAMPLE_ROWS rows of each dask array, in memory."""
     n = min(SAMPLE_ROWS, arrays[0].shape[0])
     if n < 2:
         raise ArgumentError("autodiffgen.dask needs at least 2 rows of data")
-    rows = dask.compute(*[a[:n] for a in arrays])
+    rows = _compute_all([a[:n] for a in arrays], timeout)
     full = list(args)
     for i, r in zip(batch, rows):
         full[i] = np.asarray(r)
@@ -208,14 +208,18 @@ def _sample(args, batch, arrays):
 
 
 def _compute(x, timeout):
+    return _compute_all([x], timeout)[0]
+
+
+def _compute_all(xs, timeout):
     """Compute on the distributed client if there is one (waiting at most `timeout`
-    seconds), else on Dask's default scheduler."""
+    seconds for each result), else on Dask's default scheduler."""
     try:
         from distributed import default_client
         client = default_client()
     except (ImportError, ValueError):
-        return dask.compute(x)[0]
-    return client.compute(x).result(timeout=timeout)
+        return dask.compute(*xs)
+    return [future.result(timeout=timeout) for future in client.compute(list(xs))]
 
 
 def scipy_objective(vg, params, *args):

@@ -44,7 +44,7 @@ def check_decomposes(gf, args, batch, reduce):
         f"the loss of {gf.__name__} does not decompose over rows as reduce={reduce!r}: "
         f"on {n} sample rows it is {whole!r}, but its halves' losses combine to "
         f"{combined(first, second, h, n, reduce)!r}, so chunked gradients would be wrong. "
-        + (what[1] if what else "Some operation mixes rows.")
+        + (what[1] if what else "" if hint else "Some operation mixes rows.")
         + hint + " Compute per-row terms and end with their mean (or sum) over the rows."))
 
 
@@ -116,5 +116,5 @@ def _batch_reduction(node, n):
 
 def _describe(node, what):
     line = tracer.source_line(node.loc)
-    return node.loc or "<unknown location>", \
-        f"`{node.prim.name}` here ({line}) {what} (a batch norm, a max over the batch)."
+    text = f"`{node.prim.name}` over the rows here (`{line}`) {what}."
+    return node.loc or "<unknown location>", text

@@ -7,11 +7,12 @@ A variant is what a worker needs to run one traced path: the module's source, it
 
 import hashlib
 
-from ..api import emit_functions
+from ..standalone import standalone_source
 
 
-def module_variant(gf, args, rows):
-    """The standalone module of value_and_grad `gf` traced at `args` (a chunk's rows)."""
-    source, names = emit_functions([(gf, args)])
+def module_variant(gf, args):
+    """The standalone module of value_and_grad `gf` traced at `args` (a chunk's rows): it
+    serves every row count and raises its GuardFailure on another path."""
+    source = standalone_source(gf, *args)
     key = hashlib.sha256(source.encode()).hexdigest()[:20]
-    return {"key": key, "source": source, "function": names[0], "rows": rows}
+    return {"key": key, "source": source, "function": "value_and_grad", "rows": None}

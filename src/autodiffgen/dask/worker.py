@@ -36,7 +36,7 @@ def serves(variant, rows):
 def other_path(module, error):
     """Whether `error` says the chunk takes another path or shape than this code serves
     (the module's own exception classes), rather than a bug to report."""
-    kinds = tuple(getattr(module, name) for name in ("GuardFailure", "ShapeError")
+    kinds = tuple(getattr(module, name) for name in ("GuardFailure", "SignatureError")
                   if isinstance(getattr(module, name, None), type))
     return isinstance(error, kinds)
 
