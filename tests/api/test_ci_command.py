@@ -1,0 +1,22 @@
+"""CI runs exactly the README's test command, and it installs the extras the tests need."""
+
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _readme_test_command():
+    lines = [line for line in (ROOT / "README.md").read_text().splitlines()
+             if "pytest -q" in line and "AUTODIFFGEN_PASSES=0" in line]
+    assert len(lines) == 1, lines
+    return lines[0].strip()
+
+
+def test_ci_runs_the_readme_test_command():
+    command = _readme_test_command()
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert command in ci
+
+
+def test_the_test_command_installs_the_dask_extra():
+    assert "pip install -q -e '.[test,dask]'" in _readme_test_command()

@@ -1,0 +1,105 @@
+"""autodiffgen.dask on Dask's local scheduler: the decomposition check, argument errors,
+chunk alignment and the SciPy objective (the cluster's own tests: test_dask_cluster.py)."""
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+pytest.importorskip("distributed")
+
+from dask_models import data, logreg_mean, params, pick
+
+import autodiffgen
+import autodiffgen.dask as add
+
+
+def batch_norm(p, x, y):
+    h = x @ p["w"]
+    h = (h - h.mean(0)) / (h.std(0) + 1.0)
+    return np.mean((h - y) ** 2)
+
+
+def worst_row(p, x, y):
+    r = (x @ p["w"] - y) ** 2
+    return np.max(r)
+
+
+def summed(p, x, y):
+    return np.sum((x @ p["w"] - y) ** 2)
+
+
+def _setup(n=30, chunks=10):
+    rng = np.random.default_rng(11)
+    p, (x, y) = pick(params(np.float64, rng), "w", "b"), data(np.float64, rng, n=n)
+    return p, x, y, da.from_array(x, chunks=(chunks, 3)), da.from_array(y, chunks=chunks)
+
+
+def test_batch_norm_is_refused_naming_the_mean_over_the_batch():
+    p, _, _, X, Y = _setup()
+    with pytest.raises(add.DecompositionError) as e:
+        add.value_and_grad(batch_norm)(p, X, Y)
+    text = str(e.value)
+    assert text.startswith("test_dask_grad.py:17: ")
+    assert "does not decompose over rows as reduce='mean'" in text
+    assert "`mean` over the rows here (`h = (h - h.mean(0)) / (h.std(0) + 1.0)`)" in text
+    assert "mixes rows" in text
+
+
+def test_max_over_the_batch_is_refused_naming_it():
+    p, _, _, X, Y = _setup()
+    with pytest.raises(add.DecompositionError, match=r"test_dask_grad.py:23: .*`max` over "
+                       r"the rows here \(`return np.max\(r\)`\) combines rows other than"):
+        add.grad(worst_row)(p, X, Y)
+
+
+def test_a_sum_called_a_mean_is_refused_with_the_fix():
+    p, x, y, X, Y = _setup()
+    with pytest.raises(add.DecompositionError, match="as reduce='sum': pass that"):
+        add.value_and_grad(summed)(p, X, Y)
+    value, g = add.value_and_grad(summed, reduce="sum")(p, X, Y)
+    want_value, want = autodiffgen.value_and_grad(summed)(p, x, y)
+    np.testing.assert_allclose(value, want_value, rtol=1e-12)
+    np.testing.assert_allclose(g["w"], want["w"], rtol=1e-12)
+
+
+def test_arguments_are_checked():
+    p, x, y, X, Y = _setup()
+    with pytest.raises(ValueError, match="reduce must be 'mean' or 'sum'"):
+        add.value_and_grad(logreg_mean, reduce="max")
+    with pytest.raises(ValueError, match="at least one dask array"):
+        add.value_and_grad(logreg_mean)(p, x, y)
+    with pytest.raises(ValueError, match="argument 1 is a dask array"):
+        add.value_and_grad(logreg_mean, argnums=1)(p, X, Y)
+    with pytest.raises(ValueError, match="30 and 29 rows"):
+        add.value_and_grad(logreg_mean)(p, X, Y[:29])
+
+
+def test_chunks_across_columns_and_unlike_row_chunks_are_aligned():
+    p, x, y, _, _ = _setup(n=31)
+    X = da.from_array(x, chunks=(7, 2))  # two chunks across the columns
+    Y = da.from_array(y, chunks=12)  # other row chunks than X's
+    value, g = add.value_and_grad(logreg_mean)(p, X, Y)
+    want_value, want = autodiffgen.value_and_grad(logreg_mean)(p, x, y)
+    np.testing.assert_allclose(value, want_value, rtol=1e-12)
+    np.testing.assert_allclose(g["w"], want["w"], rtol=1e-12)
+
+
+def test_scipy_objective_flattens_the_parameters():
+    minimize = pytest.importorskip("scipy.optimize").minimize
+    p, x, y, X, Y = _setup(n=200, chunks=64)
+    fun, x0, unflatten = add.scipy_objective(add.value_and_grad(logreg_mean), p, X, Y)
+    value, flat = fun(x0)
+    want_value, want = autodiffgen.value_and_grad(logreg_mean)(p, x, y)
+    assert type(value) is float and flat.dtype == np.float64 and flat.shape == (4,)
+    np.testing.assert_allclose(flat, np.r_[want["w"], want["b"]], rtol=1e-12)
+    assert np.isclose(value, want_value, rtol=1e-12)
+    got = minimize(fun, x0, jac=True, method="L-BFGS-B")
+    ref = minimize(lambda t: _flat(autodiffgen.value_and_grad(logreg_mean)(
+        unflatten(t), x, y)), x0, jac=True, method="L-BFGS-B")
+    np.testing.assert_allclose(got.x, ref.x, rtol=1e-6, atol=1e-8)
+    assert unflatten(got.x).keys() == p.keys()
+
+
+def _flat(vg):
+    value, g = vg
+    return float(value), np.r_[g["w"], g["b"]]
