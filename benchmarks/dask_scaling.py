@@ -7,13 +7,14 @@ the chunks are made on workers or in one process) and the same loss (logistic re
 16 features, chunks of CHUNK rows). The in-memory time is autodiffgen.value_and_grad in a
 fresh process holding all rows; the Dask time is autodiffgen.dask.value_and_grad with the
 rows persisted on the workers (the data is made once, not timed). Each is the best of
-REPEATS calls after a first (tracing) call. Efficiency per worker = in-memory time /
+REPEATS calls after a first (tracing) call; the in-memory process runs on one core. Efficiency per worker = in-memory time /
 (workers x Dask time): 1.0 is a perfect split. The client's peak memory (its maximum
 resident set) shows the data never comes to the client.
 """
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -24,6 +25,11 @@ import numpy as np
 FEATURES = 16
 CHUNK = 125_000
 REPEATS = 5
+# the in-memory process gets one core, as each worker does (threads_per_worker=1; Dask's
+# nanny sets OMP_NUM_THREADS=1 too): BLAS and numexpr (the in-memory code's fused
+# arithmetic on large arrays) would otherwise use every core
+ONE_THREAD = {**os.environ, **dict.fromkeys(
+    ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"), "1")}
 
 
 def loss(params, x, y):
@@ -102,7 +108,7 @@ def main():
     peaks = []
     for rows in options.rows:
         out = subprocess.run([sys.executable, __file__, "--in-memory", str(rows)],
-                             capture_output=True, text=True, check=True)
+                             capture_output=True, text=True, check=True, env=ONE_THREAD)
         memory = json.loads(out.stdout)
         cells = [f"{rows:,}", f"{1000 * memory['seconds']:.1f} ms"]
         for w in options.workers:

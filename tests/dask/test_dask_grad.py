@@ -111,3 +111,25 @@ def test_scipy_objective_flattens_the_parameters():
 def _flat(vg):
     value, g = vg
     return float(value), np.r_[g["w"], g["b"]]
+
+
+def scaled_logreg(p, x, y):
+    z = (x @ p["w"]) * p["s"] + p["b"]
+    return np.mean(np.logaddexp(0.0, z) - y * z)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_leaves_keep_their_types_and_dtypes(dtype):
+    rng = np.random.default_rng(2)
+    x, y = data(dtype, rng, n=23)
+    p = {"w": rng.normal(size=3).astype(dtype), "s": np.array(0.5, dtype), "b": 0.25}
+    X, Y = da.from_array(x, chunks=(9, 3)), da.from_array(y, chunks=9)
+    value, g = add.value_and_grad(scaled_logreg)(p, X, Y)
+    want_value, want = autodiffgen.value_and_grad(scaled_logreg)(p, x, y)
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    assert type(value) is type(want_value)
+    np.testing.assert_allclose(value, want_value, rtol=tol)
+    for name in p:
+        assert type(g[name]) is type(want[name]), name
+        assert np.asarray(g[name]).dtype == np.asarray(want[name]).dtype, name
+        np.testing.assert_allclose(g[name], want[name], rtol=tol)

@@ -102,7 +102,7 @@ class DaskGradFunction:
             failed = [i for i, _ in total[3]]
             for i, why in total[3]:
                 self._retrace(variants, args, batch, chunks[i], why)
-            total = _WORKER["combine"](total[:3] + ([],),
+            total = _WORKER["combine"](tuple(total[:3]) + ([],),
                                        self._run(variants, layout, small, chunks, failed))
         if total[3]:
             raise RetraceError(f"chunks {[i for i, _ in total[3]]} took paths no traced code "
@@ -152,8 +152,11 @@ class DaskGradFunction:
 
 def _scaled_back(grads, rows):
     """Each leaf divided by the rows, in its own dtype."""
-    return map_tree(grads, lambda g: (np.asarray(g) / rows).astype(np.asarray(g).dtype)
-                    if np.ndim(g) else type(g)(g / rows))
+    def leaf(g):
+        if isinstance(g, np.ndarray):  # 0-d too: NumPy would return a scalar
+            return np.array(g / rows, dtype=g.dtype)
+        return g.dtype.type(g / rows) if isinstance(g, np.generic) else g / rows
+    return map_tree(grads, leaf)
 
 
 def _aligned(arrays):
