@@ -24,9 +24,12 @@ import numpy as np
 
 from . import pipeline
 from .emit import emit_module
-from .generalize_batch import batch_of, cut
+from .generalize_batch import agrees, batch_of, cut, grown
 from .size_formulas import Batch
-from .tree import Field, is_container, items
+from .tree import Field, child, is_container, items
+
+PROBE_ROWS = 4096  # the large size a module's code is checked at (see _holds_above)
+PROBE_BYTES = 1 << 26
 
 _ENTRY_HELPERS = '''\
 class SignatureError(TypeError, ValueError):
@@ -47,7 +50,8 @@ def _check(value, name, path, dtype, shape, rows=None):
         where += f".{key[0]}" if type(key) is tuple else f"[{key!r}]"
     dims = ", ".join("n" if d is None else str(d) for d in shape)
     served = f"{where}: {dtype}[{dims}]" + ("" if rows is None else f" with n = {rows}")
-    if not isinstance(value, np.ndarray):
+    if not isinstance(value, np.ndarray) and not (shape == () and
+                                                  isinstance(value, np.generic)):
         raise SignatureError(f"{where} is a {type(value).__name__}, but this module serves "
                              f"{served} (a NumPy array)")
     if value.dtype != dtype:
@@ -71,7 +75,7 @@ def _no_retrace(error):
 _GUARD_FAILURE = '''\
 class GuardFailure(Exception):
     """Raised by generated code when the arguments take another path than the traced one."""
-'''
+'''.rstrip()
 
 
 def standalone_source(fun, *args, argnums=0, has_aux=False):
@@ -101,10 +105,11 @@ def standalone_module(calls):
         served, entry = _served(gf, tuple(args), name, taken)
         graphs += [g for _, g in served]
         entries.append(entry)
-    source = emit_module(graphs, standalone=True)[0]
-    if "class GuardFailure" not in source:
-        source += "\n\n" + _GUARD_FAILURE
-    source += "\n\n" + _ENTRY_HELPERS + "".join("\n\n" + text for text, _ in entries)
+    extra = [_ENTRY_HELPERS.rstrip()] + [text.rstrip() for text, _ in entries]
+    source = emit_module(graphs, True, extra=extra)[0]
+    if "class GuardFailure" not in source:  # the entries catch it: define it anyway
+        source = source.replace("\n\n\nclass SignatureError", "\n\n\n" +
+                                _GUARD_FAILURE + "\n\n\nclass SignatureError", 1)
     return source, [name for _, name in entries]
 
 
@@ -134,11 +139,12 @@ def _served(gf, args, name, taken):
     if batch is None:
         general.name = _free(f"_{name}_traced", taken)
         return [(None, general)], (_entry(name, general, args, None, [(None, general)]), name)
-    open_ended = Batch(batch.n, batch.paths, batch.lo, None, batch.var)
-    doc = general.doc.replace(f"{batch.lo} <= {batch.var} <= {batch.hi}",
-                              f"{batch.var} >= {batch.lo}")
-    general = dataclasses.replace(general, batch=open_ended, doc=doc,
-                                  name=_free(f"_{name}_rows", taken))
+    if _holds_above(gf, args, names, general):
+        doc = general.doc.replace(f"{batch.lo} <= {batch.var} <= {batch.hi}",
+                                  f"{batch.var} >= {batch.lo}")
+        general = dataclasses.replace(general, doc=doc, batch=Batch(
+            batch.n, batch.paths, batch.lo, None, batch.var))
+    general.name = _free(f"_{name}_rows", taken)
     served = [(None, general)]
     for rows in range(1, batch.lo):
         small = cut(args, batch_of(args, gf._diff), rows)
@@ -147,6 +153,38 @@ def _served(gf, args, name, taken):
             graph.name = _free(f"_{name}_{rows}_row{'s' * (rows > 1)}", taken)
             served.append((rows, graph))
     return served, (_entry(name, general, args, batch, served), name)
+
+
+def _holds_above(gf, args, names, general):
+    """Whether the code in n also gives what a trace gives at larger sizes: 2n + 1 rows,
+    and a large size (up to PROBE_ROWS rows, and PROBE_BYTES of batch arguments), on the
+    example's rows repeated. The in-memory cache traces again above the traced size; a
+    module cannot, so it serves every larger size only when these checks pass (a size
+    test such as `if len(x) > 64:` or `x[:100]` fails them), and up to the traced size
+    otherwise. A size test that gives the same answer at every size tried is not seen,
+    as in memory (generalize_batch.py)."""
+    batch = general.batch
+    per_row = sum(_row_bytes(args, path) for path in batch.paths)
+    large = min(PROBE_ROWS, PROBE_BYTES // max(per_row, 1))
+    sizes = [2 * batch.n + 1] + ([large] if large > 2 * batch.n + 1 else [])
+    static = {i for i, flag in enumerate(gf._diff[:len(args)]) if flag is None}
+    for rows in sizes:
+        big = grown(args, batch, rows)
+        try:
+            traced = pipeline.gradient_graph(gf.fun, big, gf._argnums, names, static,
+                                             capture=False, has_aux=gf.has_aux)
+        except Exception:  # noqa: BLE001  the user's code may raise anything at another size
+            return False
+        if not agrees(general, traced, big, rows):
+            return False
+    return True
+
+
+def _row_bytes(args, path):
+    leaf = args[path[0]]
+    for key in path[1:]:
+        leaf = child(leaf, key)
+    return leaf.nbytes // max(leaf.shape[0], 1)
 
 
 def _traced(gf, args, names):
@@ -202,16 +240,26 @@ def _dispatch(batch, served, params):
     """`run = ...`: the general code from the low size up, the code of each smaller size."""
     var, lo = batch.var, batch.lo
     general = next(g for rows, g in served if rows is None)
-    lines = [f"    if {var} >= {lo}:", f"        run = {general.name}"]
+    hi = general.batch.hi
+    test = f"{var} >= {lo}" if hi is None else f"{lo} <= {var} <= {hi}"
+    lines = [f"    if {test}:", f"        run = {general.name}"]
     for rows, graph in served:
         if rows is not None:
             lines += [f"    elif {var} == {rows}:", f"        run = {graph.name}"]
-    sizes = [str(rows) for rows, _ in served if rows is not None] + [f"{lo} or more"]
+    sizes = [str(rows) for rows, _ in served if rows is not None] + \
+        [f"{lo} or more" if hi is None else f"{lo} to {hi}"]
     anchor = params[batch.paths[0][0]] + "".join(_step(k) for k in batch.paths[0][1:])
     lines += ["    else:",
               (f"        raise SignatureError(f'{anchor} has {{{var}}} rows: this module "
-               f"serves {' and '.join(sizes)} rows')")]
+               f"serves {' and '.join(sizes)} rows{_why(hi)}')")]
     return lines
+
+
+def _why(hi):
+    if hi is None:
+        return ""
+    return (f" (above {hi} rows the function computes otherwise than this code: "
+            "generate the module at the largest batch size it is to serve)")
 
 
 def _step(key):
