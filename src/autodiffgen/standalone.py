@@ -24,11 +24,12 @@ import numpy as np
 
 from . import pipeline
 from .emit import emit_module
+from .errors import ArgumentError, at, where
 from .generalize_batch import agrees, batch_of, cut, grown
 from .size_formulas import Batch
 from .tree import Field, child, is_container, items
 
-PROBE_ROWS = 4096  # the large size a module's code is checked at (see _holds_above)
+PROBE_ROWS = 2048  # the large size a module's code is checked at (see _holds_above)
 PROBE_BYTES = 1 << 26
 
 _ENTRY_HELPERS = '''\
@@ -89,6 +90,9 @@ def standalone_source(fun, *args, argnums=0, has_aux=False):
     again). `value_and_grad = <entry>` names the entry whatever the function's name."""
     from .api import GradFunction  # api imports this module
 
+    if isinstance(fun, GradFunction) and type(fun) is not GradFunction:
+        raise ArgumentError(at(where(), f"standalone_source takes a grad or value_and_grad "
+                               f"function (or a plain one), not a {type(fun).__name__}"))
     gf = fun if isinstance(fun, GradFunction) else GradFunction(fun, argnums,
                                                                  has_aux=has_aux)
     source, names = standalone_module([(gf, args)])
