@@ -91,8 +91,8 @@ def cut(args, batch, m):
 
 
 def grown(args, batch, m):
-    """The arguments with every batch leaf's rows repeated up to m rows (a standalone
-    module checks its code above the traced size on them: standalone.py)."""
+    """The arguments with every batch leaf's rows repeated up to m rows, or its first m
+    (a standalone module checks its code above the traced size on them: standalone.py)."""
     return tuple(_map_paths(list(args), set(batch.paths),
                             lambda a: np.resize(a, (m, *a.shape[1:]))))
 

@@ -25,12 +25,13 @@ import numpy as np
 from . import pipeline
 from .emit import emit_module
 from .errors import ArgumentError, at, where
-from .generalize_batch import agrees, batch_of, cut, grown
+from .generalize_batch import LOWS, agrees, batch_of, grown
 from .size_formulas import Batch
 from .tree import Field, child, is_container, items
 
 PROBE_ROWS = 2048  # the large size a module's code is checked at (see _holds_above)
 PROBE_BYTES = 1 << 26
+GROWN = 16  # the rows an example of LOWS[0] rows or fewer is repeated to
 
 _ENTRY_HELPERS = '''\
 class SignatureError(TypeError, ValueError):
@@ -72,6 +73,9 @@ def _no_retrace(error):
                         "cannot trace again: call the autodiffgen function on these arguments "
                         "(where autodiffgen is installed) to trace the path they take")
 '''
+
+# the module's names an entry calls
+_ENTRY_NAMES = {"GuardFailure", "SignatureError", "_check", "_no_retrace"}
 
 _GUARD_FAILURE = '''\
 class GuardFailure(Exception):
@@ -137,25 +141,32 @@ def _served(gf, args, name, taken):
     its low one up (rows None), the graphs traced at each size below, or the one graph of
     the traced shapes when the code does not generalize."""
     names = gf._arg_names(len(args))
-    general = pipeline.program(gf.fun, args, gf._argnums, names, standalone=True,
-                               diff=gf._diff, has_aux=gf.has_aux)
+    rows = batch_of(args, gf._diff)
+    # at LOWS[0] rows or fewer the code in n cannot be found (generalize_batch.py): find it
+    # on the example's rows repeated, and trace the sizes below its low one as usual
+    grow = rows is not None and rows.n <= LOWS[0]
+    general = _traced(gf, grown(args, rows, GROWN), names, gf._diff) if grow else None
+    if general is None or general.batch is None:  # the example's own shapes, then
+        grow = False
+        general = pipeline.program(gf.fun, args, gf._argnums, names, standalone=True,
+                                   diff=gf._diff, has_aux=gf.has_aux)
     batch = general.batch
     if batch is None:
         general.name = _free(f"_{name}_traced", taken)
         return [(None, general)], (_entry(name, general, args, None, [(None, general)]), name)
-    if _holds_above(gf, args, names, general):
+    if _holds_above(gf, grown(args, rows, GROWN) if grow else args, names, general):
         doc = general.doc.replace(f"{batch.lo} <= {batch.var} <= {batch.hi}",
                                   f"{batch.var} >= {batch.lo}")
         general = dataclasses.replace(general, doc=doc, batch=Batch(
             batch.n, batch.paths, batch.lo, None, batch.var))
     general.name = _free(f"_{name}_rows", taken)
     served = [(None, general)]
-    for rows in range(1, batch.lo):
-        small = cut(args, batch_of(args, gf._diff), rows)
+    for size in range(1, batch.lo):
+        small = grown(args, rows, size)  # the first `size` rows, or repeated
         graph = _traced(gf, small, names)
         if graph is not None:  # else a size the function does not run at: not served
-            graph.name = _free(f"_{name}_{rows}_row{'s' * (rows > 1)}", taken)
-            served.append((rows, graph))
+            graph.name = _free(f"_{name}_{size}_row{'s' * (size > 1)}", taken)
+            served.append((size, graph))
     return served, (_entry(name, general, args, batch, served), name)
 
 
@@ -191,18 +202,24 @@ def _row_bytes(args, path):
     return leaf.nbytes // max(leaf.shape[0], 1)
 
 
-def _traced(gf, args, names):
-    """The graph specialized to `args`, or None when the function fails there."""
+def _traced(gf, args, names, diff=None):
+    """The graph for `args` (with `diff`, for every batch size it allows), or None when
+    the function fails there."""
     try:
         return pipeline.program(gf.fun, args, gf._argnums, names, standalone=True,
-                                has_aux=gf.has_aux)
+                                diff=diff, has_aux=gf.has_aux)
     except Exception:  # noqa: BLE001  the user's code may raise anything at another size
         return None
 
 
 def _entry(name, graph, args, batch, served):
     """The entry's source: check each array argument, pick the code for its rows, run it."""
-    params = list(graph.params)
+    # the module's names the entry calls: a parameter named so is renamed (keyword calls
+    # keep the user's names otherwise); the entry's locals are named unlike any parameter
+    used = _ENTRY_NAMES | {g.name for _, g in served} | {name}
+    original = list(graph.params)
+    params = [p + "_arg" if p in used else p for p in original]
+    run, error = (_unlike(local, params) for local in ("run", "error"))
     batch_paths = [] if batch is None else list(batch.paths)
     checks, anchor = [], None
     for path, leaf in _array_leaves(args):
@@ -215,8 +232,8 @@ def _entry(name, graph, args, batch, served):
             shape[0] = None
             if anchor is not None:
                 rows = batch.var
-        call = f"_check({params[path[0]]}, {params[path[0]]!r}, {text}, {leaf.dtype.name!r}, " \
-               f"{tuple(shape)!r}{'' if rows is None else ', ' + rows})"
+        call = f"_check({params[path[0]]}, {original[path[0]]!r}, {text}, " \
+               f"{leaf.dtype.name!r}, {tuple(shape)!r}{'' if rows is None else ', ' + rows})"
         if path in batch_paths and anchor is None:
             anchor = f"{batch.var} = {call}"
             checks.insert(0, anchor)
@@ -231,25 +248,31 @@ def _entry(name, graph, args, batch, served):
     doc = f'    """{doc[4:]}\n    """'
     lines = [f"def {name}({arguments}):", doc] + [f"    {c}" for c in checks]
     if batch is None:
-        run = f"{graph.name}({arguments})"
+        call = f"{graph.name}({arguments})"
     else:
-        lines += _dispatch(batch, served, params)
-        run = f"run({arguments})"
-    lines += ["    try:", f"        return {run}", "    except GuardFailure as error:",
-              "        raise _no_retrace(error) from None"]
+        lines += _dispatch(batch, served, original, run)
+        call = f"{run}({arguments})"
+    lines += ["    try:", f"        return {call}", f"    except GuardFailure as {error}:",
+              f"        raise _no_retrace({error}) from None"]
     return "\n".join(lines) + "\n"
 
 
-def _dispatch(batch, served, params):
+def _unlike(name, params):
+    while name in params:
+        name = "_" + name
+    return name
+
+
+def _dispatch(batch, served, params, run):
     """`run = ...`: the general code from the low size up, the code of each smaller size."""
     var, lo = batch.var, batch.lo
     general = next(g for rows, g in served if rows is None)
     hi = general.batch.hi
     test = f"{var} >= {lo}" if hi is None else f"{lo} <= {var} <= {hi}"
-    lines = [f"    if {test}:", f"        run = {general.name}"]
+    lines = [f"    if {test}:", f"        {run} = {general.name}"]
     for rows, graph in served:
         if rows is not None:
-            lines += [f"    elif {var} == {rows}:", f"        run = {graph.name}"]
+            lines += [f"    elif {var} == {rows}:", f"        {run} = {graph.name}"]
     sizes = [str(rows) for rows, _ in served if rows is not None] + \
         [f"{lo} or more" if hi is None else f"{lo} to {hi}"]
     anchor = params[batch.paths[0][0]] + "".join(_step(k) for k in batch.paths[0][1:])

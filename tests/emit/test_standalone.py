@@ -279,3 +279,26 @@ def loss(w, x, y):
 def test_other_transformations_are_refused():
     with pytest.raises(ad.ArgumentError, match=r"test_standalone.py:\d+: .*not a VmapFunction"):
         ad.standalone_source(ad.vmap(np.sin), np.ones(3))
+
+
+def test_a_small_example_and_parameters_named_like_the_modules_names():
+    def loss(run, np_, error):  # `run` and `error` are names the entry uses
+        return np.mean((error @ run - np_) ** 2)
+    run, y, x = np.array([0.5, -1.0, 2.0]), np.array([1.0, 2.0]), np.arange(6.0).reshape(2, 3)
+    module = load(ad.standalone_source(loss, run, y, x))  # 2 rows: found on 16 repeated
+    assert "Serves every batch size n >= 2" in module["loss_value_and_grad"].__doc__
+    for rows in (1, 2, 3, 50):
+        args = run, np.resize(y, rows), np.resize(x, (rows, 3))
+        assert_same(module["value_and_grad"](*args), ad.value_and_grad(loss)(*args), 1e-12)
+    assert_same(module["value_and_grad"](run=run, np_=y, error=x),
+                ad.value_and_grad(loss)(run, y, x), 1e-12)
+
+
+def test_a_two_row_example_whose_rows_cannot_be_repeated_serves_its_shapes():
+    def loss(w, x):  # w has as many entries as x has rows: both batch leaves (in memory too)
+        return np.sum(np.tanh(x @ w))
+    w, x = np.array([0.5, -1.0]), np.array([[1.0, 3.0], [2.0, 1.0]])
+    module = load(ad.standalone_source(loss, w, x))  # x @ w fails on 16 rows of both
+    assert_same(module["value_and_grad"](w, x), ad.value_and_grad(loss)(w, x), 1e-12)
+    with pytest.raises(module["SignatureError"], match=r"w has shape \(1,\)"):
+        module["value_and_grad"](w[:1], x[:1, :1])
