@@ -44,7 +44,11 @@ MAX_ENTRIES = _count_setting("$AUTODIFFGEN_MAX_ENTRIES",
 def emit_functions(calls, standalone=True):
     """One module with the value-and-grad of several (GradFunction, args) pairs, and the
     functions' names: the CLI's `-o`. A name already taken gets a `_1` suffix rather than
-    hiding another function."""
+    hiding another function. A standalone module serves every batch size (standalone.py)."""
+    if standalone:
+        from .standalone import standalone_module  # it builds on this module
+
+        return standalone_module(calls)
     graphs = []
     for gf, args in calls:
         gf._check_argnums(len(args))
@@ -219,7 +223,11 @@ def grad_and_aux(fun, argnum=0):
 def emit(fun, *args, argnums=0, standalone=False, has_aux=False):
     """The generated source of value_and_grad(fun, argnums) at these example arguments:
     the code a cached call runs (for every batch size it allows), or with `standalone`
-    a module that needs only NumPy, for these shapes."""
+    a module that needs only NumPy (standalone_source: every batch size, these dtypes)."""
+    if standalone:
+        from .standalone import standalone_source  # it builds on this module
+
+        return standalone_source(fun, *args, argnums=argnums, has_aux=has_aux)
     if isinstance(fun, GradFunction):
         argnums, has_aux, fun = fun._argnums, fun.has_aux, fun.fun
     gf = GradFunction(fun, argnums, has_aux=has_aux)

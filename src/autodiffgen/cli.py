@@ -4,6 +4,7 @@
     autodiffgen emit model.py --function loss     only `loss`
     autodiffgen emit model.py --arg x=f32[64,3]   trace at another example argument
     autodiffgen emit model.py -o loss_grad.py     write one standalone, NumPy-only module
+                                                  (every batch size: standalone.py)
 
 The file is imported, not run, so its `if __name__ == "__main__":` block stays quiet. Its
 module-level `@grad` / `@value_and_grad` functions are traced at the example arguments
@@ -235,8 +236,8 @@ def _user_traceback(error):
 def _header(argv, calls):
     """Comment lines saying how to regenerate the module and what it is specialized to."""
     lines = [f"# {shlex.join(['autodiffgen', *argv])}",
-             "# Each function is specialized to the shapes and dtypes it was traced at,",
-             "# and to the values of its non-array arguments:"]
+             "# Each function serves the dtypes and trailing shapes it was traced at, every",
+             "# batch size its docstring names, and the values of its non-array arguments:"]
     lines += [f"#   {_call_text(gf, args)}" for _, gf, args in calls]
     return "\n".join(lines) + "\n"
 

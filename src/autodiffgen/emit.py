@@ -960,7 +960,7 @@ _GETITEM_CALL = SimpleNamespace(name="getitem", template="_getitem({0}, np.s_[{i
                                 defaults={})
 
 
-def emit_module(graphs, standalone=False, pure=False):
+def emit_module(graphs, standalone=False, pure=False, extra=()):
     """Module source for one or more graphs, plus the arrays to inject (if not standalone).
 
     Returns (source, injected, locs): `injected` holds what is too large to write out,
@@ -968,7 +968,8 @@ def emit_module(graphs, standalone=False, pure=False):
     constant out); `locs` maps a source line number to the user's (file, line) it came
     from, so that tracing generated code (for higher derivatives) points at the user's
     lines. Runtime helpers are copied into the module, so the source runs as it reads.
-    The graphs are final (pipeline.finish): the emitter only writes them out.
+    The graphs are final (pipeline.finish): the emitter only writes them out. `extra`:
+    more top-level parts written after the functions (a standalone module's entries).
     """
     functions, function_locs, helpers, imports, constants = [], [], set(), set(), {}
     shared = Namespace(p for graph in graphs for p in graph.params)  # no constant shadows one
@@ -986,7 +987,7 @@ def emit_module(graphs, standalone=False, pure=False):
         parts = [inspect.getsource(HELPERS[name]).rstrip() for name in sorted(helpers)]
     if constant_lines:
         parts.append("\n".join(constant_lines))
-    parts += functions
+    parts += functions + list(extra)
     used = _names_used(parts)
     imports |= {module for name, module in (("np", "numpy as np"), ("math", "math"))
                 if name in used}
@@ -998,6 +999,7 @@ def emit_module(graphs, standalone=False, pure=False):
     gap = "\n\n" if constant_lines and not helpers else "\n\n\n"
     source = "\n".join(header) + gap + "\n\n\n".join(parts) + "\n"
     locs, start = {}, source.count("\n") + 1
+    start -= sum(part.count("\n") + 3 for part in extra)  # each part and the blank lines
     for text, line_locs in zip(reversed(functions), reversed(function_locs)):
         start -= text.count("\n") + 1
         locs.update({start + i: loc for i, loc in line_locs.items()})

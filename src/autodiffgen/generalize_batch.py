@@ -90,6 +90,13 @@ def cut(args, batch, m):
     return tuple(_map_paths(list(args), set(batch.paths), lambda a: a[:m]))
 
 
+def grown(args, batch, m):
+    """The arguments with every batch leaf's rows repeated up to m rows, or its first m
+    (a standalone module checks its code above the traced size on them: standalone.py)."""
+    return tuple(_map_paths(list(args), set(batch.paths),
+                            lambda a: np.resize(a, (m, *a.shape[1:]))))
+
+
 class BatchRows:
     """In a polymorphic key: an array of any number of rows, with these trailing dims."""
 

@@ -24,9 +24,14 @@ import numpy as np
 
 from . import pipeline
 from .emit import emit_module
-from .generalize_batch import batch_of, cut
+from .errors import ArgumentError, at, where
+from .generalize_batch import LOWS, agrees, batch_of, grown
 from .size_formulas import Batch
-from .tree import Field, is_container, items
+from .tree import Field, child, is_container, items
+
+PROBE_ROWS = 2048  # the large size a module's code is checked at (see _holds_above)
+PROBE_BYTES = 1 << 26
+GROWN = 16  # the rows an example of LOWS[0] rows or fewer is repeated to
 
 _ENTRY_HELPERS = '''\
 class SignatureError(TypeError, ValueError):
@@ -47,7 +52,8 @@ def _check(value, name, path, dtype, shape, rows=None):
         where += f".{key[0]}" if type(key) is tuple else f"[{key!r}]"
     dims = ", ".join("n" if d is None else str(d) for d in shape)
     served = f"{where}: {dtype}[{dims}]" + ("" if rows is None else f" with n = {rows}")
-    if not isinstance(value, np.ndarray):
+    if not isinstance(value, np.ndarray) and not (shape == () and
+                                                  isinstance(value, np.generic)):
         raise SignatureError(f"{where} is a {type(value).__name__}, but this module serves "
                              f"{served} (a NumPy array)")
     if value.dtype != dtype:
@@ -68,10 +74,13 @@ def _no_retrace(error):
                         "(where autodiffgen is installed) to trace the path they take")
 '''
 
+# the module's names an entry calls
+_ENTRY_NAMES = {"GuardFailure", "SignatureError", "_check", "_no_retrace"}
+
 _GUARD_FAILURE = '''\
 class GuardFailure(Exception):
     """Raised by generated code when the arguments take another path than the traced one."""
-'''
+'''.rstrip()
 
 
 def standalone_source(fun, *args, argnums=0, has_aux=False):
@@ -85,6 +94,9 @@ def standalone_source(fun, *args, argnums=0, has_aux=False):
     again). `value_and_grad = <entry>` names the entry whatever the function's name."""
     from .api import GradFunction  # api imports this module
 
+    if isinstance(fun, GradFunction) and type(fun) is not GradFunction:
+        raise ArgumentError(at(where(), f"standalone_source takes a grad or value_and_grad "
+                               f"function (or a plain one), not a {type(fun).__name__}"))
     gf = fun if isinstance(fun, GradFunction) else GradFunction(fun, argnums,
                                                                  has_aux=has_aux)
     source, names = standalone_module([(gf, args)])
@@ -101,10 +113,11 @@ def standalone_module(calls):
         served, entry = _served(gf, tuple(args), name, taken)
         graphs += [g for _, g in served]
         entries.append(entry)
-    source = emit_module(graphs, standalone=True)[0]
-    if "class GuardFailure" not in source:
-        source += "\n\n" + _GUARD_FAILURE
-    source += "\n\n" + _ENTRY_HELPERS + "".join("\n\n" + text for text, _ in entries)
+    extra = [_ENTRY_HELPERS.rstrip()] + [text.rstrip() for text, _ in entries]
+    source = emit_module(graphs, True, extra=extra)[0]
+    if "class GuardFailure" not in source:  # the entries catch it: define it anyway
+        source = source.replace("\n\n\nclass SignatureError", "\n\n\n" +
+                                _GUARD_FAILURE + "\n\n\nclass SignatureError", 1)
     return source, [name for _, name in entries]
 
 
@@ -128,39 +141,85 @@ def _served(gf, args, name, taken):
     its low one up (rows None), the graphs traced at each size below, or the one graph of
     the traced shapes when the code does not generalize."""
     names = gf._arg_names(len(args))
-    general = pipeline.program(gf.fun, args, gf._argnums, names, standalone=True,
-                               diff=gf._diff, has_aux=gf.has_aux)
+    rows = batch_of(args, gf._diff)
+    # at LOWS[0] rows or fewer the code in n cannot be found (generalize_batch.py): find it
+    # on the example's rows repeated, and trace the sizes below its low one as usual
+    grow = rows is not None and rows.n <= LOWS[0]
+    general = _traced(gf, grown(args, rows, GROWN), names, gf._diff) if grow else None
+    if general is None or general.batch is None:  # the example's own shapes, then
+        grow = False
+        general = pipeline.program(gf.fun, args, gf._argnums, names, standalone=True,
+                                   diff=gf._diff, has_aux=gf.has_aux)
     batch = general.batch
     if batch is None:
         general.name = _free(f"_{name}_traced", taken)
         return [(None, general)], (_entry(name, general, args, None, [(None, general)]), name)
-    open_ended = Batch(batch.n, batch.paths, batch.lo, None, batch.var)
-    doc = general.doc.replace(f"{batch.lo} <= {batch.var} <= {batch.hi}",
-                              f"{batch.var} >= {batch.lo}")
-    general = dataclasses.replace(general, batch=open_ended, doc=doc,
-                                  name=_free(f"_{name}_rows", taken))
+    if _holds_above(gf, grown(args, rows, GROWN) if grow else args, names, general):
+        doc = general.doc.replace(f"{batch.lo} <= {batch.var} <= {batch.hi}",
+                                  f"{batch.var} >= {batch.lo}")
+        general = dataclasses.replace(general, doc=doc, batch=Batch(
+            batch.n, batch.paths, batch.lo, None, batch.var))
+    general.name = _free(f"_{name}_rows", taken)
     served = [(None, general)]
-    for rows in range(1, batch.lo):
-        small = cut(args, batch_of(args, gf._diff), rows)
+    for size in range(1, batch.lo):
+        small = grown(args, rows, size)  # the first `size` rows, or repeated
         graph = _traced(gf, small, names)
         if graph is not None:  # else a size the function does not run at: not served
-            graph.name = _free(f"_{name}_{rows}_row{'s' * (rows > 1)}", taken)
-            served.append((rows, graph))
+            graph.name = _free(f"_{name}_{size}_row{'s' * (size > 1)}", taken)
+            served.append((size, graph))
     return served, (_entry(name, general, args, batch, served), name)
 
 
-def _traced(gf, args, names):
-    """The graph specialized to `args`, or None when the function fails there."""
+def _holds_above(gf, args, names, general):
+    """Whether the code in n also gives what a trace gives at larger sizes: 2n + 1 rows,
+    and a large size (up to PROBE_ROWS rows, and PROBE_BYTES of batch arguments), on the
+    example's rows repeated. The in-memory cache traces again above the traced size; a
+    module cannot, so it serves every larger size only when these checks pass (a size
+    test such as `if len(x) > 64:` or `x[:100]` fails them), and up to the traced size
+    otherwise. A size test that gives the same answer at every size tried is not seen,
+    as in memory (generalize_batch.py)."""
+    batch = general.batch
+    per_row = sum(_row_bytes(args, path) for path in batch.paths)
+    large = min(PROBE_ROWS, PROBE_BYTES // max(per_row, 1))
+    sizes = [2 * batch.n + 1] + ([large] if large > 2 * batch.n + 1 else [])
+    static = {i for i, flag in enumerate(gf._diff[:len(args)]) if flag is None}
+    for rows in sizes:
+        big = grown(args, batch, rows)
+        try:
+            traced = pipeline.gradient_graph(gf.fun, big, gf._argnums, names, static,
+                                             capture=False, has_aux=gf.has_aux)
+        except Exception:  # noqa: BLE001  the user's code may raise anything at another size
+            return False
+        if not agrees(general, traced, big, rows):
+            return False
+    return True
+
+
+def _row_bytes(args, path):
+    leaf = args[path[0]]
+    for key in path[1:]:
+        leaf = child(leaf, key)
+    return leaf.nbytes // max(leaf.shape[0], 1)
+
+
+def _traced(gf, args, names, diff=None):
+    """The graph for `args` (with `diff`, for every batch size it allows), or None when
+    the function fails there."""
     try:
         return pipeline.program(gf.fun, args, gf._argnums, names, standalone=True,
-                                has_aux=gf.has_aux)
+                                diff=diff, has_aux=gf.has_aux)
     except Exception:  # noqa: BLE001  the user's code may raise anything at another size
         return None
 
 
 def _entry(name, graph, args, batch, served):
     """The entry's source: check each array argument, pick the code for its rows, run it."""
-    params = list(graph.params)
+    # the module's names the entry calls: a parameter named so is renamed (keyword calls
+    # keep the user's names otherwise); the entry's locals are named unlike any parameter
+    used = _ENTRY_NAMES | {g.name for _, g in served} | {name}
+    original = list(graph.params)
+    params = [p + "_arg" if p in used else p for p in original]
+    run, error = (_unlike(local, params) for local in ("run", "error"))
     batch_paths = [] if batch is None else list(batch.paths)
     checks, anchor = [], None
     for path, leaf in _array_leaves(args):
@@ -173,8 +232,8 @@ def _entry(name, graph, args, batch, served):
             shape[0] = None
             if anchor is not None:
                 rows = batch.var
-        call = f"_check({params[path[0]]}, {params[path[0]]!r}, {text}, {leaf.dtype.name!r}, " \
-               f"{tuple(shape)!r}{'' if rows is None else ', ' + rows})"
+        call = f"_check({params[path[0]]}, {original[path[0]]!r}, {text}, " \
+               f"{leaf.dtype.name!r}, {tuple(shape)!r}{'' if rows is None else ', ' + rows})"
         if path in batch_paths and anchor is None:
             anchor = f"{batch.var} = {call}"
             checks.insert(0, anchor)
@@ -189,29 +248,45 @@ def _entry(name, graph, args, batch, served):
     doc = f'    """{doc[4:]}\n    """'
     lines = [f"def {name}({arguments}):", doc] + [f"    {c}" for c in checks]
     if batch is None:
-        run = f"{graph.name}({arguments})"
+        call = f"{graph.name}({arguments})"
     else:
-        lines += _dispatch(batch, served, params)
-        run = f"run({arguments})"
-    lines += ["    try:", f"        return {run}", "    except GuardFailure as error:",
-              "        raise _no_retrace(error) from None"]
+        lines += _dispatch(batch, served, original, run)
+        call = f"{run}({arguments})"
+    lines += ["    try:", f"        return {call}", f"    except GuardFailure as {error}:",
+              f"        raise _no_retrace({error}) from None"]
     return "\n".join(lines) + "\n"
 
 
-def _dispatch(batch, served, params):
+def _unlike(name, params):
+    while name in params:
+        name = "_" + name
+    return name
+
+
+def _dispatch(batch, served, params, run):
     """`run = ...`: the general code from the low size up, the code of each smaller size."""
     var, lo = batch.var, batch.lo
     general = next(g for rows, g in served if rows is None)
-    lines = [f"    if {var} >= {lo}:", f"        run = {general.name}"]
+    hi = general.batch.hi
+    test = f"{var} >= {lo}" if hi is None else f"{lo} <= {var} <= {hi}"
+    lines = [f"    if {test}:", f"        {run} = {general.name}"]
     for rows, graph in served:
         if rows is not None:
-            lines += [f"    elif {var} == {rows}:", f"        run = {graph.name}"]
-    sizes = [str(rows) for rows, _ in served if rows is not None] + [f"{lo} or more"]
+            lines += [f"    elif {var} == {rows}:", f"        {run} = {graph.name}"]
+    sizes = [str(rows) for rows, _ in served if rows is not None] + \
+        [f"{lo} or more" if hi is None else f"{lo} to {hi}"]
     anchor = params[batch.paths[0][0]] + "".join(_step(k) for k in batch.paths[0][1:])
     lines += ["    else:",
               (f"        raise SignatureError(f'{anchor} has {{{var}}} rows: this module "
-               f"serves {' and '.join(sizes)} rows')")]
+               f"serves {' and '.join(sizes)} rows{_why(hi)}')")]
     return lines
+
+
+def _why(hi):
+    if hi is None:
+        return ""
+    return (f" (above {hi} rows the function computes otherwise than this code: "
+            "generate the module at the largest batch size it is to serve)")
 
 
 def _step(key):
