@@ -122,12 +122,16 @@ class DaskGradFunction:
 
     def _run(self, variants, layout, small, chunks, indices):
         """The Part of the chunks at `indices`: one task per chunk, then a tree reduction."""
-        v = dask.delayed(variants, pure=True)
-        s = dask.delayed(small, pure=True)
-        parts = [dask.delayed(_WORKER["run_chunk"], pure=True)(i, v, layout, s, self.reduce,
-                                                                *chunks[i]) for i in indices]
+        # one key each for the sources and the small arguments, shared by every task (sent
+        # to a worker once); keys not from hashing the values: each call is computed anew
+        v = dask.delayed(variants, name="autodiffgen-sources-" + "-".join(
+            variant["key"] for variant in variants))
+        s = dask.delayed(small, pure=False)
+        run, combine = (dask.delayed(_WORKER[name], pure=False) for name in ("run_chunk",
+                                                                             "combine"))
+        parts = [run(i, v, layout, s, self.reduce, *chunks[i]) for i in indices]
         while len(parts) > 1:
-            parts = [dask.delayed(_WORKER["combine"], pure=True)(*parts[k:k + self.fan_in])
+            parts = [combine(*parts[k:k + self.fan_in])
                      for k in range(0, len(parts), self.fan_in)]
         return _compute(parts[0], self.timeout)
 
