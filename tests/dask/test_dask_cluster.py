@@ -86,11 +86,16 @@ def test_grad_with_the_gradient_only(client):
     _close(g["b"], want["b"], np.float64)
 
 
-def test_a_chunk_on_another_path_is_traced_again_on_the_client(client):
+@pytest.mark.parametrize("where", ["whole chunk", "one late row"])
+def test_a_chunk_on_another_path_is_traced_again_on_the_client(client, where):
     rng = np.random.default_rng(5)
     p, (x, y) = pick(params(np.float64, rng), "w", "c"), data(np.float64, rng)
-    x[:, 0] = -np.abs(x[:, 0])
-    x[20:36, 0] = np.abs(x[20:36, 0]) + 0.1  # the second chunk alone takes the other branch
+    if where == "whole chunk":
+        x[:, 0] = -np.abs(x[:, 0])
+        x[20:36, 0] = np.abs(x[20:36, 0]) + 0.1  # the second chunk alone takes the other branch
+    else:  # the second chunk's first rows take the traced path, its row 12 does not
+        x[:, 0] = np.abs(x[:, 0]) + 0.1
+        x[32, 0] = -1.0
     vg = add.value_and_grad(branchy, timeout=TIMEOUT)
     value, grads = vg(p, *_chunked(x, y))
     assert vg.retraces == 1

@@ -136,15 +136,22 @@ class DaskGradFunction:
         return _compute(parts[0], self.timeout)
 
     def _retrace(self, variants, args, batch, chunk, why):
-        """Trace the chunk's own rows (its path) and add that code to the variants."""
+        """Trace the chunk's own path and add that code to the variants: traced on the
+        chunk's first rows (7, then 4 times more) as soon as that code serves the whole
+        chunk here on the client, so a large chunk is traced whole only if it must be."""
         if len(variants) >= MAX_VARIANTS:
             raise RetraceError(f"more than {MAX_VARIANTS} variants of the generated code "
                                f"needed; the last chunk said: {why}")
-        rows = _compute_all(chunk, self.timeout)
-        full = list(args)
-        for i, r in zip(batch, rows):
-            full[i] = np.asarray(r)
-        variants.append(module_variant(self.gf, full))
+        rows = [np.asarray(r) for r in _compute_all(chunk, self.timeout)]
+        whole = _with_rows(args, batch, rows)
+        n = len(rows[0])
+        k = min(SAMPLE_ROWS, n)
+        while True:
+            variant = module_variant(self.gf, _with_rows(args, batch, [r[:k] for r in rows]))
+            if k == n or _serves(variant, whole):
+                break
+            k = min(4 * k, n)
+        variants.append(variant)
         self.retraces += 1
 
     def _result(self, value, grads, rows):
@@ -152,6 +159,25 @@ class DaskGradFunction:
             value = value / rows
             grads = _scaled_back(grads, rows)
         return (value, grads) if self.with_value else grads
+
+
+def _with_rows(args, batch, rows):
+    full = list(args)
+    for i, r in zip(batch, rows):
+        full[i] = r
+    return full
+
+
+def _serves(variant, args):
+    """Whether the variant's code runs on these arguments (the path it was traced for)."""
+    module = _WORKER["module_of"](variant["key"], variant["source"])
+    try:
+        getattr(module, variant["function"])(*args)
+    except Exception as e:  # another path or shape (the module's own classes), or a bug
+        if not _WORKER["other_path"](module, e):
+            raise
+        return False
+    return True
 
 
 def _scaled_back(grads, rows):
@@ -208,10 +234,7 @@ def _sample(args, batch, arrays, timeout):
     if n < 2:
         raise ArgumentError("autodiffgen.dask needs at least 2 rows of data")
     rows = _compute_all([a[:n] for a in arrays], timeout)
-    full = list(args)
-    for i, r in zip(batch, rows):
-        full[i] = np.asarray(r)
-    return full
+    return _with_rows(args, batch, [np.asarray(r) for r in rows])
 
 
 def _compute(x, timeout):
