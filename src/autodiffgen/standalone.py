@@ -4,10 +4,11 @@ A standalone module runs where autodiffgen is not installed (a cluster's workers
 program), so it cannot trace again. It carries what the in-memory cache would otherwise
 decide per call:
 
-- the batch generalization (generalize_batch.py): the code the cache runs for every batch
-  size, here for every size from its low one up (the cache traces again above the traced
-  size; a module cannot, so it takes the formulas as they are), plus code traced at each
-  size below the low one (1 row broadcasts, so it has code of its own);
+- the batch generalization (generalize_batch.py): the code in n the cache runs, plus code
+  traced at each size below its low one (1 row broadcasts, so it has code of its own).
+  Above the traced size the cache traces again; a module cannot, so its code in n is
+  checked against traces at larger sizes (_holds_above) and serves every larger size
+  when they agree, else up to the traced size;
 - one entry per function, `<name>_value_and_grad`, that checks every array argument's
   dtype and trailing shape against the traced ones and raises SignatureError (a TypeError
   and a ValueError) naming the argument, what it got and what the module serves, instead
@@ -24,7 +25,7 @@ import numpy as np
 
 from . import pipeline
 from .emit import emit_module
-from .errors import ArgumentError, at, where
+from .errors import ArgumentError, at, function_name, where
 from .generalize_batch import LOWS, agrees, batch_of, grown
 from .size_formulas import Batch
 from .tree import Field, child, is_container, items
@@ -122,8 +123,6 @@ def standalone_module(calls):
 
 
 def _base(gf):
-    from .errors import function_name
-
     return function_name(gf.fun)
 
 

@@ -266,7 +266,11 @@ def test_user_names_never_shadow_what_the_generated_code_calls():
     _ruff_clean(source)
     np.testing.assert_allclose(grad(shadowing_argument)(X.copy(), 2.0), 8.0 * X)
     standalone = autodiffgen.emit(shadowing_argument, X.copy(), 2.0, standalone=True)
-    assert "def shadowing_argument_value_and_grad(x, np_1):" in standalone
+    assert "def _shadowing_argument_value_and_grad_traced(x, np_1):" in standalone
+    assert "def shadowing_argument_value_and_grad(x, np):" in standalone  # the entry's body
+    scope = {}  # reads no np, so it keeps the user's names, for keyword calls
+    exec(standalone, scope)  # noqa: S102  generated code
+    np.testing.assert_allclose(scope["value_and_grad"](x=X.copy(), np=2.0)[1], 8.0 * X)
     _ruff_clean(standalone)
 
 
