@@ -92,7 +92,8 @@ def test_a_chunk_on_another_path_is_traced_again_on_the_client(client, where):
     p, (x, y) = pick(params(np.float64, rng), "w", "c"), data(np.float64, rng)
     if where == "whole chunk":
         x[:, 0] = -np.abs(x[:, 0])
-        x[20:36, 0] = np.abs(x[20:36, 0]) + 0.1  # the second chunk alone takes the other branch
+        x[20:49, 0] = np.abs(x[20:49, 0]) + 0.1  # chunks 2 and 3 take the other branch: one
+        # trace serves both
     else:  # the second chunk's first rows take the traced path, its row 12 does not
         x[:, 0] = np.abs(x[:, 0]) + 0.1
         x[32, 0] = -1.0

@@ -99,9 +99,8 @@ class DaskGradFunction:
         for _ in range(MAX_VARIANTS):
             if not total[3]:
                 break
-            failed = [i for i, _ in total[3]]
-            for i, why in total[3]:
-                self._retrace(variants, args, batch, chunks[i], why)
+            failed = [i for i, _ in total[3]]  # their sums are not in total: run them again
+            self._retrace(variants, args, batch, chunks[failed[0]], total[3][0][1])
             total = _WORKER["combine"](tuple(total[:3]) + ([],),
                                        self._run(variants, layout, small, chunks, failed))
         if total[3]:
