@@ -68,6 +68,23 @@ def _check(value, name, path, dtype, shape, rows=None):
     return value.shape[0] if value.ndim else None
 
 
+def _tree(value):
+    """A dict's sorted keys, a list's or tuple's length, nested (None at anything else)."""
+    if type(value) is dict:
+        return ("dict", tuple(sorted(((k, _tree(v)) for k, v in value.items()),
+                                     key=lambda kv: repr(kv[0]))))
+    if type(value) in (list, tuple):
+        return (type(value).__name__, tuple(map(_tree, value)))
+    return None
+
+
+def _check_tree(value, name, tree):
+    """Refuses an argument of another structure (another key, length or container)."""
+    if _tree(value) != tree:
+        raise SignatureError(f"{name} has the structure {_tree(value)}, but this module "
+                             f"serves {tree} (keys and lengths of the traced {name})")
+
+
 def _no_retrace(error):
     """A failed guard, said as a module that cannot trace again says it."""
     return GuardFailure(f"{error} -- this standalone module holds only the traced path and "
@@ -76,7 +93,7 @@ def _no_retrace(error):
 '''
 
 # the module's names an entry calls
-_ENTRY_NAMES = {"GuardFailure", "SignatureError", "_check", "_no_retrace"}
+_ENTRY_NAMES = {"GuardFailure", "SignatureError", "_check", "_check_tree", "_no_retrace"}
 
 _GUARD_FAILURE = '''\
 class GuardFailure(Exception):
@@ -238,6 +255,9 @@ def _entry(name, graph, args, batch, served):
             checks.insert(0, anchor)
         else:
             checks.append(call)
+    trees = [f"_check_tree({params[i]}, {original[i]!r}, {tree!r})"
+             for i, tree in enumerate(map(_tree, args)) if type(tree) is tuple]
+    checks = trees + checks  # a dict with another key, a list of another length: first
     arguments = ", ".join(params)
     text = (graph.doc + " " if graph.doc else "") + (
         "Checks each array argument's dtype and shape, then runs the code for its batch "
@@ -290,6 +310,23 @@ def _why(hi):
 
 def _step(key):
     return f".{key}" if type(key) is Field else f"[{key!r}]"
+
+
+def _tree(value):
+    """What _check_tree compares: a dict's sorted keys, a list's or tuple's length, nested;
+    None at a leaf; False where another container (a dataclass, a registered type) is met
+    or a key is not a str or int (the argument's structure is then not checked)."""
+    if type(value) is dict:
+        if not all(type(k) in (str, int) for k in value):
+            return False
+        kids = {k: _tree(v) for k, v in value.items()}
+        if False in kids.values():
+            return False
+        return ("dict", tuple(sorted(kids.items(), key=lambda kv: repr(kv[0]))))
+    if type(value) in (list, tuple):
+        kids = tuple(map(_tree, value))
+        return False if False in kids else (type(value).__name__, kids)
+    return False if is_container(value) else None
 
 
 def _array_leaves(args):
