@@ -259,7 +259,10 @@ def _entry(name, graph, args, batch, served):
              for i, tree in enumerate(map(_tree, args)) if type(tree) is tuple]
     checks = trees + checks  # a dict with another key, a list of another length: first
     arguments = ", ".join(params)
-    text = (graph.doc + " " if graph.doc else "") + (
+    doc = graph.doc.split(" Serves every batch size")[0]
+    if batch is not None:
+        doc += f" Serves {_sizes(batch, served)} rows."
+    text = (doc + " " if doc else "") + (
         "Checks each array argument's dtype and shape, then runs the code for its batch "
         "size. Raises SignatureError for an argument this module does not serve, and "
         "GuardFailure for a path it was not traced for.")
@@ -292,13 +295,19 @@ def _dispatch(batch, served, params, run):
     for rows, graph in served:
         if rows is not None:
             lines += [f"    elif {var} == {rows}:", f"        {run} = {graph.name}"]
-    sizes = [str(rows) for rows, _ in served if rows is not None] + \
-        [f"{lo} or more" if hi is None else f"{lo} to {hi}"]
     anchor = params[batch.paths[0][0]] + "".join(_step(k) for k in batch.paths[0][1:])
     lines += ["    else:",
               (f"        raise SignatureError(f'{anchor} has {{{var}}} rows: this module "
-               f"serves {' and '.join(sizes)} rows{_why(hi)}')")]
+               f"serves {_sizes(batch, served)} rows{_why(hi)}')")]
     return lines
+
+
+def _sizes(batch, served):
+    """'1 and 2 or more': the batch sizes an entry serves."""
+    hi = next(g for rows, g in served if rows is None).batch.hi
+    sizes = [str(rows) for rows, _ in served if rows is not None]
+    return " and ".join(sizes + [f"{batch.lo} or more" if hi is None else
+                                 f"{batch.lo} to {hi}"])
 
 
 def _why(hi):
