@@ -70,9 +70,9 @@ def _check(value, name, path, dtype, shape, rows=None):
 
 def _tree(value):
     """A dict's sorted keys, a list's or tuple's length, nested (None at anything else)."""
-    if type(value) is dict:
-        return ("dict", tuple(sorted(((k, _tree(v)) for k, v in value.items()),
-                                     key=lambda kv: repr(kv[0]))))
+    if type(value) is dict:  # a key, or (key, its tree) for a container
+        kids = ((k, _tree(v)) for k, v in value.items())
+        return ("dict", tuple(sorted((k if t is None else (k, t) for k, t in kids), key=repr)))
     if type(value) in (list, tuple):
         return (type(value).__name__, tuple(map(_tree, value)))
     return None
@@ -322,7 +322,8 @@ def _step(key):
 
 
 def _tree(value):
-    """What _check_tree compares: a dict's sorted keys, a list's or tuple's length, nested;
+    """What _check_tree compares (the module's _tree): a dict's sorted keys (with the tree
+    of a container under it), a list's or tuple's length, nested;
     None at a leaf; False where another container (a dataclass, a registered type) is met
     or a key is not a str or int (the argument's structure is then not checked)."""
     if type(value) is dict:
@@ -331,7 +332,8 @@ def _tree(value):
         kids = {k: _tree(v) for k, v in value.items()}
         if False in kids.values():
             return False
-        return ("dict", tuple(sorted(kids.items(), key=lambda kv: repr(kv[0]))))
+        return ("dict", tuple(sorted((k if v is None else (k, v) for k, v in kids.items()),
+                                     key=repr)))
     if type(value) in (list, tuple):
         kids = tuple(map(_tree, value))
         return False if False in kids else (type(value).__name__, kids)

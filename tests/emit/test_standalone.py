@@ -83,9 +83,10 @@ def test_float32_stays_float32():
     (lambda p, x, y: (p, x, y[:3]), ("y has shape (3,), but this module serves y: int64[n] "
                                     "with n = 16")),
     (lambda p, x, y: ({**p, "W1": p["W1"].T}, x, y), "params['W1'] has shape (4, 5)"),
-    (lambda p, x, y: ({"W1": p["W1"]}, x, y), ("params has the structure ('dict', (('W1', "
-                                              "None),)), but this module serves ('dict', (")),
-    (lambda p, x, y: ({**p, "W3": p["W2"]}, x, y), "('W3', None)"),  # no gradient for W3
+    (lambda p, x, y: ({"W1": p["W1"]}, x, y), ("params has the structure ('dict', ('W1',)), "
+                                              "but this module serves ('dict', ('W1', 'W2', ")),
+    (lambda p, x, y: ({**p, "W3": p["W2"]}, x, y), "'W2', 'W3', 'b1'"),  # no gradient for W3
+    (lambda p, x, y: ({**p, "b2": {"v": p["b2"]}}, x, y), "('b2', ('dict', ('v',)))"),
     (lambda p, x, y: (list(p.values()), x, y), "params has the structure ('list', "),
     (lambda p, x, y: (p, x.tolist(), y), "x is a list, but this module serves"),
     (lambda p, x, y: (p, x[:0], y[:0]), "x has 0 rows: this module serves 1 and 2 or more"),
