@@ -68,6 +68,23 @@ def _check(value, name, path, dtype, shape, rows=None):
     return value.shape[0] if value.ndim else None
 
 
+def _tree(value):
+    """A dict's sorted keys, a list's or tuple's length, nested (None at anything else)."""
+    if type(value) is dict:  # a key, or (key, its tree) for a container
+        kids = ((k, _tree(v)) for k, v in value.items())
+        return ("dict", tuple(sorted((k if t is None else (k, t) for k, t in kids), key=repr)))
+    if type(value) in (list, tuple):
+        return (type(value).__name__, tuple(map(_tree, value)))
+    return None
+
+
+def _check_tree(value, name, tree):
+    """Refuses an argument of another structure (another key, length or container)."""
+    if _tree(value) != tree:
+        raise SignatureError(f"{name} has the structure {_tree(value)}, but this module "
+                             f"serves {tree} (keys and lengths of the traced {name})")
+
+
 def _no_retrace(error):
     """A failed guard, said as a module that cannot trace again says it."""
     return GuardFailure(f"{error} -- this standalone module holds only the traced path and "
@@ -76,7 +93,7 @@ def _no_retrace(error):
 '''
 
 # the module's names an entry calls
-_ENTRY_NAMES = {"GuardFailure", "SignatureError", "_check", "_no_retrace"}
+_ENTRY_NAMES = {"GuardFailure", "SignatureError", "_check", "_check_tree", "_no_retrace"}
 
 _GUARD_FAILURE = '''\
 class GuardFailure(Exception):
@@ -238,8 +255,14 @@ def _entry(name, graph, args, batch, served):
             checks.insert(0, anchor)
         else:
             checks.append(call)
+    trees = [f"_check_tree({params[i]}, {original[i]!r}, {tree!r})"
+             for i, tree in enumerate(map(_tree, args)) if type(tree) is tuple]
+    checks = trees + checks  # a dict with another key, a list of another length: first
     arguments = ", ".join(params)
-    text = (graph.doc + " " if graph.doc else "") + (
+    doc = graph.doc.split(" Serves every batch size")[0]
+    if batch is not None:
+        doc += f" Serves {_sizes(batch, served)} rows."
+    text = (doc + " " if doc else "") + (
         "Checks each array argument's dtype and shape, then runs the code for its batch "
         "size. Raises SignatureError for an argument this module does not serve, and "
         "GuardFailure for a path it was not traced for.")
@@ -272,13 +295,19 @@ def _dispatch(batch, served, params, run):
     for rows, graph in served:
         if rows is not None:
             lines += [f"    elif {var} == {rows}:", f"        {run} = {graph.name}"]
-    sizes = [str(rows) for rows, _ in served if rows is not None] + \
-        [f"{lo} or more" if hi is None else f"{lo} to {hi}"]
     anchor = params[batch.paths[0][0]] + "".join(_step(k) for k in batch.paths[0][1:])
     lines += ["    else:",
               (f"        raise SignatureError(f'{anchor} has {{{var}}} rows: this module "
-               f"serves {' and '.join(sizes)} rows{_why(hi)}')")]
+               f"serves {_sizes(batch, served)} rows{_why(hi)}')")]
     return lines
+
+
+def _sizes(batch, served):
+    """'1 and 2 or more': the batch sizes an entry serves."""
+    hi = next(g for rows, g in served if rows is None).batch.hi
+    sizes = [str(rows) for rows, _ in served if rows is not None]
+    return " and ".join(sizes + [f"{batch.lo} or more" if hi is None else
+                                 f"{batch.lo} to {hi}"])
 
 
 def _why(hi):
@@ -290,6 +319,25 @@ def _why(hi):
 
 def _step(key):
     return f".{key}" if type(key) is Field else f"[{key!r}]"
+
+
+def _tree(value):
+    """What _check_tree compares (the module's _tree): a dict's sorted keys (with the tree
+    of a container under it), a list's or tuple's length, nested;
+    None at a leaf; False where another container (a dataclass, a registered type) is met
+    or a key is not a str or int (the argument's structure is then not checked)."""
+    if type(value) is dict:
+        if not all(type(k) in (str, int) for k in value):
+            return False
+        kids = {k: _tree(v) for k, v in value.items()}
+        if False in kids.values():
+            return False
+        return ("dict", tuple(sorted((k if v is None else (k, v) for k, v in kids.items()),
+                                     key=repr)))
+    if type(value) in (list, tuple):
+        kids = tuple(map(_tree, value))
+        return False if False in kids else (type(value).__name__, kids)
+    return False if is_container(value) else None
 
 
 def _array_leaves(args):

@@ -83,7 +83,11 @@ def test_float32_stays_float32():
     (lambda p, x, y: (p, x, y[:3]), ("y has shape (3,), but this module serves y: int64[n] "
                                     "with n = 16")),
     (lambda p, x, y: ({**p, "W1": p["W1"].T}, x, y), "params['W1'] has shape (4, 5)"),
-    (lambda p, x, y: ({"W1": p["W1"]}, x, y), "params has no ['b1']"),
+    (lambda p, x, y: ({"W1": p["W1"]}, x, y), ("params has the structure ('dict', ('W1',)), "
+                                              "but this module serves ('dict', ('W1', 'W2', ")),
+    (lambda p, x, y: ({**p, "W3": p["W2"]}, x, y), "'W2', 'W3', 'b1'"),  # no gradient for W3
+    (lambda p, x, y: ({**p, "b2": {"v": p["b2"]}}, x, y), "('b2', ('dict', ('v',)))"),
+    (lambda p, x, y: (list(p.values()), x, y), "params has the structure ('list', "),
     (lambda p, x, y: (p, x.tolist(), y), "x is a list, but this module serves"),
     (lambda p, x, y: (p, x[:0], y[:0]), "x has 0 rows: this module serves 1 and 2 or more"),
 ])
@@ -286,7 +290,7 @@ def test_a_small_example_and_parameters_named_like_the_modules_names():
         return np.mean((error @ run - np_) ** 2)
     run, y, x = np.array([0.5, -1.0, 2.0]), np.array([1.0, 2.0]), np.arange(6.0).reshape(2, 3)
     module = load(ad.standalone_source(loss, run, y, x))  # 2 rows: found on 16 repeated
-    assert "Serves every batch size n >= 2" in module["loss_value_and_grad"].__doc__
+    assert "Serves 1 and 2 or more rows" in " ".join(module["loss_value_and_grad"].__doc__.split())
     for rows in (1, 2, 3, 50):
         args = run, np.resize(y, rows), np.resize(x, (rows, 3))
         assert_same(module["value_and_grad"](*args), ad.value_and_grad(loss)(*args), 1e-12)
