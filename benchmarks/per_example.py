@@ -18,12 +18,12 @@ from pathlib import Path
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import autodiffgen as ad  # noqa: E402
+import autodiffgen as ad
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
-import mlp  # noqa: E402
+import mlp
 
 N, D = 256, 100
 
