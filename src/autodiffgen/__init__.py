@@ -19,6 +19,7 @@ from .errors import (
                      TracingError,
                      UnsupportedOperationError,
 )
+from .picture import graph_of
 from .retrace import explain_retraces
 from .standalone import standalone_source
 from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp, vmap
@@ -40,6 +41,7 @@ __all__ = [
                      "explain_retraces",
                      "grad",
                      "grad_and_aux",
+                     "graph_of",
                      "hessian",
                      "hvp",
                      "jacfwd",

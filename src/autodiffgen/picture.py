@@ -1,0 +1,246 @@
+"""A picture of the graph: `graph_of(f, *args)` as DOT text, an SVG/PNG, or a listing.
+
+What it shows is the finished graph the generated code is emitted from (traced forward,
+the rules' backward, after the passes and batch generalization), so a node is a line of
+`autodiffgen.emit`'s output and is named as that line's variable. The picture answers
+"what will run"; the passes' effect is seen by comparing with AUTODIFFGEN_PASSES=0.
+
+The public name is `graph_of`, not `graph`: `autodiffgen.graph` is the graph module.
+Drawing needs graphviz's `dot` program on PATH; no Python package for it is used.
+"""
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+
+from .cli_examples import _SPEC_NAMES
+from .emit import Emitter, _where
+from .graph import Node, is_guard
+from .naming import Namespace
+from .size_formulas import Dim, SymArray
+
+_INSTALL = ("graphviz's `dot` program is not on PATH: install graphviz (apt-get install "
+            "graphviz, brew install graphviz, conda install graphviz) or save as .dot")
+_FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
+# colours: forward values, backward values, saved residuals, inputs/outputs
+_STYLE = {"forward": 'fillcolor="#dbe9f6"', "backward": 'fillcolor="#fbe3d0"',
+          "input": 'shape=invhouse, fillcolor="#e3f1dd"', "guard": 'shape=diamond, fillcolor="#eeeeee"'}
+
+
+def graph_of(fun, *args, argnums=0, has_aux=False):
+    """The value-and-grad graph of `fun` at these example arguments, as the generated code
+    computes it: `.text()`, `.dot()`, `.save(path)`; a Jupyter cell draws it (SVG, when
+    graphviz is installed). A GradFunction brings its own argnums and has_aux."""
+    from . import pipeline
+    from .api import GradFunction
+
+    if isinstance(fun, GradFunction):
+        argnums, has_aux, fun = fun._argnums, fun.has_aux, fun.fun
+    gf = GradFunction(fun, argnums, has_aux=has_aux)
+    gf._check_argnums(len(args))
+    names = gf._arg_names(len(args))
+    graph = pipeline.compile_gradient(fun, args, gf._argnums, names, diff=gf._diff,
+                                      has_aux=gf.has_aux)[2]
+    return GraphPicture(graph)
+
+
+class GraphPicture:
+    """One finished Graph, drawn: node names are the generated code's variable names
+    (made unique where the code reuses one buffer under one name)."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        emitter = Emitter(graph)
+        emitter.function()  # names the nodes as the emitted code does
+        ns, self.names = Namespace(), {}
+        for node in graph.inputs:
+            self.names[node] = ns.fresh(emitter.names.get(node) or node.name or "input")
+        for node in graph.nodes:
+            base = emitter.names.get(node) or node.name or node.prim.name
+            self.names[node] = ns.fresh(base)
+        self.outputs = [(path, o) for path, o in _paths(graph.outputs, "output")
+                        if type(o) is Node]
+        read_by_backward = {a for n in graph.nodes if n.grad_of is not None
+                            for a in n.args if type(a) is Node}
+        self.residuals = [n for n in self._values() if n.grad_of is None and n in
+                          read_by_backward]
+
+    def _values(self):
+        return [n for n in self.graph.inputs] + list(self.graph.nodes)
+
+    def kind(self, node):
+        if node.prim is None:
+            return "input"
+        if is_guard(node):
+            return "guard"
+        return "forward" if node.grad_of is None else "backward"
+
+    # ---- the listing --------------------------------------------------------------------
+    def text(self):
+        """One line per primitive, as make_jaxpr prints: `name:type = prim args params
+        # file:line`, inputs first, then the forward and the backward, then the outputs."""
+        lines = [f"{self.graph.name}("
+                 + ", ".join(f"{self.names[n]}:{type_text(n)}" for n in self.graph.inputs)
+                 + ")"]
+        section = None
+        for node in self.graph.nodes:
+            kind = self.kind(node)
+            kind = "forward" if kind == "guard" else kind
+            if kind != section:
+                lines.append(f"  # {kind}")
+                section = kind
+            lines.append("  " + self.line(node))
+        lines.append("  return " + self._output_text(self.graph.outputs))
+        return "\n".join(lines) + "\n"
+
+    def line(self, node):
+        args = " ".join(self._arg_text(a) for a in node.args)
+        params = " ".join(f"{k}={param_text(v)}" for k, v in sorted(node.params.items()))
+        code = " ".join(p for p in (f"{self.names[node]}:{type_text(node)} =",
+                                    node.prim.name, args, params) if p)
+        marks = " [saved]" if node in self.residuals else ""
+        where = f"  # {_where(node.loc)}" if node.loc is not None else ""
+        return code + marks + where
+
+    def _arg_text(self, arg):
+        if type(arg) is Node:
+            return self.names[arg]
+        if isinstance(arg, np.ndarray) and arg.ndim:
+            return f"const:{dtype_text(arg.dtype)}[{','.join(map(str, arg.shape))}]"
+        return param_text(arg)
+
+    def _output_text(self, out):
+        if type(out) is Node:
+            return self.names[out]
+        if isinstance(out, (tuple, list)):
+            inner = ", ".join(self._output_text(o) for o in out)
+            return f"({inner}{',' if len(out) == 1 else ''})"
+        if isinstance(out, dict):
+            return "{" + ", ".join(f"{k!r}: {self._output_text(v)}" for k, v in out.items()) + "}"
+        return self._arg_text(out)
+
+    # ---- DOT ----------------------------------------------------------------------------
+    def dot(self):
+        """The graph in graphviz's DOT language: forward and backward in two clusters,
+        inputs and outputs as house shapes, saved residuals with a bold red border."""
+        g = self.graph
+        lines = [f'digraph "{g.name}" {{', "  rankdir=TB;",
+                 '  node [shape=box, style="rounded,filled", fontname="monospace"];']
+        lines += [f"  {self._node(n)}" for n in g.inputs]
+        for kind, label in (("forward", "forward"), ("backward", "backward")):
+            members = [n for n in g.nodes if self.kind(n) in (kind, "guard")
+                       and (kind == "forward") == (n.grad_of is None)]
+            if members:
+                lines += [f"  subgraph cluster_{kind} {{", f'    label="{label}";',
+                          '    style=dashed;']
+                lines += [f"    {self._node(n)}" for n in members]
+                lines.append("  }")
+        lines += [f'  "{_escape(path)}" [label="{_escape(path)}", shape=house, '
+                  'fillcolor="#e3f1dd"];' for path, _ in self.outputs]
+        for node in g.nodes:
+            for arg in dict.fromkeys(a for a in node.args if type(a) is Node):
+                style = " [color=red]" if arg in self.residuals and node.grad_of is not None \
+                    else ""
+                lines.append(f'  "{self.names[arg]}" -> "{self.names[node]}"{style};')
+        lines += [f'  "{self.names[o]}" -> "{_escape(path)}";' for path, o in self.outputs]
+        return "\n".join(lines + ["}"]) + "\n"
+
+    def _node(self, node):
+        kind = self.kind(node)
+        head = "input" if kind == "input" else node.prim.name
+        label = [f"{self.names[node]} = {head}" if kind != "input" else
+                 f"input {self.names[node]}", type_text(node)]
+        if node.loc is not None:
+            label.append(_where(node.loc))
+        style = _STYLE[kind]
+        if node in self.residuals:
+            label.append("saved for backward")
+            style += ', color=red, penwidth=2'
+        text = "\\n".join(_escape(s) for s in label)
+        return f'"{self.names[node]}" [label="{text}", {style}];'
+
+    # ---- files and notebooks ------------------------------------------------------------
+    def save(self, path):
+        """Write `path`: .dot as text; .svg, .png or .pdf by running graphviz's `dot`."""
+        ext = os.path.splitext(path)[1].lower()
+        if ext in ("", ".dot", ".gv"):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(self.dot())
+            return path
+        if ext not in _FORMATS:
+            raise ValueError(f"cannot save a graph as {ext!r}: use .dot, .svg, .png or .pdf")
+        with open(path, "wb") as f:
+            f.write(render(self.dot(), _FORMATS[ext]))
+        return path
+
+    def _repr_svg_(self):
+        """Jupyter draws it when graphviz is installed (None: it shows the text instead)."""
+        if shutil.which("dot") is None:
+            return None
+        return render(self.dot(), "svg").decode("utf-8")
+
+    def __str__(self):
+        return self.text()
+
+    def __repr__(self):
+        return f"<GraphPicture {self.graph.name}: {len(self.graph.nodes)} nodes>"
+
+
+def render(dot_text, fmt):
+    """Bytes of `dot_text` drawn by graphviz's `dot -T<fmt>`; a clear error without it."""
+    exe = shutil.which("dot")
+    if exe is None:
+        raise RuntimeError(_INSTALL)
+    done = subprocess.run([exe, f"-T{fmt}"], input=dot_text.encode("utf-8"),
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"graphviz's dot failed: {done.stderr.decode(errors='replace')}")
+    return done.stdout
+
+
+def dtype_text(dtype):
+    dtype = np.dtype(dtype)
+    return _SPEC_NAMES.get(dtype, dtype.name)
+
+
+def type_text(node):
+    """'f64[n,3]': the dtype and shape (a batch size the code allows for any n, as n)."""
+    return f"{dtype_text(node.dtype)}[{','.join(map(dim_text, node.shape))}]"
+
+
+def dim_text(d):
+    """A dimension: a number, or a size in the batch size n ('n', '2*n', 'n-1')."""
+    if type(d) is not Dim:
+        return str(d)
+    a = "" if d.a == 1 else "-" if d.a == -1 else f"{d.a}*"
+    return f"{a}{d.var}" + (f"{d.b:+d}" if d.b else "")
+
+
+def param_text(value):
+    """A short text for a parameter or constant: numbers as written, arrays by type."""
+    if isinstance(value, np.ndarray):
+        return repr(value.item()) if value.ndim == 0 else \
+            f"const:{dtype_text(value.dtype)}[{','.join(map(str, value.shape))}]"
+    if isinstance(value, np.generic):
+        return repr(value.item())
+    if type(value) is SymArray:  # made in the function from the batch size n
+        return f"{value.kind}:{dtype_text(value.dtype)}[{','.join(map(dim_text, value.shape))}]"
+    if callable(value):
+        return getattr(value, "__name__", type(value).__name__)
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _paths(out, prefix):
+    """(path text, leaf) of an output structure: out[0], out[1]['W1']..."""
+    if isinstance(out, (tuple, list)):
+        return [p for i, o in enumerate(out) for p in _paths(o, f"{prefix}[{i}]")]
+    if isinstance(out, dict):
+        return [p for k, o in out.items() for p in _paths(o, f"{prefix}[{k!r}]")]
+    return [(prefix, out)]
+
+
+def _escape(text):
+    return text.replace("\\", "\\\\").replace('"', '\\"')
