@@ -5,6 +5,9 @@
     autodiffgen emit model.py --arg x=f32[64,3]   trace at another example argument
     autodiffgen emit model.py -o loss_grad.py     write one standalone, NumPy-only module
                                                   (every batch size: standalone.py)
+    autodiffgen graph model.py                    print each function's graph as a listing
+    autodiffgen graph model.py -o loss.svg        draw one function's graph (.dot, or
+                                                  .svg/.png/.pdf with graphviz: picture.py)
 
 The file is imported, not run, so its `if __name__ == "__main__":` block stays quiet. Its
 module-level `@grad` / `@value_and_grad` functions are traced at the example arguments
@@ -78,6 +81,20 @@ def _parser():
     emit.add_argument("-o", "--output", metavar="FILE", help="write one standalone module, "
                       "needing only NumPy, with every selected function")
     emit.set_defaults(run=run_emit)
+    graph = commands.add_parser(
+        "graph", help="print or draw the graph of a file's @grad/@value_and_grad functions",
+        description="Import model.py and print the traced forward and generated backward "
+        "graph\nof its module-level @grad / @value_and_grad functions (one line per "
+        "primitive),\nor write it with -o as DOT, or as SVG/PNG/PDF with graphviz's dot.",
+        epilog=_SPEC_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    graph.add_argument("model", metavar="model.py", help="the Python file to import")
+    graph.add_argument("--function", metavar="NAME", action="append",
+                       help="only this function, by variable or def name (repeatable)")
+    graph.add_argument("--arg", metavar="NAME=SPEC", action="append", default=[],
+                       help="give or override one example argument (repeatable)")
+    graph.add_argument("-o", "--output", metavar="FILE", help="write one function's graph: "
+                       "graph.dot, or graph.svg / .png / .pdf (needs graphviz's dot)")
+    graph.set_defaults(run=run_graph)
     return parser
 
 
@@ -93,6 +110,30 @@ def run_emit(options, argv):
     source, names = _traced(options.model, emit_functions, [c[1:] for c in calls])
     _write(options.output, _header(argv, calls) + source)
     print(f"autodiffgen: wrote {options.output} ({', '.join(names)})", file=sys.stderr)
+    return 0
+
+
+def run_graph(options, argv):
+    from .picture import graph_of
+
+    module = load_module(options.model)
+    functions = select(find_functions(module), options.function, options.model)
+    overrides = parse_overrides(options.arg, functions)
+    if options.output is not None and len(functions) > 1:
+        raise UsageError(f"-o draws one function; {options.model} has "
+                         f"{', '.join(_label(*f) for f in functions)}: pick one with --function")
+    calls = [(gf, example_args(label, gf, overrides)) for label, gf in functions]
+    pictures = [_traced(_call_text(gf, args), graph_of, gf, *args) for gf, args in calls]
+    if options.output is None:
+        sys.stdout.write("\n".join(p.text() for p in pictures))
+        return 0
+    try:
+        pictures[0].save(options.output)
+    except OSError as e:
+        raise UsageError(f"cannot write {options.output}: {e.strerror or e}") from None
+    except (ValueError, RuntimeError) as e:  # a format it cannot write, or no graphviz
+        raise UsageError(str(e)) from None
+    print(f"autodiffgen: wrote {options.output}", file=sys.stderr)
     return 0
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .cli_examples import _SPEC_NAMES
 from .emit import Emitter, _where
-from .graph import Node, is_guard
+from .graph import Index, Node, Slot, is_guard
 from .naming import Namespace
 from .size_formulas import Dim, SymArray
 
@@ -27,6 +27,10 @@ _FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
 # colours: forward values, backward values, saved residuals, inputs/outputs
 _STYLE = {"forward": 'fillcolor="#dbe9f6"', "backward": 'fillcolor="#fbe3d0"',
           "input": 'shape=invhouse, fillcolor="#e3f1dd"', "guard": 'shape=diamond, fillcolor="#eeeeee"'}
+
+
+class GraphvizNotFoundError(RuntimeError):
+    """Drawing asked for graphviz's `dot` program, which is not on PATH."""
 
 
 def graph_of(fun, *args, argnums=0, has_aux=False):
@@ -54,12 +58,15 @@ class GraphPicture:
         self.graph = graph
         emitter = Emitter(graph)
         emitter.function()  # names the nodes as the emitted code does
-        ns, self.names = Namespace(), {}
-        for node in graph.inputs:
-            self.names[node] = ns.fresh(emitter.names.get(node) or node.name or "input")
-        for node in graph.nodes:
-            base = emitter.names.get(node) or node.name or node.prim.name
-            self.names[node] = ns.fresh(base)
+        # a value the code names keeps its name; one the code computes into another's
+        # buffer, or writes inline (`x.T`), is named after its primitive
+        owns = [n for n in list(graph.inputs) + list(graph.nodes) if n in emitter.names
+                and emitter.shared.get(n, n) is n]
+        ns = Namespace(emitter.names[n] for n in owns)
+        self.names = {n: emitter.names[n] for n in owns}
+        for node in list(graph.inputs) + list(graph.nodes):
+            if node not in self.names:
+                self.names[node] = ns.fresh(node.prim.name if node.prim else node.name)
         self.outputs = [(path, o) for path, o in _paths(graph.outputs, "output")
                         if type(o) is Node]
         read_by_backward = {a for n in graph.nodes if n.grad_of is not None
@@ -97,7 +104,8 @@ class GraphPicture:
 
     def line(self, node):
         args = " ".join(self._arg_text(a) for a in node.args)
-        params = " ".join(f"{k}={param_text(v)}" for k, v in sorted(node.params.items()))
+        params = " ".join(f"{k}={param_text(v)}" for k, v in sorted(node.params.items())
+                          if v is not None)  # None: the default, said by saying nothing
         code = " ".join(p for p in (f"{self.names[node]}:{type_text(node)} =",
                                     node.prim.name, args, params) if p)
         marks = " [saved]" if node in self.residuals else ""
@@ -192,7 +200,7 @@ def render(dot_text, fmt):
     """Bytes of `dot_text` drawn by graphviz's `dot -T<fmt>`; a clear error without it."""
     exe = shutil.which("dot")
     if exe is None:
-        raise RuntimeError(_INSTALL)
+        raise GraphvizNotFoundError(_INSTALL)
     done = subprocess.run([exe, f"-T{fmt}"], input=dot_text.encode("utf-8"),
                           capture_output=True, check=False)
     if done.returncode != 0:
@@ -227,6 +235,13 @@ def param_text(value):
         return repr(value.item())
     if type(value) is SymArray:  # made in the function from the batch size n
         return f"{value.kind}:{dtype_text(value.dtype)}[{','.join(map(dim_text, value.shape))}]"
+    if type(value) is Index:  # Slot k: the node's argument number k
+        return "[" + ", ".join(f"#{i.k}" if type(i) is Slot else param_text(i)
+                               for i in value.items) + "]"
+    if type(value) is tuple:
+        return "(" + ", ".join(map(param_text, value)) + ("," if len(value) == 1 else "") + ")"
+    if type(value) is Dim:
+        return dim_text(value)
     if callable(value):
         return getattr(value, "__name__", type(value).__name__)
     text = repr(value)
