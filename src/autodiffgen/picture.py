@@ -40,12 +40,10 @@ def graph_of(fun, *args, argnums=0, has_aux=False):
     from . import pipeline
     from .api import GradFunction
 
-    if isinstance(fun, GradFunction):
-        argnums, has_aux, fun = fun._argnums, fun.has_aux, fun.fun
-    gf = GradFunction(fun, argnums, has_aux=has_aux)
+    gf = fun if isinstance(fun, GradFunction) else GradFunction(fun, argnums, has_aux=has_aux)
     gf._check_argnums(len(args))
     names = gf._arg_names(len(args))
-    graph = pipeline.compile_gradient(fun, args, gf._argnums, names, diff=gf._diff,
+    graph = pipeline.compile_gradient(gf.fun, args, gf._argnums, names, diff=gf._diff,
                                       has_aux=gf.has_aux)[2]
     return GraphPicture(graph)
 
@@ -179,8 +177,9 @@ class GraphPicture:
             return path
         if ext not in _FORMATS:
             raise ValueError(f"cannot save a graph as {ext!r}: use .dot, .svg, .png or .pdf")
+        drawn = render(self.dot(), _FORMATS[ext])  # first: no empty file when it fails
         with open(path, "wb") as f:
-            f.write(render(self.dot(), _FORMATS[ext]))
+            f.write(drawn)
         return path
 
     def _repr_svg_(self):

@@ -1,0 +1,194 @@
+"""A picture of the graph (picture.py): graph_of's DOT text and make_jaxpr-like listing, read
+back structurally; `autodiffgen graph` printing the listing and writing .dot; the message
+when graphviz is missing; an SVG when it is installed."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import autodiffgen
+from autodiffgen import cli, graph_of
+from autodiffgen.picture import GraphvizNotFoundError
+
+HERE = os.path.basename(__file__)
+
+
+def mlp_loss(params, x, y):
+    h = np.tanh(x @ params["W1"] + params["b1"])
+    out = h @ params["W2"]
+    return np.mean((out - y) ** 2)
+
+
+def _args(dtype=np.float64):
+    rng = np.random.default_rng(0)
+    params = {"W1": rng.normal(size=(3, 4)).astype(dtype), "b1": np.zeros(4, dtype),
+              "W2": rng.normal(size=(4, 1)).astype(dtype)}
+    return params, rng.normal(size=(8, 3)).astype(dtype), rng.normal(size=(8, 1)).astype(dtype)
+
+
+def _line_of(text):
+    lines = open(__file__).read().splitlines()
+    return next(i + 1 for i, line in enumerate(lines) if text in line and "def " not in line)
+
+
+def parse_dot(text):
+    """(node ids, edges, cluster names) of DOT text, checking its braces balance."""
+    depth = 0
+    for ch in re.sub(r'"(\\.|[^"\\])*"', '""', text):  # braces in labels do not count
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        assert depth >= 0
+    assert depth == 0
+    nodes = dict(re.findall(r'^\s*"([^"]+)" \[(.*)\];$', text, re.M))
+    edges = re.findall(r'^\s*"([^"]+)" -> "([^"]+)"', text, re.M)
+    clusters = re.findall(r"subgraph (cluster_\w+)", text)
+    return nodes, edges, clusters
+
+
+def test_dot_is_well_formed_and_matches_the_graph():
+    picture = graph_of(mlp_loss, *_args())
+    text = picture.dot()
+    assert text.startswith('digraph "mlp_loss_value_and_grad" {')
+    nodes, edges, clusters = parse_dot(text)
+    for a, b in edges:
+        assert a in nodes and b in nodes, (a, b)
+    graph = picture.graph
+    outputs = [n for n in nodes if n.startswith("output")]
+    assert len(nodes) == len(graph.inputs) + len(graph.nodes) + len(outputs)
+    assert sorted(outputs) == sorted(["output[0]", "output[1]['W1']", "output[1]['b1']",
+                                      "output[1]['W2']"])
+    assert clusters == ["cluster_forward", "cluster_backward"]
+    assert sum(1 for a, b in edges if b.startswith("output")) == 4
+    # every traced node's edges: one per distinct Node argument
+    n_args = sum(len({id(a) for a in n.args if type(a) is type(n)}) for n in graph.nodes)
+    assert len(edges) == n_args + 4
+
+
+def test_marks_forward_backward_residuals_inputs_and_lines():
+    picture = graph_of(mlp_loss, *_args())
+    nodes, edges, _ = parse_dot(picture.dot())
+    forward = [k for k, attrs in nodes.items() if "#dbe9f6" in attrs]
+    backward = [k for k, attrs in nodes.items() if "#fbe3d0" in attrs]
+    inputs = [k for k, attrs in nodes.items() if "input " in attrs]
+    saved = {k for k, attrs in nodes.items() if "saved for backward" in attrs}
+    assert sorted(inputs) == ["params_W1", "params_W2", "params_b1", "x", "y"]
+    assert "h" in forward and "mlp_loss" in forward
+    assert {"g_params_W1", "g_params_b1", "g_params_W2"} <= set(backward)
+    assert "h" in saved and "mlp_loss" not in saved and not saved & set(backward)
+    # each saved value is read by the backward along a red edge, and nothing else is red
+    red = {a for a, b in re.findall(r'"([^"]+)" -> "([^"]+)" \[color=red\]', picture.dot())}
+    assert red == saved
+    line = _line_of('h = np.tanh(x @ params["W1"]')
+    assert f"{HERE}:{line}" in nodes["h"]
+    assert all(HERE in attrs for k, attrs in nodes.items() if k in forward + backward)
+
+
+def test_names_are_the_emitted_codes_and_output_is_deterministic():
+    args = _args()
+    first = graph_of(mlp_loss, *args)
+    again = graph_of(autodiffgen.value_and_grad(mlp_loss), *args)
+    assert first.dot() == again.dot() and first.text() == again.text()
+    source = autodiffgen.emit(mlp_loss, *args)
+    nodes, _, _ = parse_dot(first.dot())
+    for name in ("h", "mlp_loss", "g_params_W1", "g_params_b1", "g_params_W2"):
+        assert name in nodes and re.search(rf"\b{name} = ", source), name
+
+
+def test_text_listing_lines():
+    picture = graph_of(mlp_loss, *_args(np.float32))
+    lines = picture.text().splitlines()
+    assert lines[0] == ("mlp_loss_value_and_grad(params_W1:f32[3,4], params_b1:f32[4], "
+                        "params_W2:f32[4,1], x:f32[n,3], y:f32[n,1])")
+    assert lines[1] == "  # forward" and "  # backward" in lines
+    assert lines[-1] == ("  return (mlp_loss, {'W1': g_params_W1, 'b1': g_params_b1, "
+                         "'W2': g_params_W2})")
+    line = _line_of('h = np.tanh(x @ params["W1"]')
+    assert f"  h:f32[n,4] = tanh add [saved]  # {HERE}:{line}" in lines
+    body = lines[2:lines.index("  # backward")] + lines[lines.index("  # backward") + 1:-1]
+    assert len(body) == len(picture.graph.nodes)
+    for text in body:
+        assert re.fullmatch(r"  \w+:\w+\[[\w,+*-]*\] = \w+ .*  # \S+:\d+", text), text
+    assert str(picture) == picture.text()
+
+
+def test_save_dot_and_errors(tmp_path, monkeypatch):
+    picture = graph_of(mlp_loss, *_args())
+    path = tmp_path / "g.dot"
+    picture.save(str(path))
+    assert path.read_text() == picture.dot()
+    with pytest.raises(ValueError, match=r"\.jpeg"):
+        picture.save(str(tmp_path / "g.jpeg"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `dot` there
+    with pytest.raises(GraphvizNotFoundError, match="install graphviz"):
+        picture.save(str(tmp_path / "g.svg"))
+    assert picture._repr_svg_() is None
+    assert not (tmp_path / "g.svg").exists()
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")
+def test_svg_with_graphviz(tmp_path):
+    picture = graph_of(mlp_loss, *_args())
+    path = tmp_path / "g.svg"
+    picture.save(str(path))
+    assert "<svg" in path.read_text()
+    assert "<svg" in picture._repr_svg_()
+
+
+MODEL = '''\
+import numpy as np
+
+from autodiffgen import value_and_grad
+
+
+@value_and_grad(example=dict(w="f64[3]", x="f64[5,3]"))
+def loss(w, x):
+    z = np.sin(x @ w)
+    return np.sum(z ** 2)
+
+
+@value_and_grad(example=dict(v="f32[4]"))
+def other(v):
+    return np.sum(np.exp(v))
+'''
+
+
+@pytest.fixture
+def model(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text(MODEL)
+    return str(path)
+
+
+def test_cli_prints_the_listing(model, capsys):
+    assert cli.main(["graph", model, "--function", "loss"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "loss_value_and_grad(w:f64[3], x:f64[n,3])"
+    assert "  z:f64[n] = sin matmul [saved]  # model.py:8" in out
+    assert cli.main(["graph", model]) == 0
+    assert "other_value_and_grad(v:f32[4])" in capsys.readouterr().out
+
+
+def test_cli_writes_dot(model, tmp_path, capsys):
+    target = tmp_path / "loss.dot"
+    assert cli.main(["graph", model, "--function", "loss", "-o", str(target)]) == 0
+    nodes, edges, _ = parse_dot(target.read_text())
+    assert "z" in nodes and "model.py:8" in nodes["z"]
+    assert "wrote" in capsys.readouterr().err
+    assert cli.main(["graph", model, "-o", str(target)]) == 2  # two functions: pick one
+    assert "--function" in capsys.readouterr().err
+
+
+def test_cli_without_graphviz(model, tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path))  # the interpreter by path, no `dot`
+    done = subprocess.run([sys.executable, "-m", "autodiffgen", "graph", model, "--function",
+                           "loss", "-o", str(tmp_path / "loss.svg")], env=env,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip() == textwrap.dedent("""\
+        autodiffgen: error: graphviz's `dot` program is not on PATH: install graphviz \
+(apt-get install graphviz, brew install graphviz, conda install graphviz) or save as .dot""")
