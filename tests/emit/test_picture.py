@@ -33,7 +33,8 @@ def _args(dtype=np.float64):
 
 
 def _line_of(text):
-    lines = open(__file__).read().splitlines()
+    with open(__file__) as f:
+        lines = f.read().splitlines()
     return next(i + 1 for i, line in enumerate(lines) if text in line and "def " not in line)
 
 
@@ -44,8 +45,8 @@ def parse_dot(text):
         depth += {"{": 1, "}": -1}.get(ch, 0)
         assert depth >= 0
     assert depth == 0
-    nodes = dict(re.findall(r'^\s*"([^"]+)" \[(.*)\];$', text, re.M))
-    edges = re.findall(r'^\s*"([^"]+)" -> "([^"]+)"', text, re.M)
+    nodes = dict(re.findall(r'^\s*"([^"]+)" \[(.*)\];$', text, re.MULTILINE))
+    edges = re.findall(r'^\s*"([^"]+)" -> "([^"]+)"', text, re.MULTILINE)
     clusters = re.findall(r"subgraph (cluster_\w+)", text)
     return nodes, edges, clusters
 
@@ -71,7 +72,7 @@ def test_dot_is_well_formed_and_matches_the_graph():
 
 def test_marks_forward_backward_residuals_inputs_and_lines():
     picture = graph_of(mlp_loss, *_args())
-    nodes, edges, _ = parse_dot(picture.dot())
+    nodes, _, _ = parse_dot(picture.dot())
     forward = [k for k, attrs in nodes.items() if "#dbe9f6" in attrs]
     backward = [k for k, attrs in nodes.items() if "#fbe3d0" in attrs]
     inputs = [k for k, attrs in nodes.items() if "input " in attrs]
@@ -176,7 +177,7 @@ def test_cli_prints_the_listing(model, capsys):
 def test_cli_writes_dot(model, tmp_path, capsys):
     target = tmp_path / "loss.dot"
     assert cli.main(["graph", model, "--function", "loss", "-o", str(target)]) == 0
-    nodes, edges, _ = parse_dot(target.read_text())
+    nodes, _, _ = parse_dot(target.read_text())
     assert "z" in nodes and "model.py:8" in nodes["z"]
     assert "wrote" in capsys.readouterr().err
     assert cli.main(["graph", model, "-o", str(target)]) == 2  # two functions: pick one
@@ -192,3 +193,19 @@ def test_cli_without_graphviz(model, tmp_path):
     assert done.stderr.strip() == textwrap.dedent("""\
         autodiffgen: error: graphviz's `dot` program is not on PATH: install graphviz \
 (apt-get install graphviz, brew install graphviz, conda install graphviz) or save as .dot""")
+
+
+def test_readme_listing_is_what_the_snippet_prints(tmp_path):
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")) as f:
+        readme = f.read()
+    section = readme[readme.index("### A picture of the graph"):]
+    code = section[section.index("```python\n") + 10:]
+    code = code[:code.index("```")]
+    listing = section[section.index("```text\n") + 8:]
+    listing = listing[:listing.index("```")]
+    (tmp_path / "model.py").write_text(code)
+    done = subprocess.run([sys.executable, "model.py"], cwd=tmp_path, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout == listing + "\n"
+    nodes, _, _ = parse_dot((tmp_path / "loss.dot").read_text())
+    assert "saved for backward" in nodes["z"]
