@@ -188,6 +188,9 @@ class GraphPicture:
             return None
         return render(self.dot(), "svg").decode("utf-8")
 
+    def _repr_pretty_(self, printer, cycle):  # IPython: the listing
+        printer.text(self.text())
+
     def __str__(self):
         return self.text()
 

@@ -131,6 +131,27 @@ def test_save_dot_and_errors(tmp_path, monkeypatch):
     assert not (tmp_path / "g.svg").exists()
 
 
+def branchy(x, k):
+    if x.sum() > 0:
+        y = np.sin(x) * k
+    else:
+        y = np.cos(x)
+    z = autodiffgen.checkpoint(lambda a: np.exp(a) * a)(y)
+    return np.sum(z[x > 0.5]), {"aux": y}
+
+
+def test_guards_checkpoints_and_aux():
+    picture = graph_of(branchy, np.linspace(0, 1, 5), 3, has_aux=True)
+    nodes, edges, _ = parse_dot(picture.dot())
+    guards = [k for k, attrs in nodes.items() if "shape=diamond" in attrs]
+    assert len(guards) == 2  # the branch, and the mask's count
+    assert all(a in nodes and b in nodes for a, b in edges)
+    assert "output[0][1]['aux']" in nodes and ("y", "output[0][1]['aux']") in edges
+    text = picture.text()
+    assert "= recompute_from y g_z" in text and "getitem:f64[count] = getitem z" in text
+    assert text.splitlines()[-1] == "  return ((branchy, {'aux': y}), g_x)"
+
+
 @pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")
 def test_svg_with_graphviz(tmp_path):
     picture = graph_of(mlp_loss, *_args())
