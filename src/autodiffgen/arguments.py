@@ -26,7 +26,9 @@ def single(argnums):
 
 def normalize_argnums(argnums, fun):
     """An int (np.int64 too: anything operator.index takes, but a bool) or a non-empty
-    tuple or list of them."""
+    tuple or list of them; an already normalized one as it is (a Single stays bare)."""
+    if type(argnums) is Single:
+        return argnums
     one = index(argnums)
     if one is not None:
         return Single((one,))

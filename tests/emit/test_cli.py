@@ -13,6 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 
+import autodiffgen
 from autodiffgen import cli
 from autodiffgen.cli_examples import ArraySpec, SpecError, example_value, parse
 
@@ -395,3 +396,14 @@ def test_has_aux_shows_its_outputs_and_the_standalone_module_returns_them(tmp_pa
     assert g.shape == (3,)
     np.testing.assert_allclose(aux["zmax"], np.max(np.tanh(x @ w)))
     np.testing.assert_allclose(value, np.mean(np.tanh(x @ w) ** 2))
+
+
+def test_emit_of_a_value_and_grad_object_keeps_an_int_argnums_bare():
+    """emit(value_and_grad(f), x) is emit(f, x): the gradient returned bare, not in a tuple."""
+    def f(x):
+        return np.sum(np.sin(x))
+
+    x = np.linspace(0.0, 1.0, 4)
+    source = autodiffgen.emit(autodiffgen.value_and_grad(f), x)
+    assert source == autodiffgen.emit(f, x)
+    assert "(g_x,)" not in source
