@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import autodiffgen as ad
-from autodiffgen import passes
+from autodiffgen import coverage_doc, passes
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -62,3 +62,15 @@ def test_the_generated_code_sample_is_what_the_seed_example_generates():
     generated = ad.emit(_seed_example(), 2.0, 5.0)
     assert sample == generated, ("README's generated-code sample is stale: paste the "
                                  "output of `python examples/seed_function.py`")
+
+
+def test_the_supported_operations_list_is_made_from_the_registry():
+    pytest.importorskip("scipy")  # the list names the SciPy rules too
+    begin = README.index(coverage_doc.README_BEGIN)
+    end = README.index(coverage_doc.README_END) + len(coverage_doc.README_END) + 1
+    shown = README[begin:end]
+    if f"(NumPy {coverage_doc.numpy_version()})" not in shown.splitlines()[0]:
+        pytest.skip("README's list was made with another NumPy version")
+    assert shown == coverage_doc.readme_summary(), (
+        "README's supported operations are stale: replace the generated list with the "
+        "output of `python -m autodiffgen.coverage_doc --readme`")
