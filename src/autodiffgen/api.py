@@ -6,10 +6,13 @@ generalize, finish, emit), and the cache loads and keeps the result.
 """
 
 import os
+from collections.abc import Callable
+from typing import Any, overload
 
 import numpy as np
 
 from . import pipeline
+from ._typing import ArgNums, Fun
 from .arguments import MAX_ARGS, Differentiated, caller, decorator, single
 from .cache.entries import FunctionCache
 from .cache.keys import leaf_key, signature_key
@@ -198,29 +201,56 @@ def _decorator(with_value, cls=GradFunction):
                      has_aux=False)
 
 
-grad = _decorator(with_value=False)
-grad.__doc__ = """Gradient of a scalar-valued NumPy function with respect to `argnums`.
-
-Use as `@grad`, `@grad(argnums=(0, 1))` or `grad(f, argnums=1)`. The first call with a
-new signature (argument structure, shapes, dtypes, values of non-array arguments) traces
-`f` once and compiles a generated forward+backward function; later calls run only that.
-`example=` gives the CLI example arguments (see README). `max_entries=` bounds the
-signatures kept (least recently used dropped first; default $AUTODIFFGEN_MAX_ENTRIES or 64).
-`has_aux=True`: f returns (output, aux), aux any pytree of arrays and numbers computed by
-the same generated function, with no derivative; the call returns (gradient, aux).
-"""
-value_and_grad = _decorator(with_value=True)
-value_and_grad.__doc__ = """Like grad, but returns (value, gradient); with has_aux=True,
-((value, aux), gradient), as JAX."""
+_grad = _decorator(with_value=False)
+_value_and_grad = _decorator(with_value=True)
 
 
-def grad_and_aux(fun, argnum=0):
+@overload
+def grad(fun: Fun, argnums: ArgNums = 0, *, example: Any = None,
+         max_variants: int | None = None, max_entries: int | None = None,
+         has_aux: bool = False) -> GradFunction: ...
+@overload
+def grad(fun: None = None, argnums: ArgNums = 0, *, example: Any = None,
+         max_variants: int | None = None, max_entries: int | None = None,
+         has_aux: bool = False) -> Callable[[Fun], GradFunction]: ...
+def grad(fun: Fun | None = None, argnums: ArgNums = 0,
+         **options: Any) -> GradFunction | Callable[[Fun], GradFunction]:
+    """Gradient of a scalar-valued NumPy function with respect to `argnums`.
+
+    Use as `@grad`, `@grad(argnums=(0, 1))` or `grad(f, argnums=1)`. The first call with a
+    new signature (argument structure, shapes, dtypes, values of non-array arguments) traces
+    `f` once and compiles a generated forward+backward function; later calls run only that.
+    `example=` gives the CLI example arguments (see README). `max_entries=` bounds the
+    signatures kept (least recently used dropped first; default $AUTODIFFGEN_MAX_ENTRIES or
+    64). `has_aux=True`: f returns (output, aux), aux any pytree of arrays and numbers
+    computed by the same generated function, with no derivative; the call returns
+    (gradient, aux)."""
+    return _grad(fun, argnums, **options)
+
+
+@overload
+def value_and_grad(fun: Fun, argnums: ArgNums = 0, *, example: Any = None,
+                   max_variants: int | None = None, max_entries: int | None = None,
+                   has_aux: bool = False) -> GradFunction: ...
+@overload
+def value_and_grad(fun: None = None, argnums: ArgNums = 0, *, example: Any = None,
+                   max_variants: int | None = None, max_entries: int | None = None,
+                   has_aux: bool = False) -> Callable[[Fun], GradFunction]: ...
+def value_and_grad(fun: Fun | None = None, argnums: ArgNums = 0,
+                   **options: Any) -> GradFunction | Callable[[Fun], GradFunction]:
+    """Like grad, but returns (value, gradient); with has_aux=True, ((value, aux),
+    gradient), as JAX."""
+    return _value_and_grad(fun, argnums, **options)
+
+
+def grad_and_aux(fun: Fun, argnum: int | str = 0) -> GradFunction:
     """Autograd's spelling of grad(fun, argnums=argnum, has_aux=True): the gradient of
     the first of the two values fun returns, and the second as it is: (gradient, aux)."""
     return grad(fun, argnums=argnum, has_aux=True)
 
 
-def emit(fun, *args, argnums=0, standalone=False, has_aux=False):
+def emit(fun: Fun, *args: Any, argnums: ArgNums = 0, standalone: bool = False,
+         has_aux: bool = False) -> str:
     """The generated source of value_and_grad(fun, argnums) at these example arguments:
     the code a cached call runs (for every batch size it allows), or with `standalone`
     a module that needs only NumPy (standalone_source: every batch size, these dtypes)."""

@@ -30,6 +30,7 @@ the enclosing trace sees the generated code, recomputation included, not the che
 import functools
 import inspect
 
+from ._typing import F
 from .errors import function_name
 from .graph import COPY_OF, PYTHON_NUMBERS, Node
 from .rules import Primitive, defbatch, defprimitive, register_helper
@@ -71,7 +72,7 @@ register_helper("_recompute_from", _recompute_from, _traceable)
 _MARK = Primitive("checkpoint", None, "", builtin=True)
 
 
-def checkpoint(fun):
+def checkpoint(fun: F) -> F:
     """`fun`, whose inner values a backward pass recomputes instead of keeping (a decorator
     too). Outside any transformation, and under forward mode or the tape, it is `fun`."""
     if not callable(fun):

@@ -14,8 +14,11 @@ raises an error naming the primitive and the argument, never a silent zero.
 """
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 from . import rules as registry
+from ._typing import Fun, PyTree
 from .generated_helpers import stop_gradient as _stop_gradient_impl
 from .rules import Primitive, defprimitive, register_helper
 from .tracer import Box, bind
@@ -40,7 +43,7 @@ class CustomPrimitive:
         return f"<autodiffgen.primitive {self.fun.__qualname__}>"
 
 
-def primitive(fun):
+def primitive(fun: Fun) -> "CustomPrimitive":
     """Make `fun` a primitive: traced calls record it as one step of the generated code."""
     return CustomPrimitive(fun)
 
@@ -62,13 +65,13 @@ def _user_rules(f, rules):
     return [_drop_fn(r) for r in rules] if isinstance(f, CustomPrimitive) else rules
 
 
-def defvjp(f, *rules):
+def defvjp(f: Fun, *rules: Callable[..., Any] | None) -> None:
     """VJP rules for a primitive, one per argument: rule(g, ans, *args) -> cotangent.
     None marks an argument with no derivative (asking for one raises)."""
     registry.defvjp(_primitive_of(f), *_user_rules(f, rules))
 
 
-def defjvp(f, *rules):
+def defjvp(f: Fun, *rules: Callable[..., Any] | None) -> None:
     """JVP rules for a primitive, one per argument: rule(t, ans, *args) -> tangent."""
     registry.defjvp(_primitive_of(f), *_user_rules(f, rules))
 
@@ -81,7 +84,7 @@ def _stop_leaf(x):
     return bind(stop_gradient_prim, (x,), {}) if type(x) is Box else x
 
 
-def stop_gradient(x):
+def stop_gradient(x: PyTree) -> PyTree:
     """x (an array or a pytree of them), as a constant for differentiation: no derivative
     flows through it, also when the generated code is differentiated again."""
     return map_tree(x, _stop_leaf)

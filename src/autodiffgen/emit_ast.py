@@ -41,12 +41,81 @@ def render(tree):
     good, hence the lock."""
     with _RENDER_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        import astor
+        try:
+            return _astor_source(tree)
+        except AttributeError:  # astor predates the running Python's ast (ast.Num: 3.14)
+            return unparse(tree)
 
-        try:  # "".join: one statement stays on one line, however long
-            return astor.to_source(tree, pretty_source="".join).rstrip("\n")
-        except AttributeError:  # astor predates the running Python's ast module
-            return ast.unparse(tree)
+
+def _astor_source(tree):
+    import astor
+    # "".join: one statement stays on one line, however long
+    return astor.to_source(tree, pretty_source="".join).rstrip("\n")
+
+
+def unparse(tree):
+    """The source astor writes, from ast.unparse: for Pythons astor cannot read.
+
+    The emitter builds nodes without positions, and ast.unparse looks up a type-ignore
+    comment by each statement's line number (AttributeError: no lineno), so a copy gets
+    them. Two habits of astor's are kept so that either way gives the same text: a number
+    that is complex, infinite or NaN is written as astor spells it (`-1.0j`, `(1.0+2.0j)`,
+    `1e1000`), and an operator expression rendered alone comes in parentheses."""
+    alone = _parenthesized_alone(tree)
+    tree = _AstorNumbers().visit(ast.fix_missing_locations(copy.deepcopy(tree)))
+    text = ast.unparse(ast.fix_missing_locations(tree))
+    return f"({text})" if alone else text
+
+
+def _parenthesized_alone(tree):
+    """astor writes an operator expression or a number alone as `(...)`."""
+    if isinstance(tree, ast.BinOp | ast.UnaryOp | ast.BoolOp | ast.Compare | ast.IfExp):
+        return True
+    return _is_number(tree)
+
+
+def _is_number(node):
+    return isinstance(node, ast.Constant) and isinstance(node.value, int | float | complex)
+
+
+class _AstorNumbers(ast.NodeTransformer):
+    """Complex, infinite and NaN constants -> names spelled as astor writes the number;
+    a number whose attribute is read goes in parentheses, `(1.5).real`, as astor puts it."""
+
+    def visit_Attribute(self, node):
+        if _is_number(node.value):
+            spelled = f"({_astor_number(node.value.value)})"
+            node.value = ast.copy_location(ast.Name(spelled, ast.Load()), node.value)
+            return node
+        return self.generic_visit(node)
+
+    def visit_Constant(self, node):
+        value = node.value
+        if isinstance(value, complex) or (type(value) is float and not np.isfinite(value)):
+            return ast.copy_location(ast.Name(_astor_number(value), ast.Load()), node)
+        return node
+
+
+def _astor_number(value):
+    if type(value) is not float and not isinstance(value, complex):
+        return repr(value)
+    if not isinstance(value, complex):
+        return _astor_part(value, "")
+    imag = _astor_part(value.imag, "j")
+    if value.real == 0:
+        return imag
+    if value.imag == 0:
+        return f"({_astor_part(value.real, '')}+0j)"
+    return f"({_astor_part(value.real, '')}{'' if imag.startswith('-') else '+'}{imag})"
+
+
+def _astor_part(part, suffix):
+    """One real number as astor writes it: 1e1000 for infinity, 1e1000-1e1000 for NaN."""
+    if np.isnan(part):
+        return f"(1e1000{suffix}-1e1000{suffix})"
+    if np.isinf(part):
+        return f"{'-' if part < 0 else ''}1e1000{suffix}"
+    return repr(part) + suffix
 
 
 # ---- expressions ------------------------------------------------------------------------

@@ -18,7 +18,7 @@ LOG = logging.getLogger("autodiffgen")
 _enabled = [os.environ.get("AUTODIFFGEN_EXPLAIN", "0") not in ("", "0")]
 
 
-def explain_retraces(on=True):
+def explain_retraces(on: bool = True) -> None:
     """Log why each call of a differentiated function traces again (off: stop)."""
     _enabled[0] = bool(on)
 

@@ -20,10 +20,12 @@ decide per call:
 
 import dataclasses
 import textwrap
+from typing import Any
 
 import numpy as np
 
 from . import pipeline
+from ._typing import ArgNums, Fun
 from .emit import emit_module
 from .errors import ArgumentError, at, function_name, where
 from .generalize_batch import LOWS, agrees, batch_of, grown
@@ -101,7 +103,7 @@ class GuardFailure(Exception):
 '''.rstrip()
 
 
-def standalone_source(fun, *args, argnums=0, has_aux=False):
+def standalone_source(fun: Fun, *args: Any, argnums: ArgNums = 0, has_aux: bool = False) -> str:
     """The source of a module that needs only NumPy and computes fun's value and gradient
     for every batch size (and the dtypes) of these example arguments: its entry is
     `<fun's name>_value_and_grad(*args)`, returning (value, gradients), or ((value, aux),

@@ -14,9 +14,12 @@ Autograd's convention: dL/dx - i dL/dy, where L is the output's real part. Argum
 element by element, so a large model stays cheap to check.
 """
 
+from typing import Any
+
 import numpy as np
 
 from . import tape
+from ._typing import ArgNums, Fun
 from .api import GradFunction
 from .arguments import normalize_argnums
 from .tree import (
@@ -35,8 +38,10 @@ class GradientMismatch(AssertionError):
     """The three ways of computing a gradient disagree."""
 
 
-def check_grads(f, *args, argnums=0, rtol=1e-5, atol=1e-6, eps=1e-6, max_fd_elements=64,
-                directions=3, seed=0, fd=True, fwd=True):
+def check_grads(f: Fun, *args: Any, argnums: ArgNums = 0, rtol: float = 1e-5,
+                atol: float = 1e-6, eps: float = 1e-6, max_fd_elements: int = 64,
+                directions: int = 3, seed: int = 0, fd: bool = True,
+                fwd: bool = True) -> tuple[Any, Any]:
     """Raise GradientMismatch with a readable report if the gradients disagree.
 
     With `fwd`, also checks the generated JVP against the tape's and against finite

@@ -12,6 +12,8 @@ an outer transformation calls it on its Boxes, the tracer records it like user c
 import functools
 import operator
 import weakref
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +28,7 @@ from . import (
     rules,
     tracer,
 )
+from ._typing import ArgNums, Fun, PyTree
 from .api import GradFunction, grad
 from .arguments import signature_text, single
 from .cache.view import kept_with
@@ -216,7 +219,8 @@ class VmapFunction(_Transformed):
 
 
 # ---- the public functions ----------------------------------------------------------------
-def jvp(fun, primals, tangents, has_aux=False):
+def jvp(fun: Fun, primals: Sequence[PyTree], tangents: Sequence[PyTree],
+        has_aux: bool = False) -> tuple[PyTree, ...]:
     """(f(*primals), the derivative of f at primals along tangents), from generated code.
 
     `tangents` matches `primals` in structure; use None for an argument that has no
@@ -230,7 +234,8 @@ def jvp(fun, primals, tangents, has_aux=False):
                    lambda f: JVPFunction(f, has_aux))(*primals, *tangents)
 
 
-def vjp(fun, *primals, has_aux=False):
+def vjp(fun: Fun, *primals: PyTree,
+        has_aux: bool = False) -> tuple[Any, ...]:
     """(f(*primals), vjp_fn) where vjp_fn(g) returns one cotangent per primal (None for
     integer arguments). Both come from generated code; the forward runs once, and vjp_fn
     reads the values it saved, so (as in JAX) do not modify the primals in place between
@@ -247,7 +252,7 @@ def _flag(has_aux):
     return bool(has_aux)
 
 
-def jacfwd(fun, argnums=0, has_aux=False):
+def jacfwd(fun: Fun, argnums: ArgNums = 0, has_aux: bool = False) -> Fun:
     """The Jacobian by forward mode: one generated-JVP call per input element.
 
     For a pytree output and pytree arguments (or a tuple `argnums`), as JAX: the output's
@@ -275,7 +280,7 @@ def jacfwd(fun, argnums=0, has_aux=False):
     return jacobian_fn
 
 
-def jacobian(fun, argnums=0, has_aux=False):
+def jacobian(fun: Fun, argnums: ArgNums = 0, has_aux: bool = False) -> Fun:
     """The Jacobian by reverse mode (jacrev): one generated-VJP call per output element;
     pytrees and has_aux as in jacfwd."""
     indices = arguments.normalize_argnums(argnums, fun)  # now: an int read from a trace
@@ -392,7 +397,7 @@ def _plain(x):
 jacrev = jacobian
 
 
-def hessian(fun, argnums=0, has_aux=False):
+def hessian(fun: Fun, argnums: ArgNums = 0, has_aux: bool = False) -> Fun:
     """The Hessian of a scalar function: the reverse-mode Jacobian of its generated grad.
     With a tuple argnums or pytree arguments, as JAX: the arguments' structure holding
     the arguments' structure of blocks. has_aux=True: (hessian, aux), as JAX."""
@@ -402,7 +407,7 @@ def hessian(fun, argnums=0, has_aux=False):
     return jacobian(_grad_of(fun, argnums, has_aux), argnums, has_aux)
 
 
-def hvp(fun, primals, tangents):
+def hvp(fun: Fun, primals: Sequence[PyTree], tangents: Sequence[PyTree]) -> PyTree:
     """Hessian-vector product: forward mode over the generated gradient of `fun` with
     respect to its first argument."""
     return jvp(_grad_of(fun, 0), primals, tangents)[1]
@@ -423,7 +428,8 @@ def _basis(like, k):
     return e
 
 
-def vmap(fun, in_axes=0, out_axes=0):
+def vmap(fun: Fun, in_axes: int | None | tuple[Any, ...] = 0,
+         out_axes: int | None | tuple[Any, ...] = 0) -> "VmapFunction":
     """fun mapped over a batch axis of its arguments, as one generated vectorized function.
 
     `in_axes`: an int (the batch axis of every argument; negative counts from the end),

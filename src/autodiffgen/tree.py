@@ -19,6 +19,8 @@ code reads them by it) is a dict key or a list index, a `Field` (the emitted cod
 import collections
 import dataclasses
 import weakref
+from collections.abc import Callable, Iterable
+from typing import Any
 
 _REGISTERED = {}  # type -> (flatten, unflatten), by register_pytree_node
 _KINDS = weakref.WeakKeyDictionary()  # type -> its _Kind, or None: decided once per type
@@ -118,7 +120,8 @@ def kind_of(kind):
     return found
 
 
-def register_pytree_node(nodetype, flatten, unflatten):
+def register_pytree_node(nodetype: type, flatten: Callable[[Any], tuple[Iterable[Any], Any]],
+                         unflatten: Callable[[Any, Iterable[Any]], Any]) -> None:
     """Make `nodetype` a container, as jax.tree_util.register_pytree_node:
     `flatten(x) -> (children, aux_data)` and `unflatten(aux_data, children) -> x`.
     aux_data must be hashable and compare by value: it is part of the cache key (a new
