@@ -15,6 +15,7 @@ import subprocess
 
 import numpy as np
 
+from ._typing import ArgNums, Fun, PyTree
 from .cli_examples import _SPEC_NAMES
 from .emit import Emitter, _where
 from .graph import Index, Node, Slot, is_guard
@@ -33,7 +34,8 @@ class GraphvizNotFoundError(RuntimeError):
     """Drawing asked for graphviz's `dot` program, which is not on PATH."""
 
 
-def graph_of(fun, *args, argnums=0, has_aux=False):
+def graph_of(fun: Fun, *args: PyTree, argnums: ArgNums = 0,
+             has_aux: bool = False) -> "GraphPicture":
     """The value-and-grad graph of `fun` at these example arguments, as the generated code
     computes it: `.text()`, `.dot()`, `.save(path)`; a Jupyter cell draws it (SVG, when
     graphviz is installed). A GradFunction brings its own argnums and has_aux."""
