@@ -25,6 +25,7 @@ if __name__ == "__main__":  # before NumPy (and its BLAS) is first imported
 
 import argparse
 import gc
+import itertools
 import math
 import statistics
 import time
@@ -46,7 +47,7 @@ def loss(params, x, y):
 
 def init(rng, sizes):
     params = {}
-    for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:]), start=1):
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes), start=1):
         params[f"W{i}"] = rng.normal(0.0, math.sqrt(2.0 / n_in), (n_in, n_out))
         params[f"b{i}"] = np.zeros(n_out)
     return params
