@@ -12,11 +12,17 @@ nodes of the one graph, so the passes see forward, backward and update together 
 gradient is read where the update needs it, and freed after its last use).
 
 In place, and how: the tracer never writes into a function's arguments (its writes are
-functional: README "Writes"), so the generated function returns the new arrays and the
-step writes them into your arrays with np.copyto, leaf by leaf. Your params and state are
-updated in place (other references to them see the new values); each call allocates the
-new values (one array per parameter and state leaf) and the gradients inside the
-generated function, freed at its end.
+functional: README "Writes"), so the traced step returns the new arrays. Its graph marks
+params and state as *donated* (Graph.donated, as JAX's donate_argnums): the memory plan
+(emit_memory.py) may then write an elementwise result into such an input's buffer once
+the input has had its last read (`m = np.multiply(hyper_beta1, state_m_W1,
+out=state_m_W1)`), as it does with the code's own temporaries. An output so computed IS
+your array; any other (a weight still read through a transposed view by the backward, a
+0-d step count) is a new array that the step copies into yours with np.copyto. So params
+and state are updated in place (other references see the new values), and must be
+writeable arrays of their own: the step refuses leaves that share memory with each other
+or with the batch, since the code writes into one before it has read the others. The
+gradients are temporaries of the generated function, freed at their last use.
 
 What the trace reads: params, state and the batch are inputs (arrays); the optimizer's
 float hyperparameters (`hyper`: lr, betas, ...) are inputs too, read from the optimizer
@@ -67,15 +73,12 @@ class TrainStep(_Transformed):
 
     def __call__(self, params, state, *batch):
         targets = leaves((params, state))
-        for leaf in targets:
-            if not isinstance(leaf, np.ndarray) or not leaf.flags.writeable:
-                raise ArgumentError(at(tracer.user_loc(), "compile_step updates params and "
-                                       "state in place: every leaf must be a writeable NumPy "
-                                       f"array, got {type(leaf).__name__}"))
+        _check_targets(targets, batch)
         value, new_params, new_state = super().__call__(
             *self._arguments(params, state, batch))
         for old, new in zip(targets, leaves((new_params, new_state))):
-            np.copyto(old, new)
+            if new is not old:  # else written in place by the generated code
+                np.copyto(old, new)
         return value
 
     def source(self, params, state, *batch):
@@ -120,10 +123,34 @@ class TrainStep(_Transformed):
             new_params, new_state = self.optimizer._update(boxed[0], grads, boxed[1],
                                                            boxed[2], args[3])
         loss_name = function_name(self.loss)
-        return backward.fused_graph(
+        graph = backward.fused_graph(
             f"{loss_name}_train_step", names, trace, (out, new_params, new_state),
             signature=signature_text(args, names), derivative_of=cotangent_of, fresh_from=1,
             doc=(f"{loss_name}(params, ...), its gradient with respect to params and "
                  f"{type(self.optimizer).__name__}'s update: (value, new params, new state), "
                  f"traced at ({signature_text(args, names)})."))
+        # the step overwrites params and state anyway: the code may write into them
+        graph.donated = frozenset(b.node for b in leaves(boxed[:2]) if type(b) is tracer.Box)
+        return graph
 
+
+def _check_targets(targets, batch):
+    """Every leaf of params and state a writeable array of its own (the generated code may
+    write into it before it has read every other input), no two sharing one buffer, and
+    none the buffer of a batch array. Compared by base array: one pass, no pair tests."""
+    bases = set()
+    for leaf in targets:
+        if not isinstance(leaf, np.ndarray) or not leaf.flags.writeable:
+            raise ArgumentError(at(tracer.user_loc(), "compile_step updates params and state "
+                                   "in place: every leaf must be a writeable NumPy array, got "
+                                   f"{type(leaf).__name__}"))
+        base = leaf if leaf.base is None else leaf.base
+        if id(base) in bases:
+            raise ArgumentError(at(tracer.user_loc(), "compile_step updates params and state "
+                                   "in place: two of their arrays share memory (views of one "
+                                   "array, or one array twice); give each its own copy"))
+        bases.add(id(base))
+    for leaf in leaves(batch):
+        if isinstance(leaf, np.ndarray) and id(leaf if leaf.base is None else leaf.base) in bases:
+            raise ArgumentError(at(tracer.user_loc(), "compile_step: a batch array shares "
+                                   "memory with params or state, which the step overwrites"))
