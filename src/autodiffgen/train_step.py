@@ -22,7 +22,9 @@ your array; any other (a weight still read through a transposed view by the back
 and state are updated in place (other references see the new values), and must be
 writeable arrays of their own: the step refuses leaves that share memory with each other
 or with the batch, since the code writes into one before it has read the others. The
-gradients are temporaries of the generated function, freed at their last use.
+gradients are temporaries of the generated function, freed at their last use. No
+guard can fail after such a write: the guards come first, or are read by the loss's
+forward, and every params and state leaf has its last read in the update, after them.
 
 What the trace reads: params, state and the batch are inputs (arrays); the optimizer's
 float hyperparameters (`hyper`: lr, betas, ...) are inputs too, read from the optimizer
@@ -42,7 +44,7 @@ from .api import GradFunction
 from .arguments import signature_text
 from .errors import ArgumentError, at, function_name
 from .transforms import _Transformed
-from .tree import leaves
+from .tree import leaves, map_tree
 
 
 class TrainStep(_Transformed):
@@ -82,7 +84,10 @@ class TrainStep(_Transformed):
         return value
 
     def source(self, params, state, *batch):
-        """The generated step a call with these arguments runs."""
+        """The generated step a call with these arguments runs. Run on copies: the cache
+        may run the code to find the variant whose guards the arguments pass, and the
+        code writes into params and state."""
+        params, state = map_tree((params, state), np.copy)
         return super().source(*self._arguments(params, state, batch))
 
     def example_source(self, params, *batch):

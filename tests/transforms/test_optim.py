@@ -215,3 +215,32 @@ def test_new_batch_size_traces_again_and_a_plain_float_parameter_is_refused():
 def test_nesterov_without_momentum_is_refused():
     with pytest.raises(ValueError, match="momentum"):
         optim.SGD(lr=0.1, nesterov=True)
+
+
+def test_generated_code_writes_the_update_into_the_state_and_bias_arrays():
+    step = optim.compile_step(loss, optim.Adam(lr=0.01))
+    params = make_params()
+    state = step.init(params)
+    source = step.source(params, state, *batch(0))
+    assert "out=state_m_W" in source and "out=state_v_W" in source
+    assert "out=params_b)" in source  # b is not read through a view: written in place
+    m_W, b = state["m"]["W"], params["b"]
+    expected_m = 0.1 * value_and_grad(loss)(params, *batch(0))[1]["W"]
+    step(params, state, *batch(0))
+    assert state["m"]["W"] is m_W and params["b"] is b
+    np.testing.assert_allclose(m_W, expected_m, rtol=1e-12)
+
+
+def test_arrays_that_share_memory_are_refused_and_left_alone():
+    step = optim.compile_step(loss, optim.SGD(lr=0.1, momentum=0.9))
+    params = make_params()
+    state = step.init(params)
+    before = params["W"].copy()
+    shared = dict(params, b=params["W"][0])  # a view of W: written through twice
+    with pytest.raises(ArgumentError, match="share memory"):
+        step(shared, step.init(shared), *batch(0))
+    x = params["W"].T  # (6, 5): a batch that is a view of a parameter
+    with pytest.raises(ArgumentError, match="batch array shares memory"):
+        step(params, state, x, np.arange(6) % 3)
+    np.testing.assert_array_equal(params["W"], before)
+    assert step.cache_info().misses == 0
