@@ -39,9 +39,11 @@ import inspect
 
 import numpy as np
 
-from . import backward, generalize_counts, naming, pipeline, tracer
+from . import backward, generalize_counts, naming, pipeline, retrace, tracer
 from .api import GradFunction
 from .arguments import signature_text
+from .cache.disk import store
+from .cache.disk.entry import OnDisk
 from .errors import ArgumentError, at, function_name
 from .transforms import _Transformed
 from .tree import leaves, map_tree
@@ -65,6 +67,13 @@ class TrainStep(_Transformed):
         super().__init__(train_step)
         self.example = example  # the loss's arguments, for `autodiffgen emit` (cli.py)
         self.example_fun = loss
+
+    def _view(self, max_entries, max_variants):
+        """The cache, never on disk: the update's code (the optimizer's) runs outside the
+        traced clone, so the disk key could not hold it (Adam and AdamW would share one)."""
+        view = super()._view(max_entries, max_variants)
+        view.store.disk = _NotOnDisk(view.store.disk.fun, ())
+        return view
 
     def init(self, params):
         """The optimizer's state for these parameters (optimizer.init)."""
@@ -159,3 +168,10 @@ def _check_targets(targets, batch):
         if isinstance(leaf, np.ndarray) and id(leaf if leaf.base is None else leaf.base) in bases:
             raise ArgumentError(at(tracer.user_loc(), "compile_step: a batch array shares "
                                    "memory with params or state, which the step overwrites"))
+
+
+class _NotOnDisk(OnDisk):
+    def key(self, signature_key, traced):
+        if store.enabled():
+            retrace.disk(function_name(self.fun), "not stored: a compiled training step is "
+                         "kept in memory only (the optimizer's code is not in the key)")

@@ -244,3 +244,25 @@ def test_arrays_that_share_memory_are_refused_and_left_alone():
         step(params, state, x, np.arange(6) % 3)
     np.testing.assert_array_equal(params["W"], before)
     assert step.cache_info().misses == 0
+
+
+def test_steps_are_never_stored_on_disk(tmp_path, monkeypatch):
+    """Adam and AdamW have the same arguments: a disk key without the optimizer's code
+    would hand one the other's step; a step is kept in memory only."""
+    from autodiffgen import diskcache
+    from autodiffgen.cache.disk import store
+
+    monkeypatch.setattr(store, "_explicit", False)
+    monkeypatch.setattr(store, "_path", None)
+    diskcache.enable(tmp_path / "cache")
+    try:
+        results = []
+        for cls in (optim.Adam, optim.AdamW):
+            params = make_params()
+            step = optim.compile_step(loss, cls(lr=0.1, weight_decay=0.5))
+            step(params, step.init(params), *batch(0))
+            results.append(params["W"])
+        assert not np.allclose(results[0], results[1])
+        assert not list((tmp_path / "cache").glob("*.adg"))
+    finally:
+        diskcache.disable()
