@@ -104,9 +104,14 @@ def run_emit(options, argv):
     overrides = parse_overrides(options.arg, functions)
     calls = [(label, gf, example_args(label, gf, overrides)) for label, gf in functions]
     if options.output is None:
-        sources = [_traced(_call_text(gf, args), gf.source, *args) for _, gf, args in calls]
+        sources = [_traced(_call_text(gf, args), getattr(gf, "example_source", gf.source), *args)
+                   for _, gf, args in calls]  # example_source: a compiled step's (train_step.py)
         sys.stdout.write("\n\n".join(sources))
         return 0
+    for label, gf, _ in calls:
+        if hasattr(gf, "example_source"):
+            raise UsageError(f"{_label(label, gf)} is a compiled training step: -o writes "
+                             "gradient functions only; select others with --function")
     source, names = _traced(options.model, emit_functions, [c[1:] for c in calls])
     _write(options.output, _header(argv, calls) + source)
     print(f"autodiffgen: wrote {options.output} ({', '.join(names)})", file=sys.stderr)
@@ -252,7 +257,8 @@ def _declared(label, gf):
 
 def _parameters(gf):
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return [p for p in inspect.signature(gf.fun).parameters.values() if p.kind in kinds]
+    fun = getattr(gf, "example_fun", gf.fun)  # a compiled step takes its loss's examples
+    return [p for p in inspect.signature(fun).parameters.values() if p.kind in kinds]
 
 
 # ---- tracing and writing ----------------------------------------------------------------

@@ -660,9 +660,10 @@ class Emitter:
         return lines
 
     def last_uses(self):
-        """statement index -> nodes whose last use it is (outputs and inputs excluded)."""
-        keep = set(self.graph.inputs) | {n for n in leaves(self.graph.outputs) if type(n) is Node}
-        keep |= set(self.inline_at)
+        """statement index -> nodes whose last use it is (outputs and inputs excluded, but
+        for donated inputs)."""
+        keep = set(self.graph.inputs) - self.graph.donated
+        keep |= {n for n in leaves(self.graph.outputs) if type(n) is Node} | set(self.inline_at)
         last, nodes = {}, self.graph.nodes
         for i, node in enumerate(nodes):
             at = i

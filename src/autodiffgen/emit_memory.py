@@ -4,8 +4,9 @@
 elementwise ufunc whose operand dies at that very statement can write its result into
 the operand's buffer (`np.multiply(a, b, out=a)`), which saves an allocation and keeps
 the peak lower on large arrays. Within one user statement, such a chain is one buffer under
-one name (`h = x @ W`, `h += b`, `np.tanh(h, out=h)`): see `one_name`. Only buffers the graph owns qualify: never an input, a
-saved value, an output, a constant, or an array that some view still looks into.
+one name (`h = x @ W`, `h += b`, `np.tanh(h, out=h)`): see `one_name`. Only buffers the graph owns qualify: never an input (but a donated one: a compiled
+training step's params and state), a saved value, an output, a constant, or an array that
+some view still looks into.
 """
 
 import numpy as np
@@ -35,14 +36,16 @@ def reuse_plan(graph, last_use):
               and type(n.args[0]) is Node}
     viewed |= {a for n in graph.nodes if op(n) is None for a in n.args  # a user's
                if type(a) is Node}                                          # primitive
-    kept = set(graph.inputs) | {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
+    kept = (set(graph.inputs) - graph.donated) | \
+        {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
     plan = {}
     for i, node in enumerate(graph.nodes):
         if not _elementwise(node.prim) or node.shape == ():
             continue
         dying = set(last_use.get(i, ()))
         for arg in node.args:
-            if type(arg) is Node and arg in dying and arg not in kept and arg not in viewed and owns(arg) \
+            if type(arg) is Node and arg in dying and arg not in kept and arg not in viewed \
+                    and (owns(arg) or arg in graph.donated) \
                     and arg.shape == node.shape and arg.dtype == node.dtype:
                 plan[i] = arg
                 break

@@ -192,6 +192,9 @@ class Graph:
     # user stack -> raising.Mark: statements run in `try:` or under an np.errstate
     marks: dict = field(default_factory=dict)
     tried: frozenset = frozenset()  # nodes so marked, kept although nothing reads them
+    # inputs whose buffers the code may write into after their last read (a compiled training
+    # step's params and state, train_step.py; as JAX's donated arguments)
+    donated: frozenset = frozenset()
 
 
 class Slot:

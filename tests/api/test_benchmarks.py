@@ -58,3 +58,15 @@ def test_markdown_report(tmp_path):
     text = path.read_text()
     assert "| scalar | 1.00x |" in text and "## First call" in text
     assert "# old results" not in text and text.endswith("## Notes\n\nkept by hand\n")
+
+
+def test_train_step_benchmark_runs_and_agrees():
+    """benchmarks/train_step.py at tiny sizes: the compiled step and grad + update give the
+    same parameters (it asserts so) and it prints both ratios."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(BENCH / "train_step.py"), "--hidden", "8",
+                          "--batch", "4", "--steps", "2", "--rounds", "1"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "compiled / (grad + update): time" in out.stdout and "peak memory" in out.stdout

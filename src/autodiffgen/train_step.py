@@ -1,0 +1,177 @@
+"""compile_step(loss, optimizer): one generated function for a whole training step.
+
+    step = compile_step(loss, Adam(lr=1e-3))
+    state = step.init(params)
+    value = step(params, state, x, y)     # params and state hold the new values
+
+The generated `loss_train_step(params, state, hyper, flags, x, y)` computes the loss, its
+gradient with respect to `params` and the optimizer's update in one function, returning
+(value, new_params, new_state). The trace is grad's (the loss, then the backward its rules
+record) followed by `optimizer._update` run on the same trace's Boxes: the update is more
+nodes of the one graph, so the passes see forward, backward and update together (a
+gradient is read where the update needs it, and freed after its last use).
+
+In place, and how: the tracer never writes into a function's arguments (its writes are
+functional: README "Writes"), so the traced step returns the new arrays. Its graph marks
+params and state as *donated* (Graph.donated, as JAX's donate_argnums): the memory plan
+(emit_memory.py) may then write an elementwise result into such an input's buffer once
+the input has had its last read (`m = np.multiply(hyper_beta1, state_m_W1,
+out=state_m_W1)`), as it does with the code's own temporaries. An output so computed IS
+your array; any other (a weight still read through a transposed view by the backward, a
+0-d step count) is a new array that the step copies into yours with np.copyto. So params
+and state are updated in place (other references see the new values), and must be
+writeable arrays of their own: the step refuses leaves that share memory with each other
+or with the batch, since the code writes into one before it has read the others. The
+gradients are temporaries of the generated function, freed at their last use. No
+guard can fail after such a write: the guards come first, or are read by the loss's
+forward, and every params and state leaf has its last read in the update, after them.
+
+What the trace reads: params, state and the batch are inputs (arrays); the optimizer's
+float hyperparameters (`hyper`: lr, betas, ...) are inputs too, read from the optimizer
+at each call, so a learning-rate schedule needs no new trace; its structural settings
+(`flags`: momentum on or off, nesterov, centered, weight decay on or off) are bools, so
+the cache key holds them and a change traces again. As for `value_and_grad`, a new shape
+or dtype (a last, shorter batch) traces again; the code does not serve other batch sizes.
+"""
+
+import functools
+import inspect
+
+import numpy as np
+
+from . import backward, generalize_counts, naming, pipeline, retrace, tracer
+from .api import GradFunction
+from .arguments import signature_text
+from .cache.disk import store
+from .cache.disk.entry import OnDisk
+from .errors import ArgumentError, at, function_name
+from .transforms import _Transformed
+from .tree import leaves, map_tree
+
+
+class TrainStep(_Transformed):
+    """A compiled training step of `loss(params, *batch)` with `optimizer`: call it as
+    step(params, state, *batch); it returns the loss before the update."""
+
+    def __init__(self, loss, optimizer, example=None):
+        if isinstance(loss, GradFunction):  # a decorated loss: its function and examples
+            example = loss.example if example is None else example
+            loss = loss.fun
+        self.loss, self.optimizer = loss, optimizer
+
+        def train_step(params, state, hyper, flags, *batch):  # the name the trace shows
+            return loss(params, *batch)
+        functools.update_wrapper(train_step, loss, assigned=("__module__", "__qualname__",
+                                                              "__doc__"), updated=())
+        train_step.__name__ = f"{function_name(loss)}_train"
+        super().__init__(train_step)
+        self.example = example  # the loss's arguments, for `autodiffgen emit` (cli.py)
+        self.example_fun = loss
+
+    def _view(self, max_entries, max_variants):
+        """The cache, never on disk: the update's code (the optimizer's) runs outside the
+        traced clone, so the disk key could not hold it (Adam and AdamW would share one)."""
+        view = super()._view(max_entries, max_variants)
+        view.store.disk = _NotOnDisk(view.store.disk.fun, ())
+        return view
+
+    def init(self, params):
+        """The optimizer's state for these parameters (optimizer.init)."""
+        return self.optimizer.init(params)
+
+    def _arguments(self, params, state, batch):
+        return (params, state, self.optimizer.hyper(), self.optimizer.flags(), *batch)
+
+    def __call__(self, params, state, *batch):
+        targets = leaves((params, state))
+        _check_targets(targets, batch)
+        value, new_params, new_state = super().__call__(
+            *self._arguments(params, state, batch))
+        for old, new in zip(targets, leaves((new_params, new_state))):
+            if new is not old:  # else written in place by the generated code
+                np.copyto(old, new)
+        return value
+
+    def source(self, params, state, *batch):
+        """The generated step a call with these arguments runs. Run on copies: the cache
+        may run the code to find the variant whose guards the arguments pass, and the
+        code writes into params and state."""
+        params, state = map_tree((params, state), np.copy)
+        return super().source(*self._arguments(params, state, batch))
+
+    def example_source(self, params, *batch):
+        """The generated step at the loss's example arguments (`autodiffgen emit`), with
+        the optimizer's initial state."""
+        return self.source(params, self.init(params), *batch)
+
+    def _n_primals(self, n):
+        return n
+
+    def _arg_names(self, n):
+        """params, state, hyper, flags, then the loss's own names for the batch."""
+        try:
+            own = [p.name for p in inspect.signature(self.loss).parameters.values()
+                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][1:]
+        except (TypeError, ValueError):
+            own = []
+        names = ["params", "state", "hyper", "flags"]
+        names += [name if name not in names else f"{name}_" for name in own]
+        return (names + [f"batch_{i}" for i in range(len(names) - 4, n - 4)])[:n]
+
+    def _build(self, args, names, pure=False):
+        """Trace, backward, update; optimize; a mask's count read at run time; emit."""
+        def trace(a):
+            return self._graph(a, names)
+        optimize = functools.partial(pipeline.optimize, numexpr=not pure)
+        graph = pipeline.drive(generalize_counts.general(args, optimize, trace(args)), trace)
+        return self._emit(graph, pure)
+
+    def _graph(self, args, names):
+        trace, boxed, out = tracer.trace(self.fun, args, (0,), names)
+        backward.check_output(out, self.loss, scalar=True)
+        naming.name_forward(list(trace.boxes))
+        if type(out) is tracer.Box and out.node.name is None:
+            out.node.name = "loss"
+        grads, cotangent_of = backward.traced_gradients(trace, out, boxed[0])
+        with trace:
+            new_params, new_state = self.optimizer._update(boxed[0], grads, boxed[1],
+                                                           boxed[2], args[3])
+        loss_name = function_name(self.loss)
+        graph = backward.fused_graph(
+            f"{loss_name}_train_step", names, trace, (out, new_params, new_state),
+            signature=signature_text(args, names), derivative_of=cotangent_of, fresh_from=1,
+            doc=(f"{loss_name}(params, ...), its gradient with respect to params and "
+                 f"{type(self.optimizer).__name__}'s update: (value, new params, new state), "
+                 f"traced at ({signature_text(args, names)})."))
+        # the step overwrites params and state anyway: the code may write into them
+        graph.donated = frozenset(b.node for b in leaves(boxed[:2]) if type(b) is tracer.Box)
+        return graph
+
+
+def _check_targets(targets, batch):
+    """Every leaf of params and state a writeable array of its own (the generated code may
+    write into it before it has read every other input), no two sharing one buffer, and
+    none the buffer of a batch array. Compared by base array: one pass, no pair tests."""
+    bases = set()
+    for leaf in targets:
+        if not isinstance(leaf, np.ndarray) or not leaf.flags.writeable:
+            raise ArgumentError(at(tracer.user_loc(), "compile_step updates params and state "
+                                   "in place: every leaf must be a writeable NumPy array, got "
+                                   f"{type(leaf).__name__}"))
+        base = leaf if leaf.base is None else leaf.base
+        if id(base) in bases:
+            raise ArgumentError(at(tracer.user_loc(), "compile_step updates params and state "
+                                   "in place: two of their arrays share memory (views of one "
+                                   "array, or one array twice); give each its own copy"))
+        bases.add(id(base))
+    for leaf in leaves(batch):
+        if isinstance(leaf, np.ndarray) and id(leaf if leaf.base is None else leaf.base) in bases:
+            raise ArgumentError(at(tracer.user_loc(), "compile_step: a batch array shares "
+                                   "memory with params or state, which the step overwrites"))
+
+
+class _NotOnDisk(OnDisk):
+    def key(self, signature_key, traced):
+        if store.enabled():
+            retrace.disk(function_name(self.fun), "not stored: a compiled training step is "
+                         "kept in memory only (the optimizer's code is not in the key)")
