@@ -38,10 +38,18 @@ def graph_of(fun: Fun, *args: PyTree, argnums: ArgNums = 0,
              has_aux: bool = False) -> "GraphPicture":
     """The value-and-grad graph of `fun` at these example arguments, as the generated code
     computes it: `.text()`, `.dot()`, `.save(path)`; a Jupyter cell draws it (SVG, when
-    graphviz is installed). A GradFunction brings its own argnums and has_aux."""
+    graphviz is installed). A GradFunction brings its own argnums and has_aux; a compiled
+    training step (optim.compile_step) is drawn whole (forward, backward, update) at its
+    loss's arguments, `params, *batch`, with the optimizer's initial state."""
     from . import pipeline
     from .api import GradFunction
+    from .train_step import TrainStep
 
+    if isinstance(fun, TrainStep):
+        params, *batch = args
+        step_args = fun._arguments(params, fun.init(params), batch)
+        graph = fun._graph(step_args, fun._arg_names(len(step_args)))
+        return GraphPicture(pipeline.finish(pipeline.optimize(graph, numexpr=False)))
     gf = fun if isinstance(fun, GradFunction) else GradFunction(fun, argnums, has_aux=has_aux)
     gf._check_argnums(len(args))
     names = gf._arg_names(len(args))

@@ -231,3 +231,21 @@ def test_readme_listing_is_what_the_snippet_prints(tmp_path):
     assert done.stdout == listing + "\n"
     nodes, _, _ = parse_dot((tmp_path / "loss.dot").read_text())
     assert "saved for backward" in nodes["z"]
+
+
+def test_a_compiled_training_step_is_drawn_whole():
+    """graph_of(compile_step(loss, opt), params, *batch): forward, backward and the update
+    that writes the new parameters, at the optimizer's initial state."""
+    from autodiffgen.optim import Adam, compile_step
+
+    def loss(params, x, y):
+        return np.mean((np.tanh(x @ params["W"]) - y) ** 2)
+
+    rng = np.random.default_rng(7)
+    params = {"W": rng.standard_normal((3, 2))}
+    x, y = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
+    text = graph_of(compile_step(loss, Adam(lr=1e-2)), params, x, y).text()
+    assert text.startswith("loss_train_step(params_W:f64[3,2], state_step:f64[]")
+    assert "# forward" in text and "# backward" in text
+    assert "= subtract params_W " in text  # the update of the parameters
+    assert params["W"].shape == (3, 2) and "state_m_W" in text
