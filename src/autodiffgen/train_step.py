@@ -39,7 +39,7 @@ import inspect
 
 import numpy as np
 
-from . import backward, generalize_counts, naming, pipeline, retrace, tracer
+from . import backward, naming, retrace, tracer
 from .api import GradFunction
 from .arguments import signature_text
 from .cache.disk import store
@@ -117,14 +117,6 @@ class TrainStep(_Transformed):
         names = ["params", "state", "hyper", "flags"]
         names += [name if name not in names else f"{name}_" for name in own]
         return (names + [f"batch_{i}" for i in range(len(names) - 4, n - 4)])[:n]
-
-    def _build(self, args, names, pure=False):
-        """Trace, backward, update; optimize; a mask's count read at run time; emit."""
-        def trace(a):
-            return self._graph(a, names)
-        optimize = functools.partial(pipeline.optimize, numexpr=not pure)
-        graph = pipeline.drive(generalize_counts.general(args, optimize, trace(args)), trace)
-        return self._emit(graph, pure)
 
     def _graph(self, args, names):
         trace, boxed, out = tracer.trace(self.fun, args, (0,), names)

@@ -64,6 +64,16 @@ class _Transformed(GradFunction):
         primals = super()._arg_names(self._n_primals(n))
         return primals + [self.extra_prefix + name for name in primals][:n - len(primals)]
 
+    def _build(self, args, names, pure=False):
+        """Trace (self._graph: forward mode, a training step...), optimize, generalize over
+        masks' counts (read at run time where they can be: generalize_counts.py), emit: the
+        stages of pipeline.py."""
+        def trace(a):
+            return self._graph(a, names)
+        optimize = functools.partial(pipeline.optimize, numexpr=not pure)
+        graph = pipeline.drive(generalize_counts.general(args, optimize, trace(args)), trace)
+        return self._emit(graph, pure)
+
     def _emit(self, graph, pure):
         source, injected, locs = emit_module([pipeline.finish(graph)], pure=pure)
         return source, injected, graph, locs
@@ -75,15 +85,6 @@ class JVPFunction(_Transformed):
 
     def _n_primals(self, n):
         return n // 2
-
-    def _build(self, args, names, pure=False):
-        """Trace, forward mode, optimize, generalize over masks' counts (read at run time
-        where they can be: generalize_counts.py), emit: the stages of pipeline.py."""
-        def trace(a):
-            return self._graph(a, names)
-        optimize = functools.partial(pipeline.optimize, numexpr=not pure)
-        graph = pipeline.drive(generalize_counts.general(args, optimize, trace(args)), trace)
-        return self._emit(graph, pure)
 
     def _graph(self, args, names):
         n = len(args) // 2
