@@ -1,12 +1,17 @@
 """Per-call time of a cached generated gradient vs hand-written NumPy, same run.
 
-    python benchmarks/call_overhead.py
+    python benchmarks/call_overhead.py [--rounds N]
 
-Interleaved rounds, medians; prints ratios to the hand-written baseline. The "dispatch"
-row is the cached call minus a direct call of the generated function itself: the cost of
-computing the signature key and looking it up.
+Interleaved rounds, medians per call. For each kind of argument of the seed function
+f(x1, x2) = log x1 + x1*x2 - sin x2 (Python floats, NumPy float64 scalars, 0-d arrays,
+small arrays, and calls alternating between two kinds), it prints the hand-written NumPy
+gradient, the cached call, and the generated function called directly; "dispatch" is
+the cached call minus the direct call: what the cached call spends deciding which code
+to run (cache/dispatch.py). Run it with one thread (OMP_NUM_THREADS=1) and say the load
+average next to its numbers.
 """
 
+import argparse
 import statistics
 import timeit
 
@@ -24,6 +29,15 @@ def seed_by_hand(x1, x2):
     return value, (1.0 / x1 + x2, x1 - np.cos(x2))
 
 
+def seed_sum(x1, x2):
+    return np.sum(np.log(x1) + x1 * x2 - np.sin(x2))
+
+
+def seed_sum_by_hand(x1, x2):
+    value = np.sum(np.log(x1) + x1 * x2 - np.sin(x2))
+    return value, (1.0 / x1 + x2, x1 - np.cos(x2))
+
+
 def mlp(W1, W2, x):
     return np.tanh(np.tanh(x @ W1) @ W2).sum()
 
@@ -37,37 +51,54 @@ def mlp_by_hand(W1, W2, x):
     return o.sum(), (x.T @ g_h, g_W2)
 
 
-def measure(cases, rounds=15, number=2000):
+def measure(cases, rounds, number):
+    """Median seconds per call of each case, in interleaved rounds; a case is a list of
+    (function, argument tuple) called in turn."""
     times = {name: [] for name in cases}
     for _ in range(rounds):  # interleaved, so drift hits every case alike
-        for name, (fn, args) in cases.items():
-            timer = timeit.Timer("fn(*args)", globals={"fn": fn, "args": args})
-            times[name].append(timer.timeit(number=number) / number)
+        for name, calls in cases.items():
+            timer = timeit.Timer("for fn, a in calls: fn(*a)", globals={"calls": calls})
+            times[name].append(timer.timeit(number=number) / (number * len(calls)))
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def report(title, cases, baseline, number):
-    medians = measure(cases, number=number)
-    print(f"\n{title}")
-    for name, t in medians.items():
-        print(f"  {name:<34} {t * 1e6:9.2f} us   {t / medians[baseline]:6.2f}x hand-written")
-    return medians
+def kinds():
+    """(label, function, hand-written gradient, argument tuples called in turn)."""
+    two = (2.0, 5.0)
+    return [
+        ("Python floats", seed, seed_by_hand, [two]),
+        ("np.float64 scalars", seed, seed_by_hand, [tuple(map(np.float64, two))]),
+        ("0-d float64 arrays", seed, seed_by_hand, [tuple(map(np.array, two))]),
+        ("float64 arrays of 4", seed_sum, seed_sum_by_hand,
+         [(np.full(4, 2.0), np.full(4, 5.0))]),
+        ("alternating Python floats / np.float64", seed, seed_by_hand,
+         [two, tuple(map(np.float64, two))]),
+    ]
 
 
-def main():
-    cached = value_and_grad(seed, argnums=(0, 1))
-    for args, label in [((2.0, 5.0), "Python floats"),
-                        ((np.float64(2.0), np.float64(5.0)), "0-d float64 scalars")]:
-        cached(*args)
-        generated = next(iter(cached._cache.entries.values())) if len(cached._cache.entries) == 1 else \
-            list(cached._cache.entries.values())[-1]
-        m = report(f"seed function f(x1, x2) = log x1 + x1*x2 - sin x2, {label}", {
-            "hand-written NumPy gradient": (seed_by_hand, args),
-            "autodiffgen cached call": (cached, args),
-            "generated function called directly": (generated, args),
-        }, "hand-written NumPy gradient", number=5000)
-        dispatch = m["autodiffgen cached call"] - m["generated function called directly"]
-        print(f"  {'dispatch overhead':<34} {dispatch * 1e6:9.2f} us")
+def dispatch_table(rounds):
+    """One row per kind of argument: times, dispatch cost, ratio to hand-written."""
+    print("\nseed function f(x1, x2) = log x1 + x1*x2 - sin x2 (sum over arrays), "
+          "microseconds per call")
+    print(f"  {'arguments':<40} {'hand':>7} {'cached':>7} {'direct':>7} {'dispatch':>9} "
+          f"{'cached/hand':>12}")
+    for label, fun, by_hand, calls in kinds():
+        cached = value_and_grad(fun, argnums=(0, 1))
+        direct = []
+        for args in calls:
+            value, grads = cached(*args)
+            want, want_grads = by_hand(*args)
+            assert np.allclose(value, want) and np.allclose(grads, want_grads), label
+            direct.append((cached._cache.last[1], args))  # the generated function it ran
+        cases = {"hand": [(by_hand, a) for a in calls], "cached": [(cached, a) for a in calls],
+                 "direct": direct}
+        m = measure(cases, rounds, number=max(1, 2000 // len(calls)))
+        print(f"  {label:<40} {m['hand'] * 1e6:7.3f} {m['cached'] * 1e6:7.3f} "
+              f"{m['direct'] * 1e6:7.3f} {(m['cached'] - m['direct']) * 1e6:9.3f} "
+              f"{m['cached'] / m['hand']:11.2f}x")
+
+
+def mlp_table(rounds):
     rng = np.random.default_rng(0)
     W1, W2 = rng.normal(size=(64, 64)) / 8, rng.normal(size=(64, 8)) / 8
     x = rng.normal(size=(32, 64))
@@ -75,10 +106,20 @@ def main():
     v, (g1, g2) = fn(W1, W2, x)
     hv, (h1, h2) = mlp_by_hand(W1, W2, x)
     assert np.allclose(v, hv) and np.allclose(g1, h1) and np.allclose(g2, h2)
-    report("two-layer tanh net 32x64 -> 64 -> 8, float64", {
-        "hand-written NumPy gradient": (mlp_by_hand, (W1, W2, x)),
-        "autodiffgen cached call": (fn, (W1, W2, x)),
-    }, "hand-written NumPy gradient", number=500)
+    m = measure({"hand": [(mlp_by_hand, (W1, W2, x))], "cached": [(fn, (W1, W2, x))]},
+                rounds, number=200)
+    print("\ntwo-layer tanh net 32x64 -> 64 -> 8, float64")
+    print(f"  hand-written NumPy gradient {m['hand'] * 1e6:9.2f} us")
+    print(f"  autodiffgen cached call     {m['cached'] * 1e6:9.2f} us   "
+          f"{m['cached'] / m['hand']:.2f}x hand-written")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=21, help="interleaved rounds")
+    rounds = parser.parse_args().rounds
+    dispatch_table(rounds)
+    mlp_table(rounds)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from . import pipeline
 from ._typing import ArgNums, Fun
 from .arguments import MAX_ARGS, Differentiated, caller, decorator, single
 from .cache.entries import FunctionCache
-from .cache.keys import leaf_key, signature_key
+from .cache.keys import signature_key
 from .cache.loader import load
 from .cache.view import View, shared_store
 from .emit import emit_module
@@ -107,21 +107,27 @@ class GradFunction(Differentiated):
         return ()
 
     def __call__(self, *args, **kwargs):
-        """Key, look up, call: the hot path. A run of calls with one signature costs the
-        key and a tuple comparison with the last call's."""
-        if kwargs or not self._needed <= len(args) <= MAX_ARGS:
-            args = self._positional(args, kwargs)
-        key = tuple(map(leaf_key, args, self._diff))  # keys.signature_key, inlined
+        """The hot path: a call with the last call's signature runs its entry after one
+        generated test of the arguments' types, shapes and dtypes (cache/dispatch.py);
+        another call binds keywords and defaults, keys its arguments and looks them up."""
         cache = self._cache
-        last_key, entry = cache.last
-        if key == last_key:
-            cache.hits += 1
+        same, entry = cache.last
+        if kwargs or not same(*args):
+            args, entry = self._look_up(args, kwargs)
         else:
-            entry = cache.look_up(args, key)
+            cache.hits += 1
         out = entry(*args)  # (value, grads), or ((value, aux), grads) with has_aux
         if self.with_value:
             return out
         return (out[1], out[0][1]) if self.has_aux else out[1]
+
+    def _look_up(self, args, kwargs):
+        """(the arguments bound to positions, the entry for their signature): a call that
+        is not the last one's signature, or has keywords."""
+        if kwargs or not self._needed <= len(args) <= MAX_ARGS:
+            args = self._positional(args, kwargs)
+        cache = self._cache
+        return args, cache.look_up(args, cache.key(args))
 
     def _entry(self, args):
         """The compiled function for these arguments' signature (compiled on a miss)."""

@@ -15,11 +15,15 @@ compile path the decorator passes in, whose source `load` turns into a function.
   take, at most `max_variants`; when no variant's guards hold, `grow` traces the path
   these arguments take. Python numbers that a guard keeps failing on become static (keyed
   by value, the `diff` flag None: the decorator's key sees the same list).
+- Two functions generated per signature decide a call without its key (dispatch.py):
+  `same(args, key)` for a view's last call, `key(args)` for the others. They follow the
+  `diff` flags, so a change of flags drops them all and every view's `last`.
 - One lock serializes misses (a miss may trace code that misses again: reentrant); hits
   take no lock.
 """
 
 import threading
+import weakref
 from collections import OrderedDict
 
 from .. import retrace, tracer
@@ -28,6 +32,7 @@ from ..generated_helpers import GuardFailure
 from ..graph import Node, is_guard
 from ..rules.random import states_kept
 from ..tree import leaves
+from . import dispatch
 from .disk.entry import OnDisk
 from .keys import CacheInfo, signature_key
 from .shared import Shared
@@ -72,6 +77,9 @@ class FunctionCache:
         self.lock = threading.RLock()  # a miss may trace code that misses again
         self.hits = self.misses = 0
         self.traced = set()  # keys whose code was traced here, not loaded nor shared (view.py)
+        self.keyers = {}  # exact types of the arguments -> their `key` (dispatch.py)
+        self.checks = {}  # signature key -> its `same` (dispatch.py)
+        self.views = weakref.WeakSet()  # the views whose `last` holds one of those
 
     def look_up(self, args, key):
         """The entry for `key` (made on a miss), now the most recently used."""
@@ -89,10 +97,37 @@ class FunctionCache:
     def info(self):
         return CacheInfo(self.hits, self.misses, len(self.entries))
 
+    # ---- dispatch: the functions that decide a call without its key -----------------------
+    def key(self, args):
+        """signature_key(args, self.diff), by the generated function of their types."""
+        keyers, types = self.keyers, tuple(map(type, args))  # one table: flags_changed
+        keyer = keyers.get(types)  # replaces it, and a keyer made meanwhile goes with it
+        if keyer is None:
+            keyer = keyers[types] = dispatch.keyer(args, self.diff)
+            _bound(keyers, self.max_entries)
+        return keyer(*args)
+
+    def same(self, args, key):
+        """The generated test that arguments have the signature `key` (of `args`)."""
+        checks = self.checks
+        same = checks.get(key)
+        if same is None:
+            same = checks[key] = dispatch.checker(args, self.diff, key)
+            _bound(checks, self.max_entries)
+        return same
+
+    def flags_changed(self):
+        """The `diff` flags changed, and with them the keys of some arguments: drop the
+        functions made for the old flags and every view's last call (it may hold one)."""
+        self.keyers, self.checks = {}, {}
+        for view in list(self.views):
+            view.last = (dispatch.never, None)
+
     def clear(self):
         with self.lock:
             self.entries.clear()
             self.last = (None, None)
+            self.keyers, self.checks = {}, {}
             self.sources.clear()
             self.shared.clear()
             self.traced.clear()
@@ -130,6 +165,7 @@ class FunctionCache:
                 dropped = self.entries.popitem(last=False)[0]
                 self.sources.pop(dropped, None)
                 self.traced.discard(dropped)
+                self.checks.pop(dropped, None)
         return entry
 
     def _make(self, args, key):
@@ -233,6 +269,8 @@ class FunctionCache:
         newly = [i for i in self.guarded_numbers if self.diff[i] is not None]
         for i in newly:
             self.diff[i] = None
+        if newly:
+            self.flags_changed()
         return bool(newly)
 
     def _numbers_static(self, args, view=None):
@@ -242,6 +280,13 @@ class FunctionCache:
         entry = view.look_up(args, key) if view is not None else \
             self.entries.get(key) or self.miss(args, key)
         return entry(*args)
+
+
+def _bound(table, max_entries):
+    """Keep a dispatch table within a few times the entries' bound: it holds the types of
+    the arguments (a class made at each call must not live on here)."""
+    if len(table) > 4 * max(max_entries, 16):
+        table.clear()
 
 
 def _too_many(failure, name, traced):

@@ -17,8 +17,8 @@ reads the same whether or not another grad(f) ran before:
 
 cache_clear() empties the shared cache (every grad of f traces again) and this object's
 counts. Functions without a `__dict__` of their own, bound methods and subclasses of
-GradFunction (jvp, vjp, ...) keep a cache per object. The hot path is unchanged: a call
-compares its key with `last`, this view's last (key, entry).
+GradFunction (jvp, vjp, ...) keep a cache per object. The hot path: a call runs `last`,
+this view's last (same, entry), when `same` (dispatch.py) holds for its arguments.
 """
 
 import threading
@@ -26,6 +26,7 @@ import types
 from collections import OrderedDict
 
 from ..generated_helpers import GuardFailure
+from .dispatch import never
 from .entries import Variants
 
 _LOCK = threading.RLock()  # threads making grad(f) at once share one cache (reentrant:
@@ -35,13 +36,18 @@ _LOCK = threading.RLock()  # threads making grad(f) at once share one cache (ree
 class View:
     """A GradFunction's counts and entries over a shared FunctionCache `store`."""
 
-    __slots__ = ("entries", "hits", "last", "misses", "shared", "store")
+    __slots__ = ("__weakref__", "entries", "hits", "last", "misses", "shared", "store")
 
     def __init__(self, store, shared):
         self.store, self.shared = store, shared  # shared: kept in the function's __dict__
         self.entries = OrderedDict()  # key -> entry, least recently used first
-        self.last = (None, None)
+        self.last = (never, None)  # (same, entry): `same` holds for the last call's signature
         self.hits = self.misses = 0
+        store.views.add(self)  # forgets `last` when the keys change (flags_changed)
+
+    def key(self, args):
+        """signature_key(args, the store's flags), by the function of their types."""
+        return self.store.key(args)
 
     def look_up(self, args, key):
         """The entry for `key`, made on a miss (or taken from the shared store)."""
@@ -53,7 +59,7 @@ class View:
                 self.store.entries.move_to_end(key)
             except KeyError:  # dropped meanwhile by another thread's miss: it runs anyway
                 return entry
-            self.last = (key, entry)
+            self.last = (self.store.same(args, key), entry)
             return entry
         return self._miss(args, key)
 
@@ -75,7 +81,7 @@ class View:
             self.misses += store.misses - traces
             self.entries[key] = entry
             self.entries.move_to_end(key)
-            self.last = (key, entry)
+            self.last = (store.same(args, key), entry)
             while len(self.entries) > max(store.max_entries, 1):
                 self.entries.popitem(last=False)
         return entry
@@ -102,7 +108,7 @@ class View:
         with self.store.lock:
             self.store.clear()
             self.entries.clear()
-            self.last = (None, None)
+            self.last = (never, None)
             self.hits = self.misses = 0
 
 
