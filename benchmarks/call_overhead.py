@@ -2,7 +2,8 @@
 
     python benchmarks/call_overhead.py [--rounds N]
 
-Interleaved rounds, medians per call. For each kind of argument of the seed function
+Interleaved rounds; each case's fastest round (on a shared machine, the least disturbed:
+the medians of sub-microsecond calls swing by more than the dispatch costs). For each kind of argument of the seed function
 f(x1, x2) = log x1 + x1*x2 - sin x2 (Python floats, NumPy float64 scalars, 0-d arrays,
 small arrays, and calls alternating between two kinds), it prints the hand-written NumPy
 gradient, the cached call, and the generated function called directly; "dispatch" is
@@ -12,7 +13,6 @@ average next to its numbers.
 """
 
 import argparse
-import statistics
 import timeit
 
 import numpy as np
@@ -52,14 +52,14 @@ def mlp_by_hand(W1, W2, x):
 
 
 def measure(cases, rounds, number):
-    """Median seconds per call of each case, in interleaved rounds; a case is a list of
+    """Seconds per call of each case in its fastest of interleaved rounds; a case is a list of
     (function, argument tuple) called in turn."""
     times = {name: [] for name in cases}
     for _ in range(rounds):  # interleaved, so drift hits every case alike
         for name, calls in cases.items():
             timer = timeit.Timer("for fn, a in calls: fn(*a)", globals={"calls": calls})
             times[name].append(timer.timeit(number=number) / (number * len(calls)))
-    return {name: statistics.median(t) for name, t in times.items()}
+    return {name: min(t) for name, t in times.items()}
 
 
 def kinds():

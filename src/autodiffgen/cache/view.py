@@ -36,7 +36,7 @@ _LOCK = threading.RLock()  # threads making grad(f) at once share one cache (ree
 class View:
     """A GradFunction's counts and entries over a shared FunctionCache `store`."""
 
-    __slots__ = ("__weakref__", "entries", "hits", "last", "misses", "shared", "store")
+    __slots__ = ("__weakref__", "entries", "hits", "key", "last", "misses", "shared", "store")
 
     def __init__(self, store, shared):
         self.store, self.shared = store, shared  # shared: kept in the function's __dict__
@@ -44,10 +44,7 @@ class View:
         self.last = (never, None)  # (same, entry): `same` holds for the last call's signature
         self.hits = self.misses = 0
         store.views.add(self)  # forgets `last` when the keys change (flags_changed)
-
-    def key(self, args):
-        """signature_key(args, the store's flags), by the function of their types."""
-        return self.store.key(args)
+        self.key = store.key  # key(args): signature_key(args, the store's flags)
 
     def look_up(self, args, key):
         """The entry for `key`, made on a miss (or taken from the shared store)."""
