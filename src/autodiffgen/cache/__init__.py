@@ -1,6 +1,8 @@
 """The cache stage: a call's signature key in, the generated function that serves it out.
 
-    keys.py      signature keys (the whole cost of a hit), CacheInfo
+    keys.py      signature keys, CacheInfo
+    dispatch.py  per signature, generated functions that decide a call without its key:
+                 `same` (the last call's signature again?), `key` (by exact types)
     entries.py   one function's entries: LRU bound, guard variants (Variants, grow),
                  misses made from disk, a polymorphic function, or the compile path
     shared.py    batch-polymorphic sharing: one function for every batch size it serves

@@ -3,9 +3,10 @@
 A key is each argument's tree structure, the shape and dtype of every array, the type of
 every Python float and int (they are inputs, read through guards where they decide control
 flow or a shape), and the value of every other (static) argument: bools, strings, None,
-hashable objects. Computing it is the whole cost of a cache hit, so the common case, a
-plain ndarray, takes one type check and a tuple. Equal keys: the same generated code
-serves both calls (for a guarded function, one of its variants: entries.py).
+hashable objects. Equal keys: the same generated code serves both calls (for a guarded
+function, one of its variants: entries.py). A cache hit does not compute it: dispatch.py
+generates, per signature, the tests that give the same answer faster; a change here must
+be mirrored there (tests/cache/test_dispatch.py checks that they agree).
 """
 
 from collections import namedtuple
