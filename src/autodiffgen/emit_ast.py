@@ -8,9 +8,11 @@ lines it makes within 100 characters.
 """
 
 import ast
+import bisect
 import copy
 import functools
 import io
+import math
 import re
 import textwrap
 import threading
@@ -511,13 +513,17 @@ def _at_commas(line, width):
     indent = len(line) - len(text)
     breaks = [(at, opened) for kind, _, at, opened in _tokens(text)
               if kind == "," and opened is not None]
+    at_of = [at for at, _ in breaks]  # increasing: bisect, not a scan per line (linear)
     lines = []  # (start in text, column of that start)
     start, column = 0, indent
     while column + len(text) - start > width:
-        fits = [b for b in breaks if b[0] > start and column + b[0] - start <= width]
-        later = [b for b in breaks if b[0] > start]
-        at, opened = (fits or later or [(None, None)])[-1 if fits else 0]
-        if at is None:
+        later = bisect.bisect_right(at_of, start)
+        fits = bisect.bisect_right(at_of, start + width - column)  # the last that fits
+        if fits > later:
+            at, opened = breaks[fits - 1]
+        elif later < len(breaks):
+            at, opened = breaks[later]
+        else:
             break
         lines.append((start, column))
         column = _column(lines, opened)
@@ -529,7 +535,7 @@ def _at_commas(line, width):
 
 def _column(lines, position):
     """The output column of a position in the text, given where the lines start."""
-    start, column = next((s, c) for s, c in reversed(lines) if s <= position)
+    start, column = lines[bisect.bisect_right(lines, (position, math.inf)) - 1]
     return column + position - start
 
 
