@@ -11,7 +11,7 @@ at growing size, on tiny arrays, so the time is all autodiffgen's own work:
     chain     x = sin(x) + c / tanh(x) * c, alternating: one long path
     fanout    y = y + x * c, repeated: one value read by every step (the issue's fan-out)
     wide      sin(x[i]) * x[i] for every i, stacked: many short independent paths
-    mlp       h = tanh(h @ W[i] + b[i]) for every layer i: a deep net, weights stacked
+    mlp       h = tanh(h @ W + b) for every layer's (W, b): a deep net
     rnn       h = tanh(xs[t] @ U + h @ W): a long recurrent net (accumulate's case)
 
 The per-op column is the first call over the forward ops; "growth" is that per-op time
@@ -107,29 +107,29 @@ def wide(n):
 
 
 def mlp(n):
-    layers = n // 4  # getitem W, matmul, (getitem b, add): four per layer, tanh shared
+    layers = n // 3  # matmul, add, tanh
     rng = np.random.default_rng(0)
 
-    def f(W, b, x):
+    def f(params, x):
         h = x
-        for i in range(layers):
-            h = np.tanh(h @ W[i] + b[i])
+        for W, b in params:
+            h = np.tanh(h @ W + b)
         return np.sum(h * h)
-    return f, (rng.normal(size=(layers, 4, 4)) * 0.5, rng.normal(size=(layers, 4)) * 0.1,
-               rng.normal(size=(2, 4))), (0, 1, 2)
+    params = [(rng.normal(size=(4, 4)) * 0.5, rng.normal(size=4) * 0.1) for _ in range(layers)]
+    return f, (params, rng.normal(size=(2, 4))), (0, 1)
 
 
 def rnn(n):
-    steps = n // 5  # getitem, two matmuls, add, tanh
+    steps = n // 5  # getitem, two matmuls, add, tanh; xs is the batch (not differentiated)
     rng = np.random.default_rng(0)
 
     def f(U, W, xs):
         h = np.zeros((2, 4))
-        for t in range(steps):
+        for t in range(xs.shape[0]):
             h = np.tanh(xs[t] @ U + h @ W)
         return np.sum(h * h)
     return f, (rng.normal(size=(3, 4)) * 0.5, rng.normal(size=(4, 4)) * 0.5,
-               rng.normal(size=(steps, 2, 3))), (0, 1, 2)
+               rng.normal(size=(steps, 2, 3))), (0, 1)
 
 
 SHAPES = {"chain": chain, "fanout": fanout, "wide": wide, "mlp": mlp, "rnn": rnn}

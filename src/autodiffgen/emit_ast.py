@@ -207,23 +207,23 @@ _PLACEHOLDER = re.compile(r"\{(\w+|\*)\}")
 
 def _parse_template(text):
     """A fresh copy of the template's tree (parsed once per template: _Fill edits it)."""
-    return _copied(_parsed(text))
+    return copied(_parsed(text))
 
 
-def _copied(node):
+def copied(node):
     """copy.deepcopy of a tree of ast nodes, fields and positions, at a fraction of its
     cost (a template's leaves are strings, numbers and None, which are immutable)."""
     if isinstance(node, ast.AST):
         copy_ = node.__class__.__new__(node.__class__)
         for field in node._fields:
             if hasattr(node, field):
-                setattr(copy_, field, _copied(getattr(node, field)))
+                setattr(copy_, field, copied(getattr(node, field)))
         for attribute in node._attributes:
             if hasattr(node, attribute):
                 setattr(copy_, attribute, getattr(node, attribute))
         return copy_
     if type(node) is list:
-        return [_copied(item) for item in node]
+        return [copied(item) for item in node]
     return node
 
 
