@@ -74,17 +74,21 @@ _STAND_IN = re.compile(r"_adg_name_(\d+)_")
 def _layout(node, names):
     """A hashable key of the tree as it renders, but for its names, which go to `names`
     (in the order _names finds them)."""
-    kind = type(node)
-    if kind is ast.Name:
+    kind = node.__class__
+    if kind is ast.Name:  # its context is its place's: a target stores
         names.append(node.id)
-        return kind, type(node.ctx)
+        return kind
     if kind is ast.Constant:  # 1, 1.0 and True are equal keys: the type tells them apart
-        return kind, type(node.value), repr(node.value), node.kind
-    if isinstance(node, ast.AST):
-        return (kind, *[_layout(getattr(node, field, None), names) for field in node._fields])
+        value = node.value
+        return kind, value.__class__, repr(value), node.kind
     if kind is list:
         return (list, *[_layout(item, names) for item in node])
-    return kind, repr(node)
+    fields = getattr(kind, "_fields", None)
+    if fields is None:  # a field's plain value: a name's string, an int, None
+        return kind, repr(node)
+    if not fields:  # an operator or a context
+        return kind
+    return (kind, *[_layout(getattr(node, field, None), names) for field in fields])
 
 
 def _names(node, found):
