@@ -14,7 +14,6 @@ what they are (`rows = np.arange(n)`); no line over 100 characters (emit_ast.wra
 
 import ast
 import collections
-import copy
 import inspect
 import os
 import re
@@ -32,6 +31,7 @@ from .emit_ast import (
     WIDTH,
     call_ast,
     constant_ast,
+    copied,
     docstring,
     expression,
     literal_ast,
@@ -115,7 +115,7 @@ class Emitter:
 
     def arg_ast(self, arg):
         if type(arg) is Node and arg in self.inline_ast:
-            return copy.deepcopy(self.inline_ast[arg])
+            return copied(self.inline_ast[arg])
         if type(arg) is Node:
             return ast.Name(self.names[arg], ast.Load())
         if self.scalar and isinstance(arg, (np.ndarray, np.generic)):

@@ -8,9 +8,11 @@ lines it makes within 100 characters.
 """
 
 import ast
+import bisect
 import copy
 import functools
 import io
+import math
 import re
 import textwrap
 import threading
@@ -39,7 +41,92 @@ def render(tree):
     catch_warnings saves and restores the process-wide filters: two threads inside it at
     once would restore each other's state and leave DeprecationWarnings silenced for
     good, hence the lock."""
-    with _RENDER_LOCK, warnings.catch_warnings():
+    names = []
+    key = _layout(tree, names)
+    with _RENDER_LOCK:
+        rendered = _RENDERED.setdefault((_astor_source, unparse), {})  # per renderer
+        pieces = rendered.get(key)
+        if pieces is None:
+            pieces = _render_layout(tree)
+            if type(pieces) is not str or not names:  # the text alone: for this tree only
+                if len(rendered) >= _RENDERED_LIMIT:
+                    rendered.clear()
+                rendered[key] = pieces
+    if type(pieces) is str:
+        return pieces
+    text, slots = pieces
+    parts = [text[0]]
+    for k, slot in enumerate(slots):
+        parts.append(names[slot])
+        parts.append(text[k + 1])
+    return "".join(parts)
+
+
+# Rendering is most of emission, and most statements differ from an earlier one only in
+# their variable names (`h_3 = np.tanh(a_3)`): each layout (the tree with its names left
+# out) is rendered once, with stand-in names, and the text is reused with the names put in.
+# A name is an atom wherever it stands, so the text around it does not depend on it.
+_RENDERED = {}
+_RENDERED_LIMIT = 1 << 14
+_STAND_IN = re.compile(r"_adg_name_(\d+)_")
+
+
+def _layout(node, names):
+    """A hashable key of the tree as it renders, but for its names, which go to `names`
+    (in the order _names finds them)."""
+    kind = node.__class__
+    if kind is ast.Name:  # its context is its place's: a target stores
+        names.append(node.id)
+        return kind
+    if kind is ast.Constant:  # 1, 1.0 and True are equal keys: the type tells them apart
+        value = node.value
+        return kind, value.__class__, repr(value), node.kind
+    if kind is list:
+        return (list, *[_layout(item, names) for item in node])
+    fields = getattr(kind, "_fields", None)
+    if fields is None:  # a field's plain value: a name's string, an int, None
+        return kind, repr(node)
+    if not fields:  # an operator or a context
+        return kind
+    return (kind, *[_layout(getattr(node, field, None), names) for field in fields])
+
+
+def _names(node, found):
+    """The Name nodes of a tree, in the order _layout visits them."""
+    if type(node) is ast.Name:
+        found.append(node)
+    elif isinstance(node, ast.AST):
+        for field in node._fields:
+            _names(getattr(node, field, None), found)
+    elif type(node) is list:
+        for item in node:
+            _names(item, found)
+    return found
+
+
+def _render_layout(tree):
+    """(text pieces, the name between each two) of the tree rendered with stand-ins for its
+    names; the text itself when it has no names, or shows a stand-in where no name was."""
+    found = _names(tree, [])
+    if not found:
+        return _source(tree)
+    originals = [n.id for n in found]
+    try:
+        for k, n in enumerate(found):
+            n.id = f"_adg_name_{k}_"
+        text = _source(tree)
+    finally:
+        for n, original in zip(found, originals):
+            n.id = original
+    pieces = _STAND_IN.split(text)
+    slots = [int(k) for k in pieces[1::2]]
+    if sorted(slots) != list(range(len(found))):  # a stand-in in a string, or a name twice
+        return _source(tree)
+    return pieces[0::2], slots
+
+
+def _source(tree):
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         try:
             return _astor_source(tree)
@@ -124,7 +211,24 @@ _PLACEHOLDER = re.compile(r"\{(\w+|\*)\}")
 
 def _parse_template(text):
     """A fresh copy of the template's tree (parsed once per template: _Fill edits it)."""
-    return copy.deepcopy(_parsed(text))
+    return copied(_parsed(text))
+
+
+def copied(node):
+    """copy.deepcopy of a tree of ast nodes, fields and positions, at a fraction of its
+    cost (a template's leaves are strings, numbers and None, which are immutable)."""
+    if isinstance(node, ast.AST):
+        copy_ = node.__class__.__new__(node.__class__)
+        for field in node._fields:
+            if hasattr(node, field):
+                setattr(copy_, field, copied(getattr(node, field)))
+        for attribute in node._attributes:
+            if hasattr(node, attribute):
+                setattr(copy_, attribute, getattr(node, attribute))
+        return copy_
+    if type(node) is list:
+        return [copied(item) for item in node]
+    return node
 
 
 @functools.cache
@@ -413,13 +517,17 @@ def _at_commas(line, width):
     indent = len(line) - len(text)
     breaks = [(at, opened) for kind, _, at, opened in _tokens(text)
               if kind == "," and opened is not None]
+    at_of = [at for at, _ in breaks]  # increasing: bisect, not a scan per line (linear)
     lines = []  # (start in text, column of that start)
     start, column = 0, indent
     while column + len(text) - start > width:
-        fits = [b for b in breaks if b[0] > start and column + b[0] - start <= width]
-        later = [b for b in breaks if b[0] > start]
-        at, opened = (fits or later or [(None, None)])[-1 if fits else 0]
-        if at is None:
+        later = bisect.bisect_right(at_of, start)
+        fits = bisect.bisect_right(at_of, start + width - column)  # the last that fits
+        if fits > later:
+            at, opened = breaks[fits - 1]
+        elif later < len(breaks):
+            at, opened = breaks[later]
+        else:
             break
         lines.append((start, column))
         column = _column(lines, opened)
@@ -431,7 +539,7 @@ def _at_commas(line, width):
 
 def _column(lines, position):
     """The output column of a position in the text, given where the lines start."""
-    start, column = next((s, c) for s, c in reversed(lines) if s <= position)
+    start, column = lines[bisect.bisect_right(lines, (position, math.inf)) - 1]
     return column + position - start
 
 

@@ -78,8 +78,8 @@ def one_name(graph, plan):
             members.append(node)
             chain[operand] = chain[node] = members
     shared = {}
-    for members in chain.values():
-        last = members[-1]
+    for members in {id(m): m for m in chain.values()}.values():  # each chain once, not
+        last = members[-1]                                    # once per member: linear
         if last.name is not None or last in graph.derivative_of:
             shared.update((m, last) for m in members)
     return shared

@@ -29,14 +29,17 @@ MAX_ROUNDS = 20
 
 def optimize(graph, pipeline=PIPELINE, numexpr=False):
     """The graph after every pass has run until none changes it; then, if `numexpr`, its
-    long arithmetic trees on large arrays fused into numexpr calls (see fuse.py)."""
-    for _ in range(MAX_ROUNDS):
-        changed = False
-        for run in pipeline:
-            graph, did = run(graph)
-            changed = changed or did
-        if not changed:
+    long arithmetic trees on large arrays fused into numexpr calls (see fuse.py).
+
+    The passes run in turn, and the loop stops as soon as each has run once on the graph
+    as it is without changing it (not at the end of a round): the graphs are the same as
+    round by round, without the passes that could not change anything."""
+    clean = 0  # passes run in a row that changed nothing
+    for k in range(MAX_ROUNDS * len(pipeline)):
+        if clean == len(pipeline):
             break
+        graph, did = pipeline[k % len(pipeline)](graph)
+        clean = 0 if did else clean + 1
     if numexpr:
         graph, fused = fuse(graph)
         if fused:

@@ -78,7 +78,8 @@ def _merge(root, terms, uses, computed):
         return None
     merged = [_stack_rows(root, rows) if group is rows else _one_matmul(root, products, computed)
               for group in groups]
-    rest = [t for t in terms if not any(t in g for g in groups)]
+    grouped = {t for g in groups for t in g}
+    rest = [t for t in terms if t not in grouped]
     total = merged[0]
     for term in merged[1:] + rest:
         total = clone(root, (total, term))

@@ -4,6 +4,12 @@ The seed of the backward pass (`ones(())`) and everything computed from it alone
 negation, its reshape, its division by the batch size) are known when the code is
 generated, so the generated function does not compute them on every call. Results larger
 than FOLD_LIMIT elements stay computed (a broadcast view is cheaper than a big constant).
+
+One sweep folds a whole constant subgraph: the nodes come in execution order, so a node's
+arguments are folded (or known not to fold) before it is looked at, and it reads their
+folded values. (Folding one level per sweep made `optimize` run a round per level.) A
+`broadcast_to` of a value this sweep folded waits for the next sweep: a ufunc broadcasts by
+itself, and simplify first drops the broadcast there, which keeps the constant small.
 """
 
 import numpy as np
@@ -17,9 +23,13 @@ FOLD_LIMIT = 1024
 def fold(graph):
     replace = {}
     for node in graph.nodes:
-        if node.prim.effect or any(type(a) is Node for a in node.args):
+        if node.prim.effect:
             continue
-        value = node.prim.impl(*node.args, **node.params)
+        args = [replace.get(a, a) if type(a) is Node else a for a in node.args]
+        if any(type(a) is Node for a in args) or \
+                (node.prim.op == "broadcast_to" and any(type(a) is Node for a in node.args)):
+            continue
+        value = node.prim.impl(*args, **node.params)
         if _foldable(value, node):
             replace[node] = np.array(value, dtype=node.dtype) if np.ndim(value) == 0 \
                 and isinstance(value, np.ndarray) else value

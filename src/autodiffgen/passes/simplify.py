@@ -46,7 +46,8 @@ def _unbroadcast(node, args, opaque):
         if _op(arg, opaque) != "broadcast_to":
             continue
         x = arg.args[0]
-        if type(x) is not Node or x in PYTHON_NUMBERS or not (x.shape or _ZERO_D_IS_AN_ARRAY):
+        if not (type(x) is Node and x not in PYTHON_NUMBERS or isinstance(x, np.ndarray)) \
+                or not (np.shape(x) or _ZERO_D_IS_AN_ARRAY):
             continue
         trial = new[:k] + [x] + new[k + 1:]
         try:

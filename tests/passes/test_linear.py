@@ -1,0 +1,209 @@
+"""The first call's work grows linearly with the graph, counted, not timed (a timed test
+would flake on a loaded machine; benchmarks/first_call.py measures the time): how many
+passes `optimize` runs, how many nodes they visit, how many add-tree nodes `accumulate`
+walks, and how many statements the emitter hands to astor, on graphs of growing size."""
+
+import ast
+import importlib
+
+import numpy as np
+import pytest
+from graph_helpers import traced
+
+import autodiffgen as ad
+from autodiffgen import emit_ast, passes
+
+SIZES = (50, 200, 800)
+accumulate_module = importlib.import_module("autodiffgen.passes.accumulate")
+
+
+def fanout(n):
+    """y = y + x * c, n times: x read by every step, its gradient a sum of n terms."""
+    def f(x):
+        y = x
+        for _ in range(n):
+            y = y + x * 0.5
+        return np.sum(y)
+    return f
+
+
+def chain(n):
+    def f(x):
+        for i in range(n):
+            x = np.tanh(x) * 0.5 if i % 2 else np.sin(x) + 0.25
+        return np.sum(x)
+    return f
+
+
+def rnn(n):
+    def f(W, xs):
+        h = np.zeros((2, 3))
+        for t in range(n):
+            h = np.tanh(xs[t] + h @ W)
+        return np.sum(h * h)
+    return f
+
+
+def _args(shape, n):
+    if shape is rnn:
+        return np.full((3, 3), 0.1), np.linspace(-1, 1, n * 6).reshape(n, 2, 3)
+    return (np.linspace(0.1, 0.9, 8),)
+
+
+def counted_optimize(graph):
+    """(pass runs, nodes the passes were given in all) of optimize on the graph."""
+    runs, visits = [], []
+
+    def counting(run):
+        def counted(g):
+            runs.append(run.__name__)
+            visits.append(len(g.nodes))
+            return run(g)
+        counted.__name__ = run.__name__
+        return counted
+
+    passes.optimize(graph, pipeline=tuple(counting(p) for p in passes.PIPELINE))
+    return runs, sum(visits)
+
+
+@pytest.mark.parametrize("shape", [fanout, chain, rnn])
+def test_optimize_runs_as_many_passes_whatever_the_size(shape):
+    """Each pass changes what it can in one sweep, so the number of pass runs does not
+    grow with the graph (folding one constant per round ran all 20 rounds on a fan-out),
+    and the nodes the passes visit grow in proportion to the graph."""
+    counts = []
+    for n in SIZES:
+        graph = traced(shape(n), *_args(shape, n), argnums=0)
+        runs, visits = counted_optimize(graph)
+        counts.append((len(runs), visits / len(graph.nodes)))
+    assert len({runs for runs, _ in counts}) == 1, counts
+    assert counts[0][0] < passes.MAX_ROUNDS * len(passes.PIPELINE)
+    per_node = [v for _, v in counts]
+    assert max(per_node) <= 1.1 * min(per_node), counts
+
+
+def test_one_fold_sweep_folds_a_whole_constant_subgraph():
+    """A constant computed by a chain of n operations folds in one call of fold."""
+    def f(x):
+        c = np.ones(3)
+        for _ in range(40):
+            c = c * 0.5 + 1.0
+        return np.sum(x * c)
+    graph = traced(f, np.linspace(0.1, 0.9, 3))
+    folded, changed = passes.fold(graph)
+    assert changed
+    folded, _ = passes.dce(folded)
+    names = [n.prim.name for n in folded.nodes]
+    assert names.count("multiply") + names.count("add") <= 3, names
+
+
+def test_accumulate_walks_each_add_tree_once(monkeypatch):
+    """The add tree of a fan-out's gradient is walked once per accumulate, not once per
+    add node in it (which was quadratic in the fan-out)."""
+    walked = []
+    terms = accumulate_module._terms
+
+    def counted(root, uses):
+        found, inner = terms(root, uses)
+        walked.append(len(found) + len(inner))
+        return found, inner
+
+    monkeypatch.setattr(accumulate_module, "_terms", counted)
+    per_node = []
+    for n in SIZES:
+        graph = traced(fanout(n), *_args(fanout, n))
+        graph, _ = passes.cse(passes.simplify(passes.fold(graph)[0])[0])
+        walked.clear()
+        passes.accumulate(graph)
+        per_node.append(sum(walked) / len(graph.nodes))
+    assert max(per_node) <= 1.1 * min(per_node) + 0.01, per_node
+
+
+def test_emission_renders_each_statement_layout_once(monkeypatch):
+    """Statements that differ only in their names are rendered by astor once, and the
+    text is reused with the names put in: astor's calls do not grow with the graph."""
+    calls = []
+    source = emit_ast._astor_source
+
+    def counted(tree):
+        calls.append(tree)
+        return source(tree)
+
+    monkeypatch.setattr(emit_ast, "_astor_source", counted)  # a new renderer: a cold cache
+    counts = []
+    for n in (100, 400):
+        calls.clear()
+        text = ad.emit(chain(n), np.linspace(0.1, 0.9, 8))
+        counts.append(len(calls))
+        assert text.count("np.tanh(") >= n // 2
+    assert counts[1] <= counts[0] + 5, counts
+
+
+def _statement(text):
+    return ast.parse(text).body[0]
+
+
+@pytest.mark.parametrize("text", [
+    "a = np.add(b, c)",
+    "x_1 = np.multiply(x_1, y, out=x_1)",
+    "z = (a + b) * -c ** 2",
+    "q = f(1, 1.0, True, None, 'a', b'b', -1.5, 1e300)",
+    "w = a[1:b, ..., None, c]",
+    "k = 'it says _adg_name_0_ here' + a",
+    "d = {'a': a, 'b': [b, (c,)]}",
+    "del a, b",
+])
+def test_render_by_layout_writes_what_astor_writes(text):
+    """Reusing a layout's text with other names gives what rendering the tree gives; so
+    do constants that are equal but differ in type (1, 1.0, True), and a string holding
+    a stand-in name."""
+    tree = _statement(text)
+    expected = emit_ast._source(tree)
+    assert emit_ast.render(tree) == expected
+    renamed = _statement(text)
+    for node in ast.walk(renamed):
+        if type(node) is ast.Name:
+            node.id += "_renamed"
+    assert emit_ast.render(renamed) == emit_ast._source(renamed)
+    for old, new in ((" 1,", " 2,"), ("1.0", "2.0"), ("True", "False")):
+        other = _statement(text.replace(old, new))
+        assert emit_ast.render(other) == emit_ast._source(other)
+
+
+def _at_commas_by_scanning(line, width):
+    """emit_ast._at_commas as it was, scanning every break for each line (quadratic)."""
+    text = line.lstrip()
+    indent = len(line) - len(text)
+    breaks = [(at, opened) for kind, _, at, opened in emit_ast._tokens(text)
+              if kind == "," and opened is not None]
+    lines = []
+    start, column = 0, indent
+    while column + len(text) - start > width:
+        fits = [b for b in breaks if b[0] > start and column + b[0] - start <= width]
+        later = [b for b in breaks if b[0] > start]
+        at, opened = (fits or later or [(None, None)])[-1 if fits else 0]
+        if at is None:
+            break
+        lines.append((start, column))
+        begin, col = next((s, c) for s, c in reversed(lines) if s <= opened)
+        column = col + opened - begin
+        start = at + len(text[at:]) - len(text[at:].lstrip())
+    lines.append((start, column))
+    ends = [s for s, _ in lines[1:]] + [len(text)]
+    return [" " * col + text[s:e].rstrip() for (s, col), e in zip(lines, ends)]
+
+
+@pytest.mark.parametrize("line", [
+    "    s = np.stack([" + ", ".join(f"row_{i}" for i in range(300)) + "])",
+    "    y = np.einsum('ij,jk->ik', " + ", ".join(f"f(a_{i}, (b_{i}, c))" for i in range(40))
+    + ", optimize=True)",
+    "    g = h(" + ", ".join(f"[x_{i}, {{'k': (y_{i}, z)}}]" for i in range(60)) + ")",
+])
+def test_a_long_line_wraps_at_its_commas_as_before(line):
+    """wrap on calls with many arguments (a stack of every row of a long loop), each break
+    now found by bisection: the same lines as the scan gave."""
+    for width in (40, 100):
+        assert emit_ast._at_commas(line, width) == _at_commas_by_scanning(line, width)
+    lines = emit_ast.wrap(line)
+    assert len(lines) > 1
+    assert "".join(line.split()) == "".join("".join(lines).split())
