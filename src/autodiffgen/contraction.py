@@ -25,11 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# cost model, in nanoseconds (one thread, float32 or float64, AVX2/AVX-512 BLAS):
-# a multiply-add in a GEMM, in np.einsum's own loops, an element copied (a transposing
-# copy, or summed), a NumPy call, and a matrix of a batched matmul (BLAS call overhead)
-COST = {"gemm": 0.02, "einsum": 0.1, "element": 1.0, "call": 1000.0, "matrix": 300.0,
-        "einsum_call": 3000.0}
+# cost model, in nanoseconds (one thread, float32 or float64, AVX2/AVX-512 BLAS, measured
+# on the benchmark machine): a multiply-add in a GEMM and in np.einsum's own loops, an
+# element copied (a transposing copy) or summed; the calls: np.matmul, a view (reshape,
+# transpose), a sum over axes, np.einsum; each matrix of a batched matmul (a BLAS call)
+COST = {"gemm": 0.02, "einsum": 0.1, "element": 1.0, "call": 900.0, "view": 600.0,
+        "reduce": 3000.0, "einsum_call": 2000.0, "matrix": 300.0}
 BLAS_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "complex64", "complex128"))
 
 
@@ -52,7 +53,7 @@ class Pair:
     """One pairwise contraction. `summed`: per operand, the axes summed before it (indices
     no other operand nor the result has). kind "matmul": left @ right, the result
     reshaped to `shape`, its axes `demoted` summed, giving indices `result`; kind
-    "einsum": np.einsum(`subscripts`)."""
+    "multiply": left * right (nothing summed); kind "einsum": np.einsum(`subscripts`)."""
 
     kind: str
     swap: bool  # the second operand is the matmul's left one
@@ -72,7 +73,7 @@ def plan(terms, out, shapes):
     then the transpose of the last result to `out` (None: it is in order). None when
     the einsum is better left to np.einsum (as a whole)."""
     sizes = _sizes(terms, shapes)
-    if sizes is None or len(terms) < 2 or any(len(set(t)) != len(t) or not t for t in terms):
+    if sizes is None or len(terms) < 2 or any(len(set(t)) != len(t) for t in terms):
         return None
     order = _path(terms, out, shapes)
     steps, terms = [], list(terms)
@@ -123,12 +124,37 @@ def best_pair(ta, tb, keep, sizes, out=None):
     indices in `keep` (in the order `out` when given, else as the matmul leaves them)."""
     summed = (tuple(k for k, c in enumerate(ta) if c not in tb and c not in keep),
               tuple(k for k, c in enumerate(tb) if c not in ta and c not in keep))
-    pre = sum(_count(t, sizes) for t, s in zip((ta, tb), summed) if s) * COST["element"]
+    pre = sum(_count(t, sizes) * COST["element"] + COST["reduce"]
+              for t, s in zip((ta, tb), summed) if s)
     ta = "".join(c for k, c in enumerate(ta) if k not in summed[0])
     tb = "".join(c for k, c in enumerate(tb) if k not in summed[1])
+    if not any(c in tb for c in ta):  # nothing to sum: a product, broadcast
+        return _multiply_pair(ta, tb, sizes, out, summed, pre)
     fallback = _einsum_pair(ta, tb, keep, sizes, out, summed, pre)
     return min([*_matmul_pairs(ta, tb, keep, sizes, out, summed, pre), fallback],
                key=lambda p: p.cost)
+
+
+def _multiply_pair(ta, tb, sizes, out, summed, pre):
+    """An outer product (a scalar's too) as a * b, each operand's axes put in the result's
+    order and given length-1 axes where it has none (`a[:, None] * b` in effect)."""
+    result = out or ta + tb
+    left, right = (_aligned(t, result, sizes) for t in (ta, tb))
+    cost = pre + left.cost + right.cost + COST["element"] * _count(result, sizes) \
+        + COST["call"]
+    return Pair("multiply", False, summed, left, right, tuple(sizes[c] for c in result), (),
+                result, f"{ta},{tb}->{result}", cost)
+
+
+def _aligned(term, result, sizes):
+    order = [c for c in result if c in term]
+    perm = tuple(term.index(c) for c in order)
+    first = result.index(order[0]) if order else len(result)
+    shape = tuple(sizes[c] if c in term else 1 for c in result[first:])
+    perm = None if perm == tuple(range(len(term))) else perm
+    shape = None if shape == tuple(sizes[c] for c in order) else shape
+    return Operand(perm, shape, False, False,
+                   COST["view"] * ((perm is not None) + (shape is not None)))
 
 
 def _count(term, sizes):
@@ -200,7 +226,7 @@ def _matmul_pair(ta, tb, sizes, out, summed, pre, macs, demoted, orders, swap):
     cost = pre + left.cost + right.cost + COST["gemm"] * macs + COST["call"] \
         + COST["matrix"] * matrices
     if demoted:
-        cost += COST["element"] * _count(result, sizes) + COST["call"]
+        cost += COST["element"] * _count(result, sizes) + COST["reduce"]
     if out is not None and kept != out:  # a transposed view: what reads it pays
         cost += 0.5 * COST["element"] * _count(kept, sizes)
     return Pair("matmul", swap, summed, left, right, shape,
@@ -227,7 +253,7 @@ def _operand(term, sizes, batch, first, second, vector):
     shape = tuple(sizes[c] if c in term else 1 for c in lead) + matrix
     perm = None if perm == tuple(range(len(term))) else perm
     shape = None if shape == tuple(sizes[c] for c in order) else shape
-    cost = COST["call"] * 0.3 * ((perm is not None) + (shape is not None) + flip)
+    cost = COST["view"] * ((perm is not None) + (shape is not None) + flip)
     if not blas:
         cost += COST["element"] * _count(term, sizes) + COST["call"]
     return Operand(perm, shape, view and not blas, flip, cost)

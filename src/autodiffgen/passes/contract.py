@@ -46,10 +46,9 @@ def _shape(x):
 
 def _lowered(node, steps, final):
     """The nodes of the plan, the last one standing for `node`."""
-    matmuls = sum(pair.kind == "matmul" for _, _, pair in steps)
-    note = f"einsum {node.params['subscripts']!r} as {matmuls} matmul" + \
-        ("s" if matmuls > 1 else "") + (f" and {len(steps) - matmuls} einsums"
-                                        if matmuls < len(steps) else "")
+    kinds = [pair.kind for _, _, pair in steps]
+    note = f"einsum {node.params['subscripts']!r} as " + " and ".join(
+        f"{kinds.count(k)} {k}" for k in ("matmul", "multiply", "einsum") if k in kinds)
 
     def make(name, args, params, shape):
         new = clone(node, args, PRIMITIVES[name], params)
@@ -86,6 +85,8 @@ def _pair(make, pair, a, b):
     if pair.swap:
         a, b = b, a
     left, right = _entered(make, a, pair.left), _entered(make, b, pair.right)
+    if pair.kind == "multiply":
+        return make("multiply", (left, right), {}, pair.shape)
     product = make("matmul", (left, right), {}, _matmul_shape(_shape(left), _shape(right)))
     if product.shape != pair.shape:
         product = make("reshape", (product,), {"shape": pair.shape}, pair.shape)
