@@ -223,8 +223,10 @@ def _matmul_pair(ta, tb, sizes, out, summed, pre, macs, demoted, orders, swap):
     shape = tuple(sizes[c] for c in result)
     kept = "".join(c for c in result if c not in demoted)
     matrices = _count(batch, sizes)
-    cost = pre + left.cost + right.cost + COST["gemm"] * macs + COST["call"] \
-        + COST["matrix"] * matrices
+    gemm = COST["gemm"] * macs
+    if right.flip:  # BLAS is slower with the right operand transposed, the more columns
+        gemm *= 1 + 0.5 * min(1.0, _count(cols, sizes) / 128)  # it has (measured, OpenBLAS)
+    cost = pre + left.cost + right.cost + gemm + COST["call"] + COST["matrix"] * matrices
     if demoted:
         cost += COST["element"] * _count(result, sizes) + COST["reduce"]
     if out is not None and kept != out:  # a transposed view: what reads it pays
