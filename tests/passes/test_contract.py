@@ -183,3 +183,47 @@ def test_one_trace_serves_other_batch_sizes(forced):
         for g, w in zip(grads, want_grads):
             np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
     assert "Serves every batch size" in f.source(W, V, x)
+
+
+# ---- products transposed, products with shared weights ------------------------------------
+def attention_scores(q, k):
+    return np.sum(np.tanh(q @ np.swapaxes(k, 1, 2)) ** 2)
+
+
+def nested_transposes(a, b, c):
+    return np.sum(np.sin(((a @ b).T @ c).T @ (b.T @ a.T).T))
+
+
+@pytest.mark.parametrize("fun", [attention_scores, nested_transposes], ids=lambda f: f.__name__)
+def test_a_transposed_product_is_the_product_swapped(fun):
+    """k's gradient in q @ k.T is (q.T @ g).T: computed as g.T @ q, in the layout it is
+    read in. Every node reads only nodes computed before it."""
+    args = [RNG.normal(size=(2, 5, 3)), RNG.normal(size=(2, 5, 3))] if fun is attention_scores \
+        else [RNG.normal(size=(4, 4)) for _ in range(3)]
+    argnums = tuple(range(len(args)))
+    check_grads(fun, *args, argnums=argnums)
+    graph = passes.optimize(traced(fun, *args, argnums=argnums))
+    seen = set(graph.inputs)
+    for node in graph.nodes:
+        assert all(a in seen for a in node.args if type(a) is type(node)), node
+        seen.add(node)
+    if fun is attention_scores and passes.ENABLED:
+        transposed_products = [n for n in graph.nodes if n.prim.name == "transpose"
+                               and n.args[0].prim is not None and n.args[0].prim.name == "matmul"]
+        assert not transposed_products
+    for a, b in zip(flat(run(graph, *args)), flat(ad.tape.value_and_grad(fun, argnums)(*args))):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_shared_weights_get_one_gemm_each_way():
+    """x (b, s, d) @ W (d, e): W's gradient and x's are each one 2-D GEMM over b*s rows."""
+    def loss(W, x):
+        return np.sum(np.tanh(x @ W) ** 2)
+
+    W, x = RNG.normal(size=(3, 4)), RNG.normal(size=(2, 5, 3))
+    check_grads(loss, W, x, argnums=(0, 1))
+    check_grads(loss, W.astype(np.float32), x.astype(np.float32), argnums=(0, 1), rtol=2e-3,
+                atol=2e-3, fd=False)
+    graph = traced(loss, W, x, argnums=(0, 1))
+    products = [n for n in graph.nodes if n.prim.name == "matmul" and n.grad_of is not None]
+    assert [len(n.shape) for n in products] == [2, 2]

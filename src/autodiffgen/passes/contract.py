@@ -14,17 +14,25 @@ order, its value could differ in the last bit from the one the guard compares wi
 import numpy as np
 
 from ..contraction import BLAS_DTYPES, plan
-from ..graph import NOTES, Node, op
+from ..graph import NOTES, Node, op, users_of
 from ..rules import PRIMITIVES
 from ..rules.products import split_subscripts
 from ..tracer import result_dtype
+from ..tree import leaves
 from .rewrite import clone, guard_reads, substitute
 
 
 def contract(graph):
     replace = {}
     consumed = guard_reads(graph)
+    users = users_of(graph.nodes)
+    outputs = {o for o in leaves(graph.outputs) if type(o) is Node}
+    touched = set()  # one swap per chain of products a round: each reads the graph as it is
     for node in graph.nodes:
+        swapped = _swapped_product(node, users, outputs, consumed | touched)
+        if swapped is not None:
+            replace[node] = swapped
+            touched.update((node, node.args[0], *node.args[0].args))
         if op(node) != "einsum" or len(node.args) < 2 or node in consumed \
                 or node.dtype not in BLAS_DTYPES \
                 or any(_dtype(a) != node.dtype for a in node.args):
@@ -126,3 +134,38 @@ def _einsum_shape(subscripts, *shapes):
     ins, out = split_subscripts(subscripts)
     sizes = {c: n for t, s in zip(ins, shapes) for c, n in zip(t, s)}
     return tuple(sizes[c] for c in out)
+
+
+# ---- a product transposed: (a @ b).T = b.T @ a.T --------------------------------------------
+def _swapped_product(node, users, outputs, consumed):
+    """`np.transpose(a @ b, (0, 2, 1))` (the gradient of `k` in `q @ k.T` comes so) as
+    `b.T @ a.T`: the product is made in the layout it is read in, and a reshape of it
+    after is a view, not a copy. Only when nothing else reads `a @ b`."""
+    if op(node) != "transpose" or not _swaps(node) or node in consumed or node in NOTES:
+        return None  # (a contraction's own transpose: its plan has weighed the other way)
+    product = node.args[0]
+    if op(product) != "matmul" or product in outputs or len(users.get(product, ())) != 1 \
+            or any(len(_shape(x)) < 2 or x in consumed for x in product.args) \
+            or product in consumed:
+        return None
+    a, b = (_transposed(node, x) for x in product.args)
+    return clone(node, (b, a), PRIMITIVES["matmul"], {})
+
+
+def _swaps(node):
+    """A transpose that swaps the last two axes (and no other)."""
+    n, axes = len(node.shape), node.params["axes"]
+    return n >= 2 and (axes is None and n == 2 or
+                       axes is not None and tuple(axes) == (*range(n - 2), n - 1, n - 2))
+
+
+def _transposed(like, x):
+    """x with its last two axes swapped: the array x transposes, if it is such a transpose."""
+    if op(x) == "transpose" and _swaps(x):
+        return x.args[0]
+    shape = _shape(x)
+    axes = None if len(shape) == 2 else (*range(len(shape) - 2), len(shape) - 1, len(shape) - 2)
+    swapped = clone(like, (x,), PRIMITIVES["transpose"], {"axes": axes})
+    swapped.shape, swapped.name = shape[:-2] + shape[:-3:-1], None
+    swapped.dtype = _dtype(x)
+    return swapped
