@@ -20,7 +20,9 @@ plans. Operands are taken as C-contiguous in their subscripts' order (a graph do
 know strides); an operand that is not only costs a copy inside np.reshape.
 """
 
+import functools
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,10 +70,15 @@ class Pair:
 
 
 def plan(terms, out, shapes):
-    """[(i, j, Pair)...]: the contraction steps (operand positions in the list as it
-    shrinks: the two are removed and the result appended, as np.einsum_path counts),
-    then the transpose of the last result to `out` (None: it is in order). None when
-    the einsum is better left to np.einsum (as a whole)."""
+    """([(i, j, Pair)...], final): the contraction steps (operand positions in the list
+    as it shrinks: the two are removed and the result appended, as np.einsum_path
+    counts), then the transpose of the last result to `out` (None: it is in order). None
+    when the einsum is better left to np.einsum (as a whole)."""
+    return _plan(tuple(terms), out, tuple(tuple(s) for s in shapes))
+
+
+@functools.lru_cache(maxsize=512)  # each round of the passes sees the einsums it left
+def _plan(terms, out, shapes):
     sizes = _sizes(terms, shapes)
     if sizes is None or len(terms) < 2 or any(len(set(t)) != len(t) for t in terms):
         return None
@@ -92,8 +99,8 @@ def plan(terms, out, shapes):
 
 
 def _sizes(terms, shapes):
-    """{index: size}, or None when an index that is summed or free has different sizes
-    in two operands (einsum's broadcasting: left to np.einsum)."""
+    """{index: size}, or None when an index has different sizes in two operands (einsum
+    broadcasting a length-1 axis: left to np.einsum) or a size is 0."""
     sizes = {}
     for term, shape in zip(terms, shapes):
         if len(term) != len(shape) or 0 in shape:
@@ -158,7 +165,7 @@ def _aligned(term, result, sizes):
 
 
 def _count(term, sizes):
-    return int(np.prod([sizes[c] for c in term], dtype=np.int64))
+    return math.prod(sizes[c] for c in term)
 
 
 def _einsum_pair(ta, tb, keep, sizes, out, summed, pre):
@@ -177,27 +184,29 @@ def _matmul_pairs(ta, tb, keep, sizes, out, summed, pre):
     if not contracted:
         return
     macs = _count(set(ta + tb), sizes)
-    for n in range(min(len(contracted), 3) + 1):
-        for demoted in itertools.combinations(contracted, n):
-            inner = [c for c in contracted if c not in demoted]
-            if not inner:
-                continue
-            for lead_a, lead_b in itertools.product(_leading(ta, free_a), _leading(tb, free_b)):
-                batch = batch0 + list(demoted) + list(lead_a) + list(lead_b)
-                rows = [c for c in free_a if c not in lead_a]
-                cols = [c for c in free_b if c not in lead_b]
-                for orders in _orders(ta, tb, out, batch, inner, rows, cols):
-                    for swap in (False, True):
-                        yield _matmul_pair(ta, tb, sizes, out, summed, pre, macs, demoted,
-                                           orders, swap)
+    outer = _leading(ta, batch0 + contracted)[-1]
+    outer = "".join(c for c in outer if c in contracted and c in _leading(tb, outer)[-1])
+    for demoted in {"", outer}:
+        inner = [c for c in contracted if c not in demoted]
+        if not inner:
+            continue
+        for lead_a, lead_b in itertools.product(_leading(ta, free_a), _leading(tb, free_b)):
+            batch = batch0 + list(demoted) + list(lead_a) + list(lead_b)
+            rows = [c for c in free_a if c not in lead_a]
+            cols = [c for c in free_b if c not in lead_b]
+            for orders in _orders(ta, tb, out, batch, inner, rows, cols):
+                for swap in (False, True):
+                    yield _matmul_pair(ta, tb, sizes, out, summed, pre, macs, demoted,
+                                       orders, swap)
 
 
-def _leading(term, free):
-    """Free indices that may be batch axes of the matmul (the other operand broadcast
-    along them): none, or those that come first in the operand ('b' of 'bckhw')."""
+def _leading(term, group):
+    """Indices of `group` that may lead the matmul's batch axes: none, or those that come
+    first in the operand ('b' of 'bckhw'). For free indices, the other operand is then
+    broadcast along them; contracted ones leading both operands are summed after."""
     lead = ""
     for c in term:
-        if c not in free:
+        if c not in group:
             break
         lead += c
     return ("", lead) if lead else ("",)
@@ -205,10 +214,11 @@ def _leading(term, free):
 
 def _orders(ta, tb, out, batch, inner, rows, cols):
     """Orders of the groups (batch, K, rows of a, columns of b) worth trying: each as one
-    operand has it (or as the result must have it)."""
+    operand has it (or as the result must have it), the indices it lacks after."""
     def seen(group, *terms):
-        return {"".join(dict.fromkeys(c for t in terms for c in t if c in group))
-                for terms in itertools.permutations([t for t in terms if t is not None])}
+        terms = [t for t in terms if t is not None]
+        return {"".join(dict.fromkeys(c for t in (first, *terms) for c in t if c in group))
+                for first in terms}
     return itertools.product(seen(batch, ta, tb, out), seen(inner, ta, tb),
                              seen(rows, ta, out), seen(cols, tb, out))
 

@@ -60,7 +60,13 @@ def operands(shapes, dtype=np.float64):
 def forced(monkeypatch):
     """Every einsum that is a GEMM made one, however small (the sizes here are small, so
     that finite differences are quick; the cost model would leave some to np.einsum)."""
+    force(monkeypatch)
+
+
+def force(monkeypatch):
     monkeypatch.setitem(contraction.COST, "einsum_call", 1e12)
+    contraction._plan.cache_clear()  # plans made under the other costs
+    monkeypatch.setattr(contraction, "_plan", contraction._plan.__wrapped__)
 
 
 @pytest.mark.parametrize(("subscripts", "shapes", "lowered"), SPECS, ids=IDS)
@@ -85,7 +91,7 @@ def test_gradients_agree_with_the_tape_and_finite_differences(subscripts, shapes
                                                                how, monkeypatch):
     monkeypatch.setattr(passes, "ENABLED", how != "off")
     if how == "forced":
-        monkeypatch.setitem(contraction.COST, "einsum_call", 1e12)
+        force(monkeypatch)
     args = operands(shapes)
     argnums = tuple(range(len(args)))
     value, _ = check_grads(loss_of(subscripts), *args, argnums=argnums)
