@@ -42,7 +42,7 @@ from .emit_ast import (
 from .emit_memory import one_name, reuse_plan, ufunc_of
 from .emit_scalar import SCALAR
 from .generated_helpers import HELPERS
-from .graph import PYTHON_NUMBERS, Node, constant_key, op, recomputed
+from .graph import NOTES, PYTHON_NUMBERS, Node, constant_key, op, recomputed
 from .naming import RESERVED, Namespace
 from .raising import Raised, errstate_code
 from .size_formulas import Dim, Scale, SymArray
@@ -240,7 +240,7 @@ class Emitter:
         reuse = {} if self.scalar or self.pure else reuse_plan(self.graph, last_use)
         self.shared = one_name(self.graph, reuse)  # node -> whose name its buffer has
         self.own = {}  # node -> its own name, which a gradient's name is made from
-        section = run_loc = None
+        section = run_loc = note = None
         self.block = None  # the `try:` or `with np.errstate` block last emitted (marked)
         used = {a for n in self.graph.nodes for a in n.args if type(a) is Node} | \
             {o for o in leaves(self.graph.outputs) if type(o) is Node} if self.graph.marks else ()
@@ -260,6 +260,9 @@ class Emitter:
             if kind != section:
                 body.append((kind, ""))
                 section = kind
+            if NOTES.get(node, note) != note:  # the first line of a pass's group
+                note = NOTES[node]
+                body.append((f"# {note}", ""))
             value = self.value_ast(node, reuse.get(i))
             stmt = ast.Assign([ast.Name(name, ast.Store())], value)
             if i in reuse and self.shared.get(reuse[i]) is self.shared.get(node, False):

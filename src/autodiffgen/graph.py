@@ -112,6 +112,11 @@ def toposort(roots, parents=parents_of):
     return order
 
 
+# a node a pass made from another -> a comment line the emitter writes above the first of
+# them (passes/contract.py: the einsum a group of matmul steps computes)
+NOTES = weakref.WeakKeyDictionary()
+
+
 # nodes whose traced value is a Python number (a number argument, and Python operators on
 # such numbers, tracer._python): the emitter writes NumPy's calls on them where the trace
 # called NumPy (np.greater(x, 0) is np.True_ and stays one, x > 0 would be True)

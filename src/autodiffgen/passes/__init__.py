@@ -14,6 +14,7 @@ the caller allows numexpr in the code it emits.
 import os
 
 from .accumulate import accumulate
+from .contract import contract
 from .cse import cse
 from .dce import dce
 from .fold import fold
@@ -22,7 +23,7 @@ from .fuse import fuse
 from .simplify import simplify
 from .stable import stable
 
-PIPELINE = (stable, fold, simplify, cse, accumulate, dce)
+PIPELINE = (stable, fold, simplify, contract, cse, accumulate, dce)
 ENABLED = os.environ.get("AUTODIFFGEN_PASSES", "1") != "0"
 MAX_ROUNDS = 20
 
@@ -47,5 +48,5 @@ def optimize(graph, pipeline=PIPELINE, numexpr=False):
     return graph
 
 
-__all__ = ["ENABLED", "PIPELINE", "accumulate", "cse", "dce", "ensure_fresh", "fold", "fuse",
+__all__ = ["ENABLED", "PIPELINE", "accumulate", "contract", "cse", "dce", "ensure_fresh", "fold", "fuse",
            "optimize", "simplify", "stable"]

@@ -6,7 +6,7 @@ takes over the original's name, location and role, so the emitted code reads the
 
 import dataclasses
 
-from ..graph import COPY_OF, PYTHON_NUMBERS, Node, is_guard
+from ..graph import COPY_OF, NOTES, PYTHON_NUMBERS, Node, is_guard
 from ..tree import map_tree
 
 
@@ -20,6 +20,8 @@ def clone(node, args=None, prim=None, params=None):
         PYTHON_NUMBERS.add(copy)
     if node in COPY_OF:
         COPY_OF[copy] = COPY_OF[node]
+    if node in NOTES:
+        NOTES[copy] = NOTES[node]
     return copy
 
 

@@ -24,6 +24,10 @@ def _matmul_a(g, ans, a, b):
         return g * b if np.ndim(a) == 1 else np.expand_dims(g, -1) * b
     if np.ndim(a) == 1:
         return np.squeeze(b @ np.expand_dims(g, -1), -1)
+    if np.ndim(b) == 2 and np.ndim(a) > 2:  # shared weights: one GEMM, not one per batch
+        # (BLAS reads b.T transposed; in a batch of small products that is the slow case)
+        return np.reshape(np.reshape(g, (-1, np.shape(g)[-1])) @ np.swapaxes(b, -1, -2),
+                          np.shape(a))
     return g @ np.swapaxes(b, -1, -2)
 
 
