@@ -206,7 +206,7 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
                 if type(parent) is not Node or parent not in needs or (
                         i == 1 and node in shifted):
                     continue
-                rule = node.prim.vjp(i)
+                rule = node.prim.vjp(i, sole=bool(node.prim.sole_vjps) and _sole(node, i, needs))
                 if rule is None and node.prim.strict:
                     raise missing_rule(node.prim, "VJP", i, node.loc)
                 contribution = None if rule is None else rule(g, ans, *args, **node.params)
@@ -217,6 +217,11 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
         finally:
             trace.grad_of = None
     return result, cotangent_of
+
+
+def _sole(node, i, needs):
+    """No derivative flows through node's arguments other than the i-th."""
+    return not any(type(a) is Node and a in needs for j, a in enumerate(node.args) if j != i)
 
 
 def _needs_grad(order, wrt):
