@@ -15,6 +15,7 @@ from .errors import ArgumentError, OutputError, at, def_site, function_name
 from .graph import Graph, Node, toposort
 from .rules import PRIMITIVES, missing_rule, unbroadcast
 from .shift_invariance import dead_shifts
+from .softmax_rules import whole_rules
 from .tracer import Box, result_dtype
 from .tree import (
     is_container,
@@ -186,6 +187,7 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
             cots[node] = seed
     order = toposort(list(cots))
     shifted = dead_shifts(order)  # z - max(z) before a softmax: the max's side is zero
+    whole = whole_rules(order, set(cots))  # (log-)softmax: one rule for the whole
     needs = _needs_grad(order, set(wrt))
     result, cotangent_of = {}, {}
     for node in order:
@@ -202,6 +204,12 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
         ans = look(node)
         trace.grad_of = node
         try:
+            if node in whole:
+                parent, contribution = whole[node](g, look)
+                if parent in needs:
+                    cots[parent] = contribution if parent not in cots \
+                        else cots[parent] + contribution
+                continue
             for i, parent in enumerate(node.args):
                 if type(parent) is not Node or parent not in needs or (
                         i == 1 and node in shifted):

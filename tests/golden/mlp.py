@@ -59,14 +59,12 @@ def mlp_loss_value_and_grad(params, x, y):
     # backward
     # grad of getitem, golden_models.py:15
     g_log_probs = _scatter_add(neg_inv_n, (rows, y), (n, 10), unique=True)
-    negative = -g_log_probs               # grad of subtract, golden_models.py:14
-    g_log = np.sum(negative, axis=1, keepdims=True)
-    del negative
-    g_sum_1 = np.divide(g_log, sum_1, out=g_log)  # grad of log
-    del g_log, sum_1
-    multiply = np.multiply(g_sum_1, exp, out=exp)  # grad of exp
-    del exp, g_sum_1
-    g_shifted = np.add(g_log_probs, multiply, out=g_log_probs)
+    divide = np.divide(exp, sum_1, out=exp)  # grad of subtract, golden_models.py:14
+    del exp, sum_1
+    sum_2 = np.sum(g_log_probs, axis=1, keepdims=True)
+    multiply = np.multiply(divide, sum_2, out=divide)
+    del divide, sum_2
+    g_shifted = np.subtract(g_log_probs, multiply, out=g_log_probs)
     del g_log_probs, multiply
     g_params_b3 = np.sum(g_shifted, axis=0)  # grad of add, golden_models.py:12
     g_h_1 = g_shifted @ params_W3.T       # grad of matmul
