@@ -19,10 +19,11 @@ from .dce import dce
 from .fold import fold
 from .fresh import ensure_fresh
 from .fuse import fuse
+from .scalars import scalars
 from .simplify import simplify
 from .stable import stable
 
-PIPELINE = (stable, fold, simplify, cse, accumulate, dce)
+PIPELINE = (stable, fold, simplify, scalars, cse, accumulate, dce)
 ENABLED = os.environ.get("AUTODIFFGEN_PASSES", "1") != "0"
 MAX_ROUNDS = 20
 
@@ -45,4 +46,4 @@ def optimize(graph, pipeline=PIPELINE, numexpr=False):
 
 
 __all__ = ["ENABLED", "PIPELINE", "accumulate", "cse", "dce", "ensure_fresh", "fold", "fuse",
-           "optimize", "simplify", "stable"]
+           "optimize", "scalars", "simplify", "stable"]
