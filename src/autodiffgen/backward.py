@@ -15,7 +15,6 @@ from .errors import ArgumentError, OutputError, at, def_site, function_name
 from .graph import Graph, Node, toposort
 from .rules import PRIMITIVES, missing_rule, unbroadcast
 from .shift_invariance import dead_shifts
-from .softmax_rules import whole_rules
 from .tracer import Box, result_dtype
 from .tree import (
     is_container,
@@ -29,6 +28,7 @@ from .tree import (
     step_text,
     structure_text,
 )
+from .whole_rules import whole_rules
 
 _WARNED_BOOL = {}  # warnings' registry: one warning per place, however often it traces
 
@@ -187,7 +187,7 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
             cots[node] = seed
     order = toposort(list(cots))
     shifted = dead_shifts(order)  # z - max(z) before a softmax: the max's side is zero
-    whole = whole_rules(order, set(cots))  # (log-)softmax: one rule for the whole
+    whole = whole_rules(order, set(cots))  # (log-)softmax, sigmoid: one rule for the whole
     needs = _needs_grad(order, set(wrt))
     result, cotangent_of = {}, {}
     for node in order:

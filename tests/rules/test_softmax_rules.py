@@ -1,4 +1,4 @@
-"""Softmax and log-softmax differentiated whole (softmax_rules.py): the backward is
+"""Softmax and log-softmax differentiated whole (whole_rules.py): the backward is
 p * (g - sum(g * p)) and g - softmax * sum(g), on both engines, whenever nothing else
 reads the exp or its sum; checked against the tape, finite differences, forward mode
 and second derivatives, over several axes, dtypes and ways of writing it."""

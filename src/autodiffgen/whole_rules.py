@@ -1,4 +1,4 @@
-"""Softmax and log-softmax differentiated whole, as one would by hand.
+"""Softmax, log-softmax and sigmoid differentiated whole, as one would by hand.
 
 Traced primitive by primitive, a softmax `p = e / sum(e)` with `e = exp(z)` gets the
 quotient rule's backward: g / t, then g * p negated and divided by t, summed, broadcast,
@@ -10,10 +10,14 @@ sum, a division, a multiplication by e and an add. Differentiated as one functio
 
 (sums over the softmax's axis, kept as size-1 axes), which is what a careful person
 writes: a product, a sum and two in-place updates. z is whatever the user exponentiates
-(usually `s - max(s)`, whose max then gets no gradient: shift_invariance.py).
+(usually `s - max(s)`, whose max then gets no gradient: shift_invariance.py). Likewise
+a sigmoid written out, `s = 1 / (1 + exp(-z))` (forms.sigmoid_of), is differentiated
+from its output, `dz = g * (s * (1 - s))`, so that its exp and sum need not be kept
+for the backward, as tanh's and scipy.special.expit's rules already do.
 
 `whole_rules` matches the forms in the backward's node order, the way shift_invariance
-does, and only when the intermediates (e, its sum, the log) are read by nothing else on
+does, and only when the intermediates (e, its sum, the log; the sigmoid's exp, negation
+and sum) are read by nothing else on
 the way to the output: then no cotangent reaches them except through the root, and
 replacing the root's rule (and theirs, which never run) by the whole one is exact. Both
 engines use it (the tape computes it on arrays), and it is written with NumPy-level
@@ -22,6 +26,7 @@ operations, so second derivatives come from its own primitives' rules.
 
 import numpy as np
 
+from .forms import sigmoid_of
 from .graph import Node, op, users_of
 
 
@@ -29,17 +34,37 @@ def whole_rules(order, seeded):
     """{root node: rule(g, look) -> (z, dz)} for each softmax or log-softmax in `order`
     (the backward's node order) whose intermediates nothing else reads. `seeded`: nodes
     that receive a cotangent from outside (the outputs), which count as other readers."""
-    consumers = None
+    consumers = computed = None
     found = {}
-    for e in order:
-        if op(e) != "exp" or e in seeded or type(e.args[0]) is not Node:
+    for node in order:
+        name = op(node)
+        if name == "exp" and node not in seeded and type(node.args[0]) is Node:
+            consumers = consumers if consumers is not None else users_of(order)
+            match = _match(node, consumers, seeded)
+        elif name in ("divide", "reciprocal"):
+            consumers = consumers if consumers is not None else users_of(order)
+            computed = computed if computed is not None else set(order)
+            match = _sigmoid(node, computed, consumers, seeded)
+        else:
             continue
-        consumers = consumers if consumers is not None else users_of(order)
-        match = _match(e, consumers, seeded)
         if match is not None:
             root, rule = match
             found[root] = rule
     return found
+
+
+def _sigmoid(s, computed, consumers, seeded):
+    """The rule of s = 1 / (1 + exp(-z)) from s alone, if nothing else reads its parts."""
+    found = sigmoid_of(s, computed)
+    if found is None:
+        return None
+    z, nodes = found
+    parts = nodes - {s}
+    if type(z) is not Node or not np.issubdtype(z.dtype, np.floating) or not _like(s, z) \
+            or any(v in seeded or len(consumers.get(v, ())) != 1 or not _like(v, z)
+                   for v in parts):
+        return None
+    return s, lambda g, look: (z, _sigmoid_vjp(g, look(s)))
 
 
 def _match(e, consumers, seeded):
@@ -76,6 +101,11 @@ def _like(node, e):
 def _softmax_vjp(g, p, axis):
     """p * (g - sum(g * p)): what reaches z from p = softmax(z)."""
     return (g - np.sum(g * p, axis=axis, keepdims=True)) * p
+
+
+def _sigmoid_vjp(g, s):
+    """g * s * (1 - s): what reaches z from s = sigmoid(z)."""
+    return g * (s * (1 - s))
 
 
 def _log_softmax_vjp(g, e, t, axis):
