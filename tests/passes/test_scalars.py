@@ -1,6 +1,7 @@
 """The constant-factors pass (passes/scalars.py): all-equal constant arrays become NumPy
 scalars, broadcasts sink below elementwise operations with scalars, a negation folds
-into a constant factor or into the add it feeds.
+into a constant factor or into the add it feeds, a factor common to both terms of a
+sum is applied once.
 Each rewrite on small inline functions: the pass changes the graph, the values stay
 (against the unoptimized graph, the tape and finite differences), dtypes stay."""
 
@@ -44,7 +45,17 @@ def negated_product(x):
     return np.sum(-(x * 3.0) * np.tanh(x)) + np.sum((-x) * 0.5 * x)
 
 
+def common_factor(x):
+    return np.sum((x * 3.0 + np.sin(x) * 3.0) ** 2) + np.sum(x * 0.5 - np.cos(x) * -0.5)
+
+
+def softplus_minus_linear(z, y):  # the logistic regression's loss: one scaling in its backward
+    return np.mean(np.logaddexp(0.0, z) - y * z)
+
+
 CASES = {
+    common_factor: ((RNG.normal(size=(3, 4)),), 0),
+    softplus_minus_linear: ((RNG.normal(size=7), RNG.normal(size=7)), 0),
     constant_array: ((RNG.normal(size=(4, 3)),), 0),
     half_squared_mean: ((RNG.normal(size=(2, 3, 5)),), 0),
     scaled_sum: ((RNG.normal(size=50),), 0),
@@ -133,3 +144,12 @@ def test_values_a_guard_reads_stay_as_traced():
 def _flat(out):
     value, grads = out
     return [value] + list(grads if isinstance(grads, tuple) else [grads])
+
+
+def test_a_common_factor_is_applied_once():
+    z, y = RNG.normal(size=7), RNG.normal(size=7)
+    backward = backward_of(softplus_minus_linear, z, y)
+    assert backward.count("np.float64(") == 1 and "np.subtract(y, g_z, out=g_z)" in backward
+    source = ad.value_and_grad(common_factor).source(RNG.normal(size=(3, 4)))
+    forward = "\n".join(line.split("  # ")[0] for line in source.split("# backward")[0].splitlines())
+    assert forward.count("3.0") == 1 and forward.count("0.5") == 1

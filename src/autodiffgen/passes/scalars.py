@@ -10,6 +10,7 @@ each exact in shape and dtype:
     op(broadcast_to(x, S), k, ...)                  ->  broadcast_to(op(x, k, ...), S)
     -(x * a),  (-x) * b                             ->  x * -a,  x * -b
     b + (-a),  b - (-a)                             ->  b - a,  b + a
+    a * c + b * c,  a * c + b * -c                  ->  (a + b) * c,  (a - b) * c
 
 for scalar constants a, b. The first keeps the result's dtype: a NumPy scalar is as
 strong as an array in promotion, and generalize_batch fits it to a formula in n as it
@@ -58,10 +59,33 @@ def _rewrite(node, args, opaque):
         if product is not None:
             return product
     if name in ("add", "subtract"):
-        signed = _signed(node, args, opaque)
+        signed = _signed(node, args, opaque) or _common_factor(node, args, opaque)
         if signed is not None:
             return signed
     return _sink_broadcast(node, args, opaque)
+
+
+def _common_factor(node, args, opaque):
+    """(a +- b) * c for a * c +- b * (+-c): one scaling where there were two."""
+    scaled = [_factor(x, x.args) if _op(x, opaque) == "multiply" else None for x in args]
+    if None in scaled or args[0] is args[1]:  # x + x: as cheap as x * 2
+        return None
+    (a, c), (b, k) = scaled
+    if type(a) is not Node or type(b) is not Node or a.dtype != b.dtype \
+            or np.broadcast_shapes(a.shape, b.shape) != node.shape \
+            or np.result_type(a.dtype, c) != node.dtype or not np.isfinite(c) or c == 0:
+        return None
+    plus = op(node) == "add"
+    if k == c:
+        name = "add" if plus else "subtract"
+    elif k == -c:
+        name = "subtract" if plus else "add"
+    else:
+        return None
+    inner = Node(node.id, PRIMITIVES[name], (a, b), {}, node.shape, a.dtype, node.loc,
+                 node.stack, node.grad_of)
+    inner.trace_id = node.trace_id
+    return clone(node, (inner, c), PRIMITIVES["multiply"], {})
 
 
 def _signed(node, args, opaque):
