@@ -20,10 +20,11 @@ from .fold import fold
 from .fresh import ensure_fresh
 from .fuse import fuse
 from .scalars import scalars
+from .signs import signs
 from .simplify import simplify
 from .stable import stable
 
-PIPELINE = (stable, fold, simplify, scalars, cse, accumulate, dce)
+PIPELINE = (stable, fold, simplify, scalars, signs, cse, accumulate, dce)
 ENABLED = os.environ.get("AUTODIFFGEN_PASSES", "1") != "0"
 MAX_ROUNDS = 20
 
@@ -46,4 +47,4 @@ def optimize(graph, pipeline=PIPELINE, numexpr=False):
 
 
 __all__ = ["ENABLED", "PIPELINE", "accumulate", "cse", "dce", "ensure_fresh", "fold", "fuse",
-           "optimize", "scalars", "simplify", "stable"]
+           "optimize", "scalars", "signs", "simplify", "stable"]

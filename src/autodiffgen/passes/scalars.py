@@ -32,14 +32,14 @@ from .rewrite import clone, guard_reads, substitute
 
 def scalars(graph):
     guarded = None
-    replace = {}
+    replace, opaque = {}, set(graph.inputs)
     for node in graph.nodes:
         impl = getattr(node.prim, "impl", None)
         if not isinstance(impl, np.ufunc) or impl.signature is not None or node.prim.effect \
                 or not node.shape or node.dtype.kind not in "fc":
             continue
         args = [replace.get(a, a) if type(a) is Node else a for a in node.args]
-        better = _rewrite(node, args, set(graph.inputs))
+        better = _rewrite(node, args, opaque)
         if better is None:
             continue
         guarded = guard_reads(graph) if guarded is None else guarded
