@@ -30,7 +30,11 @@ def negation_first(x, y):  # (-a) - b = -(a + b): carried on to the add after it
     return np.sum(((-np.sin(x)) - y) * 2.0 + y)
 
 
-FUNS = [cos_chain, negated_twice, kept_negation, negation_first]
+def with_a_constant_array(x):  # a use next to a constant array (compared by identity)
+    return np.sum(-np.sin(x) * np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) + x)
+
+
+FUNS = [cos_chain, negated_twice, kept_negation, negation_first, with_a_constant_array]
 
 
 def args_of(fun):

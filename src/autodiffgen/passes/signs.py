@@ -40,7 +40,7 @@ def _carried(v, users, fixed, depth, seen):
         return False
     seen.add(v)
     for w in users[v]:
-        if w.args.count(v) != 1 or w.dtype != v.dtype:
+        if sum(a is v for a in w.args) != 1 or w.dtype != v.dtype:
             return False
         name = op(w)
         if name == "negative" or name == "add" or name == "subtract" and w.args[1] is v:
