@@ -28,6 +28,7 @@ from .tree import (
     step_text,
     structure_text,
 )
+from .whole_rules import whole_rules
 
 _WARNED_BOOL = {}  # warnings' registry: one warning per place, however often it traces
 
@@ -186,6 +187,7 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
             cots[node] = seed
     order = toposort(list(cots))
     shifted = dead_shifts(order)  # z - max(z) before a softmax: the max's side is zero
+    whole = whole_rules(order, set(cots))  # (log-)softmax, sigmoid: one rule for the whole
     needs = _needs_grad(order, set(wrt))
     result, cotangent_of = {}, {}
     for node in order:
@@ -202,11 +204,17 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
         ans = look(node)
         trace.grad_of = node
         try:
+            if node in whole:
+                parent, contribution = whole[node](g, look)
+                if parent in needs:
+                    cots[parent] = contribution if parent not in cots \
+                        else cots[parent] + contribution
+                continue
             for i, parent in enumerate(node.args):
                 if type(parent) is not Node or parent not in needs or (
                         i == 1 and node in shifted):
                     continue
-                rule = node.prim.vjp(i)
+                rule = node.prim.vjp(i, sole=bool(node.prim.sole_vjps) and _sole(node, i, needs))
                 if rule is None and node.prim.strict:
                     raise missing_rule(node.prim, "VJP", i, node.loc)
                 contribution = None if rule is None else rule(g, ans, *args, **node.params)
@@ -217,6 +225,11 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
         finally:
             trace.grad_of = None
     return result, cotangent_of
+
+
+def _sole(node, i, needs):
+    """No derivative flows through node's arguments other than the i-th."""
+    return not any(type(a) is Node and a in needs for j, a in enumerate(node.args) if j != i)
 
 
 def _needs_grad(order, wrt):

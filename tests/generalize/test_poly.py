@@ -221,7 +221,7 @@ def test_fit_arrays():
 
 # ---- unification -------------------------------------------------------------------------
 @pytest.mark.parametrize("fun, args, argnums, expected", [
-    (mean_loss, "wx", 0, [Scale(1.0, -1) if passes.ENABLED else Dim(1, 0)]),
+    (mean_loss, "wx", 0, [Scale(1.0, -1, np.float64) if passes.ENABLED else Dim(1, 0)]),
     (pick_loss, "Wxy", 0, [SymArray("arange", (Dim(1, 0),), np.dtype(np.int64))]),
     (reshape_loss, "wx", 0, [(Dim(1, 0), 3, 2)]),
     (mlp_loss, "pxy", 0, [SymArray("arange", (Dim(1, 0),), np.dtype(np.int64)),
@@ -269,7 +269,8 @@ def test_a_wrong_formula_is_caught_by_the_check_at_the_low_size():
     low = build((w, x[:2]))
     assert generalize_batch.agrees(graph, low, (w, x[:2]), 2)
     wrong = {Dim: lambda d: Dim(d.a, d.b + 1),  # n + 1 for n, 1/(2n) for 1/n
-             SymArray: lambda a: SymArray("full", a.shape, a.dtype, Scale(1.0, -1, m=2))}
+             SymArray: lambda a: SymArray("full", a.shape, a.dtype, Scale(1.0, -1, m=2)),
+             Scale: lambda s: Scale(s.k, s.power, s.cast, s.var, m=2 * s.m, b=s.b)}
     for node in graph.nodes:
         node.args = tuple(wrong[type(a)](a) if type(a) in wrong else a for a in node.args)
     assert not generalize_batch.agrees(graph, low, (w, x[:2]), 2)

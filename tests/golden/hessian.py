@@ -46,15 +46,14 @@ def hessian_fn_bwd(residuals, g):
     # backward
     g_multiply = g * subtract_1           # grad of multiply, golden_models.py:49
     g_subtract = g * multiply_3
-    g_multiply_1 = np.negative(g_subtract, out=g_subtract)  # grad of subtract
+    multiply_4 = np.multiply(g_subtract, tanh_1, out=g_subtract)
     del g_subtract
-    g_tanh = np.multiply(g_multiply_1, tanh_1, out=g_multiply_1)  # grad of multiply
-    del g_multiply_1
-    g_tanh += g_tanh
-    multiply_4 = np.multiply(g_multiply, 2, out=g_multiply)
+    g_tanh = np.multiply(g_multiply, 2, out=g_multiply)
     del g_multiply
-    g_tanh += multiply_4
+    add_2 = np.add(multiply_4, multiply_4, out=multiply_4)
     del multiply_4
+    g_tanh -= add_2
+    del add_2
     g_getitem = g[:-1]                    # grad of scatter_add
     g_getitem_1 = g[1:]
     g_x = _scatter_add(g_getitem, (slice(1, None),), (4,), unique=True)  # grad of getitem

@@ -13,8 +13,7 @@ def f_value_and_grad(x1, x2):
     f = add - sin
     # backward
     cos = math.cos(x2)                    # grad of sin, seed_function.py:16
-    negative = -cos
-    g_x2 = negative + x1                  # grad of multiply
+    g_x2 = x1 - cos                       # grad of multiply
     divide = 1.0 / x1                     # grad of log
     g_x1 = x2 + divide
     return (f, (g_x1, g_x2))

@@ -20,10 +20,12 @@ from .dce import dce
 from .fold import fold
 from .fresh import ensure_fresh
 from .fuse import fuse
+from .scalars import scalars
+from .signs import signs
 from .simplify import simplify
 from .stable import stable
 
-PIPELINE = (stable, fold, simplify, contract, cse, accumulate, dce)
+PIPELINE = (stable, fold, simplify, scalars, signs, contract, cse, accumulate, dce)
 ENABLED = os.environ.get("AUTODIFFGEN_PASSES", "1") != "0"
 MAX_ROUNDS = 20
 
@@ -48,5 +50,5 @@ def optimize(graph, pipeline=PIPELINE, numexpr=False):
     return graph
 
 
-__all__ = ["ENABLED", "PIPELINE", "accumulate", "contract", "cse", "dce", "ensure_fresh", "fold", "fuse",
-           "optimize", "simplify", "stable"]
+__all__ = ["ENABLED", "PIPELINE", "accumulate", "contract", "cse", "dce", "ensure_fresh", "fold",
+           "fuse", "optimize", "scalars", "signs", "simplify", "stable"]

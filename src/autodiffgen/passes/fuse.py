@@ -164,9 +164,11 @@ def _fused(root, inner, graph):
             if type(node) is Node:
                 return leaf(node)
             value = _constant(node, root.dtype)
-            if root.dtype == np.float64:  # a literal: numexpr's own float type
-                return ast.Constant(float(value))
-            return leaf(value)  # a float32 scalar: numexpr keeps float32
+            if root.dtype == np.float64 and not isinstance(node, np.generic):
+                return ast.Constant(float(value))  # a literal: numexpr's own float type
+            # a float32 scalar (numexpr keeps float32), or a NumPy one, which may be a
+            # batch size's 1/n (passes/scalars.py): generalize_batch reads arguments
+            return leaf(value)
         parts = [build(a) for a in node.args]
         if op(node) == "negative":
             return ast.UnaryOp(ast.USub(), parts[0])

@@ -37,6 +37,10 @@ recorded them; forward-mode graphs (`kind == "jvp"`) are left alone.
 
 import numpy as np
 
+from ..forms import computed_op as _computed
+from ..forms import is_one as _one
+from ..forms import plus_one as _plus_one
+from ..forms import sigmoid_of as _sigmoid
 from ..graph import Node, op, original, users_of
 from ..rules import PRIMITIVES
 from ..tree import leaves
@@ -87,38 +91,6 @@ def _match(node, computed):
             return _Match(node, sig[0], sig[1] | {x}, _log_one_minus_sigmoid)
     e = _computed(x, computed, "add") and _plus_one(x, computed)
     return _Match(node, e.args[0], {x, e}, _softplus) if e else None
-
-
-def _sigmoid(s, computed):
-    """(z, its nodes) for s = 1 / (1 + exp(-z)) or reciprocal(1 + exp(-z)), else None."""
-    if _computed(s, computed, "divide") and _one(s.args[0]):
-        d = s.args[1]
-    elif _computed(s, computed, "reciprocal"):
-        d = s.args[0]
-    else:
-        return None
-    e = _computed(d, computed, "add") and _plus_one(d, computed)
-    n = e and _computed(e.args[0], computed, "negative")
-    return (n.args[0], {s, d, e, n}) if n else None
-
-
-def _plus_one(node, computed):
-    """The exp node of 1 + exp(.) or exp(.) + 1."""
-    a, b = node.args
-    for x, c in ((a, b), (b, a)):
-        if _one(c) and _computed(x, computed, "exp"):
-            return x
-    return None
-
-
-def _computed(x, computed, name):
-    return x if type(x) is Node and x in computed and op(x) == name else None
-
-
-def _one(c):
-    if type(c) is Node or isinstance(c, (bool, np.bool_)) or np.ndim(c) != 0:
-        return False
-    return isinstance(c, (int, float, np.number, np.ndarray)) and bool(c == 1)
 
 
 def _regions(matches):

@@ -50,13 +50,17 @@ class Primitive:
 
     def __init__(self, name, impl, template, defaults=None, vjps=(), simplify=None,
                  variadic_vjp=None, helper=None, jvps=(), jvp_from=None, linear_in=None,
-                 strict=False, imports=(), builtin=False, effect=False):
+                 strict=False, imports=(), builtin=False, effect=False, sole_vjps=()):
         self.name = name
         self.impl = impl
         self.template = template
         self.defaults = defaults or {}
         self.vjps = tuple(vjps)
         self.variadic_vjp = variadic_vjp
+        # the rules when no derivative flows through the other arguments (they are
+        # constants for it): relu's np.maximum(x, 0) takes the mask g * (x > 0) there,
+        # where two traced arguments share the gradient at a tie
+        self.sole_vjps = tuple(sole_vjps)
         self.simplify = simplify
         self.helper = helper  # name of a runtime helper the emitted code calls, if any
         self.jvps = tuple(jvps)
@@ -78,8 +82,11 @@ class Primitive:
     def __call__(self, *args, **params):
         return bind(self, args, params)
 
-    def vjp(self, argnum):
-        """The rule for one argument, or None if it is not differentiable there."""
+    def vjp(self, argnum, sole=False):
+        """The rule for one argument, or None if it is not differentiable there. `sole`:
+        no derivative flows through the other arguments (see sole_vjps)."""
+        if sole and argnum < len(self.sole_vjps):
+            return self.sole_vjps[argnum]
         if self.variadic_vjp is not None:
             return lambda g, ans, *args, **p: self.variadic_vjp(argnum, g, ans, *args, **p)
         return self.vjps[argnum] if argnum < len(self.vjps) else None
@@ -99,7 +106,8 @@ class Primitive:
             if self.jvp_from == "multilinear":
                 parts.append(self(*args[:i], t, *args[i + 1:], **params))
                 continue
-            rule = self.vjp(i) if self.jvp_from == "vjp" else (
+            rule = self.vjp(i, sole=bool(self.sole_vjps) and _alone(tangents, i)) \
+                if self.jvp_from == "vjp" else (
                 self.jvps[i] if i < len(self.jvps) else None)
             if rule is None and self.strict:
                 raise missing_rule(self, "JVP", i, loc)
@@ -119,6 +127,11 @@ class Primitive:
 
     def __repr__(self):
         return f"<primitive {self.name}>"
+
+
+def _alone(tangents, i):
+    """Only argument i has a tangent."""
+    return all(t is None for j, t in enumerate(tangents) if j != i)
 
 
 def missing_rule(prim, kind, argnum, loc=None):

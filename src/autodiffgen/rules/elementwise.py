@@ -118,10 +118,17 @@ ufunc(np.square, "np.square({0})", lambda g, ans, x: g * (2 * x))
 ufunc(np.reciprocal, "np.reciprocal({0})", lambda g, ans, x: -(g * (ans * ans)))
 ufunc(np.absolute, "np.abs({0})", lambda g, ans, x: g * np.sign(x))
 ufunc(np.fabs, "np.fabs({0})", lambda g, ans, x: g * np.sign(x))
+# a relu h = np.maximum(x, 0) (the other argument a constant, or not differentiated): the
+# mask g * (h > 0), derivative 0 at the tie as jax.nn.relu and torch.relu (one pass, in
+# place where g dies; h > 0 is x > 0, and reading h lets x die in the forward). Two
+# differentiated arguments share the gradient at a tie (as jnp.maximum and Autograd), so
+# max(a, b) + min(a, b) = a + b keeps its derivative
 ufunc(np.maximum, "np.maximum({0}, {1})", lambda g, ans, x, y: _step(g, x, y),
-      lambda g, ans, x, y: _step(g, y, x))
+      lambda g, ans, x, y: _step(g, y, x),
+      sole_vjps=(lambda g, ans, x, y: g * (ans > y), lambda g, ans, x, y: g * (ans > x)))
 ufunc(np.minimum, "np.minimum({0}, {1})", lambda g, ans, x, y: _step(g, y, x),
-      lambda g, ans, x, y: _step(g, x, y))
+      lambda g, ans, x, y: _step(g, x, y),
+      sole_vjps=(lambda g, ans, x, y: g * (ans < y), lambda g, ans, x, y: g * (ans < x)))
 for _uf in (np.fmax, np.fmin):  # a NaN loses: compare with the result, not the difference
     ufunc(_uf, f"np.{_uf.__name__}({{0}}, {{1}})", lambda g, ans, x, y: _balanced(g, x, ans, y),
           lambda g, ans, x, y: _balanced(g, y, ans, x))
