@@ -237,8 +237,11 @@ class Emitter:
         body = self.captured_checks() + self.unpack_inputs()
         locs = {}  # body index -> the user's (file, line) the statement came from
         last_use = self.last_uses()
-        reuse = {} if self.scalar or self.pure else reuse_plan(self.graph, last_use)
-        self.shared = one_name(self.graph, reuse)  # node -> whose name its buffer has
+        reuse = {}
+        if not (self.scalar or self.pure):
+            reuse, last_use = reuse_plan(self.graph, last_use)
+        self.shared = one_name(self.graph, {  # node -> whose name its buffer has
+            i: b for i, b in reuse.items() if any(b is a for a in self.graph.nodes[i].args)})
         self.own = {}  # node -> its own name, which a gradient's name is made from
         section = run_loc = None
         self.block = None  # the `try:` or `with np.errstate` block last emitted (marked)
@@ -305,7 +308,7 @@ class Emitter:
         """The right-hand side of a node's statement; `out`: the dying operand whose
         buffer it writes into (emit_memory.py), or None."""
         args = [self.arg_ast(a) for a in node.args]
-        if out is not None:
+        if out is not None:  # an operand dying here, or a buffer dead before
             return call_ast(f"np.{ufunc_of(node.prim)}", args,
                             [ast.keyword("out", self.arg_ast(out))])
         if node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:

@@ -7,6 +7,13 @@ the peak lower on large arrays. Within one user statement, such a chain is one b
 one name (`h = x @ W`, `h += b`, `np.tanh(h, out=h)`): see `one_name`. Only buffers the graph owns qualify: never an input (but a donated one: a compiled
 training step's params and state), a saved value, an output, a constant, or an array that
 some view still looks into.
+
+Beyond the operand dying at the statement, a buffer dead earlier in the function serves
+any later result of its shape and dtype (`np.matmul(h, W, out=add_3)`, a recurrent step's
+temporaries reused by the next step): `pooled` keeps the dead buffers, and the dead
+value's `del` moves to the statement that reuses its buffer, so the source shows where
+each buffer goes. Shapes are compared as the graph has them: a batch-polymorphic graph's
+(generalize_batch.py) are formulas in n, so a reuse holds at every size the code serves.
 """
 
 import numpy as np
@@ -31,25 +38,106 @@ def ufunc_of(prim):
 
 
 def reuse_plan(graph, last_use):
-    """{statement index: the operand node whose buffer that statement writes into}."""
+    """({statement index: the node whose buffer that statement writes into}, last_use with
+    the `del` of each buffer taken from the pool moved to the statement that reuses it)."""
     viewed = {n.args[0] for n in graph.nodes if op(n) in _VIEWS and n.args
               and type(n.args[0]) is Node}
     viewed |= {a for n in graph.nodes if op(n) is None for a in n.args  # a user's
                if type(a) is Node}                                          # primitive
     kept = (set(graph.inputs) - graph.donated) | \
         {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
+
+    def free(arg):  # a buffer the graph owns, that nothing reads after it dies
+        return type(arg) is Node and arg not in kept and arg not in viewed \
+            and (owns(arg) or arg in graph.donated) and arg.shape != ()
+
     plan = {}
+    for i, node in enumerate(graph.nodes):  # first, operands dying where they are read
+        if _elementwise(node.prim) and node.shape != ():
+            dying = [a for a in last_use.get(i, ()) if free(a)]
+            for arg in node.args:
+                if type(arg) is Node and any(arg is d for d in dying) \
+                        and arg.shape == node.shape and arg.dtype == node.dtype:
+                    plan[i] = arg
+                    break
+    return _pooled(graph, last_use, plan, free)
+
+
+def _pooled(graph, last_use, plan, free):
+    """The plan with dead buffers taken from the pool; a buffer is held from its death to
+    its reuse only while that keeps the live bytes under the peak they reach without
+    holding it (so reuse never raises the peak), and for at most MAX_HOLD statements."""
+    n = graph.batch.n if graph.batch is not None else 1
+    live, peak = _live_bytes(graph, last_use, plan, n)
+    pool, moved = {}, {}
     for i, node in enumerate(graph.nodes):
-        if not _elementwise(node.prim) or node.shape == ():
-            continue
-        dying = set(last_use.get(i, ()))
-        for arg in node.args:
-            if type(arg) is Node and arg in dying and arg not in kept and arg not in viewed \
-                    and (owns(arg) or arg in graph.donated) \
-                    and arg.shape == node.shape and arg.dtype == node.dtype:
-                plan[i] = arg
-                break
-    return plan
+        dead = pool.get(_key(node)) if i not in plan and _writes_out(node) else None
+        if dead:
+            buffer, k = dead[-1]
+            size = _nbytes(buffer, n)
+            if i - k <= MAX_HOLD and max(live[k + 1:i], default=0) + size <= peak:
+                dead.pop()
+                plan[i] = buffer
+                moved[buffer] = i
+                for t in range(k + 1, i):
+                    live[t] += size
+        taken = plan.get(i)
+        for arg in last_use.get(i, ()):
+            if arg is not taken and free(arg):
+                pool.setdefault(_key(arg), []).append((arg, i))
+    return plan, _moved_dels(last_use, moved)
+
+
+MAX_HOLD = 256  # statements a dead buffer waits in the pool (a bound on the planning work)
+
+
+def _live_bytes(graph, last_use, plan, n):
+    """([bytes the graph's own buffers hold after each statement], the largest): a
+    fresh result adds its bytes, a result written into a buffer adds none, a value whose
+    buffer nobody took frees it at its last use. Views are counted as free."""
+    live, now, holds = [], 0, set()
+    for i, node in enumerate(graph.nodes):
+        taken = plan.get(i)
+        if taken is not None:
+            holds.discard(taken)
+            holds.add(node)
+        elif owns(node):
+            now += _nbytes(node, n)
+            holds.add(node)
+        for arg in last_use.get(i, ()):
+            if arg in holds and arg is not taken:
+                holds.discard(arg)
+                now -= _nbytes(arg, n)
+        live.append(now)
+    return live, max(live, default=0)
+
+
+def _nbytes(node, n):
+    size = np.dtype(node.dtype).itemsize if node.dtype is not None else 8
+    for d in node.shape:
+        size *= d if type(d) is int else d.at(n) if hasattr(d, "at") else 1
+    return size
+
+
+def _key(node):
+    return (node.shape, np.dtype(node.dtype))
+
+
+def _writes_out(node):
+    """A result that NumPy writes into a given buffer of its shape and dtype (out=)."""
+    if node.shape == () or node.prim is None:
+        return False
+    return _elementwise(node.prim) or (op(node) == "matmul" and ufunc_of(node.prim) == "matmul")
+
+
+def _moved_dels(last_use, moved):
+    """last_use with each pooled buffer's `del` at the statement that reuses it."""
+    if not moved:
+        return last_use
+    out = {i: [n for n in nodes if n not in moved] for i, nodes in last_use.items()}
+    for buffer, i in moved.items():
+        out.setdefault(i, []).append(buffer)
+    return {i: nodes for i, nodes in out.items() if nodes}
 
 
 def _elementwise(prim):

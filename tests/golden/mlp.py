@@ -78,26 +78,26 @@ def mlp_loss_value_and_grad(params, x, y):
     del g_shifted, h_1
     greater = add_1 > 0.0                 # grad of maximum, golden_models.py:11
     g_add_1 = g_h_1 * greater
-    del greater
     multiply_1 = np.multiply(0.5, g_h_1, out=g_h_1)
     del g_h_1
-    equal = add_1 == 0.0
-    del add_1
+    equal = np.equal(add_1, 0.0, out=greater)
+    del add_1, greater
     multiply_2 = np.multiply(multiply_1, equal, out=multiply_1)
-    del equal, multiply_1
+    del multiply_1
     g_add_1 += multiply_2
-    del multiply_2
     g_params_b2 = np.sum(g_add_1, axis=0)  # grad of add
-    g_h = g_add_1 @ params_W2.T           # grad of matmul
+    g_h = np.matmul(g_add_1, params_W2.T, out=multiply_2)  # grad of matmul
+    del multiply_2
     g_params_W2 = h.T @ g_add_1
-    del g_add_1, h
-    greater_1 = add > 0.0                 # grad of maximum, golden_models.py:10
-    g_add = g_h * greater_1
-    del greater_1
+    del h
+    greater_1 = np.greater(add, 0.0, out=equal)  # grad of maximum, golden_models.py:10
+    del equal
+    g_add = np.multiply(g_h, greater_1, out=g_add_1)
+    del g_add_1
     multiply_3 = np.multiply(0.5, g_h, out=g_h)
     del g_h
-    equal_1 = add == 0.0
-    del add
+    equal_1 = np.equal(add, 0.0, out=greater_1)
+    del add, greater_1
     multiply_4 = np.multiply(multiply_3, equal_1, out=multiply_3)
     del equal_1, multiply_3
     g_add += multiply_4
