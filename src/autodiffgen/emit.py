@@ -39,7 +39,7 @@ from .emit_ast import (
     symbolic_array_ast,
     wrap,
 )
-from .emit_memory import one_name, reuse_plan, ufunc_of
+from .emit_memory import one_name, reuse_plan, sunk, ufunc_of
 from .emit_scalar import SCALAR
 from .generated_helpers import HELPERS
 from .graph import PYTHON_NUMBERS, Node, constant_key, op, recomputed
@@ -93,7 +93,7 @@ class Emitter:
     """Turns one Graph into the lines of one function (and its module-level constants)."""
 
     def __init__(self, graph, standalone=False, constants=None, pure=False):
-        self.graph = graph
+        self.graph = graph if pure or graph.marks else sunk(graph)
         self.standalone = standalone
         self.cotangent_of = graph.derivative_of
         self.ns = Namespace(list(graph.params) + list(HELPERS))
@@ -110,7 +110,7 @@ class Emitter:
         self.imports = set()  # modules other than NumPy that some primitive's template uses
         self.scalar = graph.scalar and _all_python_floats(graph) and not graph.marks
         self.pure = pure  # no writes into dead buffers (code an enclosing trace will read)
-        self.inline_at = _inlined(graph)  # `x.T` read once: written where it is read
+        self.inline_at = _inlined(self.graph)  # `x.T` read once: written where it is read
         self.inline_ast = {}
 
     def arg_ast(self, arg):

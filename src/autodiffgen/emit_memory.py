@@ -16,9 +16,11 @@ each buffer goes. Shapes are compared as the graph has them: a batch-polymorphic
 (generalize_batch.py) are formulas in n, so a reuse holds at every size the code serves.
 """
 
+from dataclasses import replace
+
 import numpy as np
 
-from .graph import Node, op
+from .graph import Node, has_effect, is_guard, op, recomputed
 from .tree import leaves
 
 # primitives whose result is a new array of its own (a view would share its buffer)
@@ -171,3 +173,35 @@ def one_name(graph, plan):
         if last.name is not None or last in graph.derivative_of:
             shared.update((m, last) for m in members)
     return shared
+
+
+# ---- the schedule: backward values made from inputs alone, computed where they are read ----
+def sunk(graph):
+    """The graph with each backward value that reads nothing but inputs and constants (the
+    gradient of a mean, `-(1/n) * y`) moved to just before its first reader: computed at
+    once, it would hold its buffer while the forward's saved values are still alive."""
+    inputs = set(graph.inputs) - graph.donated
+    movable = set()
+    for node in graph.nodes:
+        if node.grad_of is not None and node.prim is not None and not is_guard(node) \
+                and not has_effect(node) and node not in graph.tried \
+                and not recomputed(node) and node.shape != () \
+                and all(a in inputs or a in movable for a in node.args if type(a) is Node):
+            movable.add(node)
+    if not movable:
+        return graph
+    order, placed = [], set()
+
+    def place(node):
+        for a in node.args:
+            if type(a) is Node and a in movable and a not in placed:
+                place(a)
+        placed.add(node)
+        order.append(node)
+    for node in graph.nodes:
+        if node not in movable:
+            place(node)
+    for node in graph.nodes:  # read by no statement: an output, computed last
+        if node not in placed:
+            place(node)
+    return replace(graph, nodes=order)
