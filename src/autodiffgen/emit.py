@@ -39,7 +39,7 @@ from .emit_ast import (
     symbolic_array_ast,
     wrap,
 )
-from .emit_memory import one_name, reuse_plan, sunk, ufunc_of
+from .emit_memory import RECOMPUTED, one_name, rematerialized, reuse_plan, sunk, ufunc_of
 from .emit_scalar import SCALAR
 from .generated_helpers import HELPERS
 from .graph import PYTHON_NUMBERS, Node, constant_key, op, recomputed
@@ -70,6 +70,8 @@ def _comment(node, kind="grad"):
         return f"seed: d {node.grad_of.name or 'output'} / d itself"
     if recomputed(node):  # checkpointing.py: the replay of a checkpointed call
         return f"recompute of checkpointed {node.grad_of.name}, {where}"
+    if node in RECOMPUTED:  # emit_memory.rematerialized: cheaper than saving it
+        return f"recomputed, not saved: {where}"
     if node.grad_of is not None:
         of = node.grad_of.prim.name if node.grad_of.prim else "argument"
         return f"{'tangent' if kind == 'jvp' else 'grad'} of {of}, {where}"
@@ -93,9 +95,9 @@ class Emitter:
     """Turns one Graph into the lines of one function (and its module-level constants)."""
 
     def __init__(self, graph, standalone=False, constants=None, pure=False):
-        self.graph = graph if pure or graph.marks else sunk(graph)
+        self.graph = graph if pure or graph.marks else sunk(rematerialized(graph))
         self.standalone = standalone
-        self.cotangent_of = graph.derivative_of
+        self.cotangent_of = self.graph.derivative_of
         self.ns = Namespace(list(graph.params) + list(HELPERS))
         # an argument named like a module or helper the code calls (np, math, operator,
         # _setitem, slice...) is renamed, so the code never reads the user's value instead

@@ -16,11 +16,13 @@ each buffer goes. Shapes are compared as the graph has them: a batch-polymorphic
 (generalize_batch.py) are formulas in n, so a reuse holds at every size the code serves.
 """
 
+import weakref
 from dataclasses import replace
 
 import numpy as np
 
 from .graph import Node, has_effect, is_guard, op, recomputed
+from .passes.rewrite import clone, substitute
 from .tree import leaves
 
 # primitives whose result is a new array of its own (a view would share its buffer)
@@ -205,3 +207,53 @@ def sunk(graph):
         if node not in placed:
             place(node)
     return replace(graph, nodes=order)
+
+
+# ---- rematerialization: cheap saved values computed again where the backward reads them ----
+CHEAP = {"add", "subtract", "multiply", "negative"}
+RECOMPUTED = weakref.WeakSet()  # the copies remade in the backward (emit.py says so)
+
+
+def rematerialized(graph):
+    """The graph with each cheap forward value the backward reads (`h - n`, saved for a
+    GRU's update gate) computed again just before its first backward reader, when its
+    operands are alive there anyway (inputs, or values the backward reads at or after that
+    point): one elementwise pass in the backward instead of a buffer held from the forward
+    to the backward. A hand-written backward recomputes such values the same way."""
+    nodes = graph.nodes
+    at = {node: i for i, node in enumerate(nodes)}
+    last = {}
+    for i, node in enumerate(nodes):
+        for a in node.args:
+            if type(a) is Node:
+                last[a] = i
+    outputs = {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
+    inputs = set(graph.inputs)
+    copies = {}  # forward node -> (index of its first backward reader, its copy)
+    for node in nodes:
+        if node.grad_of is not None:
+            for a in node.args:
+                if type(a) is Node and a not in copies and a not in inputs \
+                        and _cheap(a, outputs, graph):
+                    first = at[node]
+                    if all(b in inputs or last.get(b, -1) >= first
+                           for b in a.args if type(b) is Node):
+                        copies[a] = (first, None)
+    if not copies:
+        return graph
+    made = {}
+    for a in copies:
+        made[a] = copy = clone(a)
+        copy.grad_of = nodes[copies[a][0]].grad_of
+        RECOMPUTED.add(copy)
+    readers = {node: clone(node, tuple(made.get(b, b) if type(b) is Node else b
+                                       for b in node.args))
+               for node in nodes if node.grad_of is not None
+               and any(type(b) is Node and b in made for b in node.args)}
+    return substitute(graph, readers)[0]
+
+
+def _cheap(node, outputs, graph):
+    return node.grad_of is None and op(node) in CHEAP and ufunc_of(node.prim) is not None \
+        and node.shape != () and node not in outputs and node not in graph.tried \
+        and not graph.marks.get(node.stack)

@@ -54,11 +54,13 @@ def rnn_loss_value_and_grad(params, xs, target):
     # golden_models.py:34  return np.mean((h - target) ** 2)
     subtract = np.subtract(h, target, out=matmul_6)
     del matmul_6
-    power = subtract ** 2
+    power = np.power(subtract, 2, out=subtract)
+    del subtract
     rnn_loss = np.mean(power)
     # backward
-    g_subtract = np.multiply(2, subtract, out=subtract)  # grad of power, golden_models.py:34
-    del subtract
+    g_subtract = np.subtract(h, target, out=power)  # recomputed, not saved: golden_models.py:34
+    del power
+    g_subtract *= 2                       # grad of power
     g_subtract *= full
     multiply = np.multiply(h, h, out=h)   # grad of tanh, golden_models.py:33
     del h
@@ -70,8 +72,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     transpose = params_Wh.T               # grad of matmul
     g_tanh_2 = np.matmul(g_add, transpose, out=subtract_1)
     del subtract_1
-    multiply_1 = np.multiply(tanh_2, tanh_2, out=power)  # grad of tanh
-    del power
+    multiply_1 = tanh_2 * tanh_2          # grad of tanh
     subtract_2 = np.subtract(1, multiply_1, out=multiply_1)
     del multiply_1
     g_add_5 = np.multiply(g_tanh_2, subtract_2, out=g_tanh_2)

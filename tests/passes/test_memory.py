@@ -270,3 +270,49 @@ def test_backward_values_made_from_inputs_alone_are_computed_where_read(monkeypa
     sunk = peak()
     monkeypatch.setattr(emit, "sunk", lambda graph: graph)
     assert sunk <= peak() - 0.9 * y.nbytes
+
+
+# ---- rematerialization: cheap saved values computed again in the backward -----------------
+def test_cheap_saved_values_are_recomputed_and_the_peak_drops(monkeypatch):
+    """`h - n` (saved for the update gate's gradient) is recomputed in the backward from h
+    and n, which the backward reads anyway: one buffer per step less at the peak."""
+    import importlib
+    import tracemalloc
+
+    emit = importlib.import_module("autodiffgen.emit")
+    args = gru_args(np.float64, batch=64, steps=20)
+    assert "# recomputed, not saved" in ad.emit(gru_like, *args, argnums=(0, 1))
+
+    def make():
+        def f(W, U, xs, target):
+            return gru_like(W, U, xs, target)
+        return f
+
+    def peak():
+        f = ad.value_and_grad(make(), argnums=(0, 1))
+        f(*args)
+        tracemalloc.start()
+        tracemalloc.reset_peak()
+        result = f(*args)
+        top = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        _agree(result, _tape(gru_like, args, (0, 1)), 1e-10)
+        return top
+    recomputing = peak()
+    monkeypatch.setattr(emit, "rematerialized", lambda graph: graph)
+    step = args[2][0].nbytes / 3 * 4  # one (batch, 4) float64 state
+    assert recomputing <= peak() - 10 * step
+
+
+def test_recomputed_values_are_right_in_every_order_of_derivative():
+    def f(x, y):
+        n = np.tanh(x * y)
+        d = x - n                   # cheap, its operands read by the backward anyway
+        return np.sum(d * n * y)
+    x, y = RNG.normal(size=5), RNG.normal(size=5)
+    check_grads(f, x, y, argnums=(0, 1))
+    H = ad.hessian(f)(x, y)
+    g = ad.grad(f)
+    eps = 1e-6
+    fd = np.stack([(g(x + eps * e, y) - g(x - eps * e, y)) / (2 * eps) for e in np.eye(5)])
+    np.testing.assert_allclose(H, fd, rtol=1e-5, atol=1e-6)
