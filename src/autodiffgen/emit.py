@@ -39,7 +39,7 @@ from .emit_ast import (
     symbolic_array_ast,
     wrap,
 )
-from .emit_memory import RECOMPUTED, one_name, rematerialized, reuse_plan, sunk, ufunc_of
+from .emit_memory import RECOMPUTED, VIEWS, one_name, rematerialized, reuse_plan, sunk, ufunc_of
 from .emit_scalar import SCALAR
 from .generated_helpers import HELPERS
 from .graph import PYTHON_NUMBERS, Node, constant_key, op, recomputed
@@ -265,6 +265,8 @@ class Emitter:
             if kind != section:
                 body.append((kind, ""))
                 section = kind
+                if kind == "# backward":
+                    body += self.saved_line(i)
             value = self.value_ast(node, reuse.get(i))
             stmt = ast.Assign([ast.Name(name, ast.Store())], value)
             if i in reuse and self.shared.get(reuse[i]) is self.shared.get(node, False):
@@ -365,6 +367,26 @@ class Emitter:
         if node.grad_of is None and (run is None or run[0] != key):
             comment = f"{comment}  {source_line(node.loc)}".rstrip()
         return comment, (key, _comment(node, self.graph.kind))
+
+    def saved_line(self, start):
+        """`# saved by the forward: h, n, zr and 357 more`: the forward's arrays that the
+        backward, from statement `start` on, reads (the residuals a hand-written backward
+        would keep), by name, as many as fit on one line; not views, which hold their
+        base's memory."""
+        read = {a for n in self.graph.nodes[start:] if n.grad_of is not None
+                for a in n.args if type(a) is Node}
+        saved = [self.names[n] for n in self.graph.nodes[:start] if n in read
+                 and n.grad_of is None and n.shape != () and n in self.names
+                 and (op(n) not in VIEWS or op(n) == "getitem" and n.params["index"].slots)]
+        if not saved:
+            return []
+        text = "# saved by the forward:"
+        for shown, name in enumerate(saved):
+            more = f" and {len(saved) - shown} more"
+            if len(text) + len(name) + 2 + len(more) > WIDTH - 8 and shown:
+                return [(text + more, "")]
+            text += (", " if shown else " ") + name
+        return [(text, "")]
 
     def dels(self, nodes):
         """`del` of the arrays that die here: a scalar (a Python float, a NumPy scalar, a

@@ -29,7 +29,7 @@ from .tree import leaves
 _OWNERS = {"matmul", "scatter_add", "copy", "concatenate", "stack", "sum", "mean", "prod",
            "where", "clip", "astype", "tile", "repeat", "pad", "cumsum", "cumprod",
            "angle", "fftn", "ifftn", "rfftn", "irfftn", "eig_values", "eig_vectors"}
-_VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast_to",
+VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast_to",
           "stop_gradient", "recompute_from", "einsum", "diagonal", "real", "imag"}
 
 
@@ -44,7 +44,7 @@ def ufunc_of(prim):
 def reuse_plan(graph, last_use):
     """({statement index: the node whose buffer that statement writes into}, last_use with
     the `del` of each buffer taken from the pool moved to the statement that reuses it)."""
-    viewed = {n.args[0] for n in graph.nodes if op(n) in _VIEWS and n.args
+    viewed = {n.args[0] for n in graph.nodes if op(n) in VIEWS and n.args
               and type(n.args[0]) is Node}
     viewed |= {a for n in graph.nodes if op(n) is None for a in n.args  # a user's
                if type(a) is Node}                                          # primitive

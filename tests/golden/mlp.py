@@ -61,6 +61,7 @@ def mlp_loss_value_and_grad(params, x, y):
     del getitem
     mlp_loss = -mean
     # backward
+    # saved by the forward: add, h, add_1, h_1, exp, sum_1
     # grad of getitem, golden_models.py:15
     g_log_probs = _scatter_add(neg_inv_n, (rows, y), (n, 10), unique=True)
     negative = -g_log_probs               # grad of subtract, golden_models.py:14

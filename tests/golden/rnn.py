@@ -58,6 +58,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     del subtract
     rnn_loss = np.mean(power)
     # backward
+    # saved by the forward: tanh, tanh_1, tanh_2, h
     g_subtract = np.subtract(h, target, out=power)  # recomputed, not saved: golden_models.py:34
     del power
     g_subtract *= 2                       # grad of power
