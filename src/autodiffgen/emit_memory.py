@@ -45,7 +45,7 @@ def reuse_plan(graph, last_use):
     """({statement index: the node whose buffer that statement writes into}, last_use with
     the `del` of each buffer taken from the pool moved to the statement that reuses it)."""
     viewed = {n.args[0] for n in graph.nodes if op(n) in VIEWS and n.args
-              and type(n.args[0]) is Node}
+              and type(n.args[0]) is Node and not _contraction(n)}
     viewed |= {a for n in graph.nodes if op(n) is None for a in n.args  # a user's
                if type(a) is Node}                                          # primitive
     kept = (set(graph.inputs) - graph.donated) | \
@@ -152,7 +152,15 @@ def _elementwise(prim):
 
 def owns(node):
     """The node's value is a new array of its own (so it may be written into)."""
-    return op(node) in _OWNERS or (op(node) is not None and ufunc_of(node.prim) is not None)
+    return op(node) in _OWNERS or (op(node) is not None and ufunc_of(node.prim) is not None) \
+        or _contraction(node)
+
+
+def _contraction(node):
+    """An einsum of two or more operands: NumPy makes its result (or a transposed view of
+    a temporary nobody else holds), never a view of an operand, as one operand's einsum
+    can be (`np.einsum("ii->i", a)`)."""
+    return op(node) == "einsum" and len(node.args) >= 2
 
 
 def one_name(graph, plan):

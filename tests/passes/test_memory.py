@@ -316,3 +316,17 @@ def test_recomputed_values_are_right_in_every_order_of_derivative():
     eps = 1e-6
     fd = np.stack([(g(x + eps * e, y) - g(x - eps * e, y)) / (2 * eps) for e in np.eye(5)])
     np.testing.assert_allclose(H, fd, rtol=1e-5, atol=1e-6)
+
+
+def test_a_contractions_result_is_written_into_but_a_one_operand_einsums_view_is_not():
+    def f(W, b, A):
+        out = np.einsum("ij,jk->ik", A, W)       # a new array: `+ b` may write into it
+        diag = np.einsum("ii->i", A)             # a view of A: never written into
+        return np.sum(np.tanh(out + b)) + np.sum(diag * 2.0)
+    W, b, A = RNG.normal(size=(3, 3)), RNG.normal(size=3), RNG.normal(size=(3, 3))
+    A0 = A.copy()
+    source = ad.emit(f, W, b, A, argnums=(0, 1))
+    assert "np.add(out, b, out=out)" in source or "out += b" in source
+    check_grads(f, W, b, A, argnums=(0, 1))
+    ad.grad(f, argnums=(0, 1))(W, b, A)
+    np.testing.assert_array_equal(A, A0)
