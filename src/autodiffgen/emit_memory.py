@@ -228,13 +228,17 @@ def rematerialized(graph):
     operands are alive there anyway (inputs, or values the backward reads at or after that
     point): one elementwise pass in the backward instead of a buffer held from the forward
     to the backward. A hand-written backward recomputes such values the same way."""
+    if graph.kind != "grad":  # a JVP's tangents run beside the values they read
+        return graph
     nodes = graph.nodes
     at = {node: i for i, node in enumerate(nodes)}
-    last = {}
+    last, last_forward = {}, {}
     for i, node in enumerate(nodes):
         for a in node.args:
             if type(a) is Node:
                 last[a] = i
+                if node.grad_of is None:
+                    last_forward[a] = i
     outputs = {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
     inputs = set(graph.inputs)
     copies = {}  # forward node -> (index of its first backward reader, its copy)
@@ -244,7 +248,7 @@ def rematerialized(graph):
                 if type(a) is Node and a not in copies and a not in inputs \
                         and _cheap(a, outputs, graph):
                     first = at[node]
-                    if all(b in inputs or last.get(b, -1) >= first
+                    if last_forward.get(a, -1) < first - 1 and all(b in inputs or last.get(b, -1) >= first
                            for b in a.args if type(b) is Node):
                         copies[a] = (first, None)
     if not copies:
