@@ -1,4 +1,4 @@
-"""The autodiffgen benchmark suite: seven workloads, each against a hand-written NumPy
+"""The autodiffgen benchmark suite: eight workloads, each against a hand-written NumPy
 forward+backward baseline measured in the same run, and against HIPS autograd, JAX and
 PyTorch when they are installed.
 
@@ -18,7 +18,9 @@ memory that one step allocates, by tracemalloc, for the NumPy-based contenders.
 
 Everything runs on one thread: OMP/OpenBLAS/MKL thread counts are set to 1 before NumPy
 is imported, torch.set_num_threads(1), and XLA's CPU thread pool is turned off when the
-installed JAX accepts the flag. The peers are optional: `pip install -e '.[bench]'`.
+installed JAX accepts the flag. JAX runs the recurrent workloads (rnn, gru) in the form a
+JAX user writes them, the loop as `lax.scan` (Workload.jax_loss), not the unrolled loop.
+The peers are optional: `pip install -e '.[bench]'`.
 """
 
 import os
@@ -121,7 +123,8 @@ class Jax(Contender):
     def prepare(self, w, args):
         import jax
         import jax.numpy as jnp
-        fn = jax.jit(jax.value_and_grad(w.make_loss(jnp), argnums=w.argnums))
+        loss = w.jax_loss(jnp, jax) if w.jax_loss else w.make_loss(jnp)  # rnn, gru: lax.scan
+        fn = jax.jit(jax.value_and_grad(loss, argnums=w.argnums))
         # arrays live on the device beforehand, as a JAX program keeps them (not timed)
         args = tuple(a if w.python_floats else jax.device_put(a) for a in args)
         step = lambda: jax.block_until_ready(fn(*args))

@@ -34,6 +34,7 @@ class Workload:
     rtol: float = 1e-9           # gradient agreement, relative to each gradient's scale
     python_floats: bool = False  # arguments are Python floats, not arrays
     extras: dict = field(default_factory=dict)  # more hand-written versions, name -> function
+    jax_loss: Callable = None    # (jnp, jax) -> loss: JAX's own form (lax.scan), else make_loss
 
 
 def allclose(a, b, rtol):
@@ -448,6 +449,150 @@ def attention_args(rng, batch=8, seq=64, dim=64):
     return (*Ws, x, target)
 
 
+# ---- 8. GRU unrolled over T steps, loss on the final state -------------------------------
+# Gates z (update) and r (reset) from one fused (H, 2H) weight, the candidate n from (H, H);
+# the input projections of all steps (and the three biases) as one matmul up front.
+def _sigmoid(xp, a):
+    return 1.0 / (1.0 + xp.exp(-a))
+
+
+def gru_loss(xp):
+    def gru(Wx, Wzr, Wn, b, xs, h0, target):
+        H = Wn.shape[0]
+        xw = xs @ Wx + b                  # (T, B, 3H): the input projections of every step
+        h = h0
+        for t in range(xs.shape[0]):
+            zr = _sigmoid(xp, xw[t, :, :2 * H] + h @ Wzr)
+            z, r = zr[:, :H], zr[:, H:]
+            n = xp.tanh(xw[t, :, 2 * H:] + (r * h) @ Wn)
+            h = n + z * (h - n)
+        d = h - target
+        return 0.5 * (d * d).sum() / xs.shape[1]
+    return gru
+
+
+def gru_by_hand(Wx, Wzr, Wn, b, xs, h0, target):
+    T, B, _ = xs.shape
+    H = Wn.shape[0]
+    xw = xs @ Wx
+    xw += b
+    dt = xw.dtype
+    # what the backward reads, every step's in one preallocated stack
+    hs = np.empty((T + 1, B, H), dtype=dt)
+    zrs = np.empty((T, B, 2 * H), dtype=dt)
+    ns = np.empty((T, B, H), dtype=dt)
+    rhs = np.empty((T, B, H), dtype=dt)
+    hs[0] = h0
+    for t in range(T):
+        h, zr, n, rh = hs[t], zrs[t], ns[t], rhs[t]
+        np.matmul(h, Wzr, out=zr)
+        zr += xw[t, :, :2 * H]
+        np.negative(zr, out=zr)          # sigmoid in place
+        np.exp(zr, out=zr)
+        zr += 1.0
+        np.reciprocal(zr, out=zr)
+        np.multiply(zr[:, H:], h, out=rh)
+        np.matmul(rh, Wn, out=n)
+        n += xw[t, :, 2 * H:]
+        np.tanh(n, out=n)
+        hn = hs[t + 1]                   # h' = n + z (h - n)
+        np.subtract(h, n, out=hn)
+        hn *= zr[:, :H]
+        hn += n
+    del xw
+    d = hs[T] - target
+    value = 0.5 * (d * d).sum() / B
+    dh = d
+    dh *= 1.0 / B
+    # d loss / d (pre-activations) of every step: the gates' and the candidate's
+    dzrs = np.empty_like(zrs)
+    dns = np.empty_like(ns)
+    dh_prev = np.empty_like(dh)
+    tmp = np.empty_like(dh)
+    tmp2 = np.empty((B, 2 * H), dtype=dt)
+    WzrT, WnT = Wzr.T, Wn.T
+    for t in range(T - 1, -1, -1):
+        h, zr, n = hs[t], zrs[t], ns[t]
+        dzr, dn = dzrs[t], dns[t]
+        np.subtract(h, n, out=dzr[:, :H])         # dz = dh (h - n)
+        dzr[:, :H] *= dh
+        np.multiply(dh, zr[:, :H], out=dh_prev)   # dh through z h
+        np.subtract(dh, dh_prev, out=dn)          # dn = dh (1 - z)
+        np.multiply(n, n, out=tmp)                # through tanh: (1 - n^2)
+        np.subtract(1.0, tmp, out=tmp)
+        dn *= tmp
+        np.matmul(dn, WnT, out=tmp)               # d (r h)
+        np.multiply(tmp, h, out=dzr[:, H:])       # dr
+        tmp *= zr[:, H:]
+        dh_prev += tmp
+        np.subtract(1.0, zr, out=tmp2)            # through the sigmoid: zr (1 - zr)
+        tmp2 *= zr
+        dzr *= tmp2
+        np.matmul(dzr, WzrT, out=tmp)
+        dh_prev += tmp
+        dh, dh_prev = dh_prev, dh
+    TB = T * B
+    dzr2, dn2 = dzrs.reshape(TB, 2 * H), dns.reshape(TB, H)
+    gWzr = hs[:T].reshape(TB, H).T @ dzr2
+    gWn = rhs.reshape(TB, H).T @ dn2
+    x2T = xs.reshape(TB, -1).T
+    gWx = np.concatenate([x2T @ dzr2, x2T @ dn2], axis=1)
+    gb = np.concatenate([dzr2.sum(axis=0), dn2.sum(axis=0)])
+    return value, (gWx, gWzr, gWn, gb)
+
+
+def gru_torch(torch, Wx, Wzr, Wn, b, xs, h0, target):
+    H = Wn.shape[0]
+    xw = xs @ Wx + b
+    h = h0
+    for t in range(xs.shape[0]):
+        zr = torch.sigmoid(xw[t, :, :2 * H] + h @ Wzr)
+        z, r = zr[:, :H], zr[:, H:]
+        n = torch.tanh(xw[t, :, 2 * H:] + (r * h) @ Wn)
+        h = n + z * (h - n)
+    d = h - target
+    return 0.5 * (d * d).sum() / xs.shape[1]
+
+
+def gru_jax(jnp, jax):
+    """The GRU as a JAX user writes it: the loop as `lax.scan` (one compiled step)."""
+    def gru(Wx, Wzr, Wn, b, xs, h0, target):
+        H = Wn.shape[0]
+        xw = xs @ Wx + b
+
+        def step(h, xw_t):
+            zr = jax.nn.sigmoid(xw_t[:, :2 * H] + h @ Wzr)
+            z, r = zr[:, :H], zr[:, H:]
+            n = jnp.tanh(xw_t[:, 2 * H:] + (r * h) @ Wn)
+            return n + z * (h - n), None
+        h, _ = jax.lax.scan(step, h0, xw)
+        d = h - target
+        return 0.5 * (d * d).sum() / xs.shape[1]
+    return gru
+
+
+def rnn_jax(jnp, jax):
+    """The tanh RNN as a JAX user writes it: the loop as `lax.scan`."""
+    def rnn(Wx, Wh, b, xs, h0, target):
+        xw = xs @ Wx + b
+        h, _ = jax.lax.scan(lambda h, xw_t: (jnp.tanh(xw_t + h @ Wh), None), h0, xw)
+        d = h - target
+        return 0.5 * (d * d).sum() / xs.shape[1]
+    return rnn
+
+
+def gru_args(rng, steps=120, batch=32, inputs=64, hidden=128):
+    f32 = np.float32
+    Wx = (rng.normal(size=(inputs, 3 * hidden)) / np.sqrt(inputs)).astype(f32)
+    Wzr = (rng.normal(size=(hidden, 2 * hidden)) / np.sqrt(hidden)).astype(f32)
+    Wn = (rng.normal(size=(hidden, hidden)) / np.sqrt(hidden)).astype(f32)
+    b = (rng.normal(size=3 * hidden) * 0.1).astype(f32)
+    xs = rng.normal(size=(steps, batch, inputs)).astype(f32)
+    h0 = np.zeros((batch, hidden), dtype=f32)
+    target = rng.uniform(-0.5, 0.5, size=(batch, hidden)).astype(f32)
+    return Wx, Wzr, Wn, b, xs, h0, target
+
+
 F32, F64 = 2e-4, 1e-9
 
 WORKLOADS = [
@@ -460,7 +605,8 @@ WORKLOADS = [
              {"full": {}, "tiny": {"batch": 8, "sizes": (12, 7, 5, 4)}}, F32),
     Workload("rnn", "tanh RNN, 120 steps, hidden 64, input 32, batch 16, float32",
              rnn_loss, rnn_by_hand, rnn_torch, rnn_args, (0, 1, 2),
-             {"full": {}, "tiny": {"steps": 5, "batch": 3, "inputs": 4, "hidden": 6}}, F32),
+             {"full": {}, "tiny": {"steps": 5, "batch": 3, "inputs": 4, "hidden": 6}}, F32,
+             jax_loss=rnn_jax),
     Workload("chain", "17-op elementwise chain on 1e6 float32, ending in a sum",
              chain_loss, chain_by_hand, chain_torch, chain_args, (0, 1),
              {"full": {}, "tiny": {"n": 50}}, F32),
@@ -473,4 +619,8 @@ WORKLOADS = [
     Workload("attention", "single-head attention, batch 8, seq 64, dim 64, float32",
              attention_loss, attention_by_hand, attention_torch, attention_args, (0, 1, 2, 3),
              {"full": {}, "tiny": {"batch": 2, "seq": 5, "dim": 4}}, F32),
+    Workload("gru", "GRU, 120 steps, hidden 128, input 64, batch 32, float32",
+             gru_loss, gru_by_hand, gru_torch, gru_args, (0, 1, 2, 3),
+             {"full": {}, "tiny": {"steps": 5, "batch": 3, "inputs": 4, "hidden": 6}}, F32,
+             jax_loss=gru_jax),
 ]

@@ -39,7 +39,7 @@ from .emit_ast import (
     symbolic_array_ast,
     wrap,
 )
-from .emit_memory import one_name, reuse_plan, ufunc_of
+from .emit_memory import RECOMPUTED, VIEWS, one_name, rematerialized, reuse_plan, sunk, ufunc_of
 from .emit_scalar import SCALAR
 from .generated_helpers import HELPERS
 from .graph import NOTES, PYTHON_NUMBERS, Node, constant_key, op, recomputed
@@ -70,6 +70,8 @@ def _comment(node, kind="grad"):
         return f"seed: d {node.grad_of.name or 'output'} / d itself"
     if recomputed(node):  # checkpointing.py: the replay of a checkpointed call
         return f"recompute of checkpointed {node.grad_of.name}, {where}"
+    if node in RECOMPUTED:  # emit_memory.rematerialized: cheaper than saving it
+        return f"recomputed, not saved: {where}"
     if node.grad_of is not None:
         of = node.grad_of.prim.name if node.grad_of.prim else "argument"
         return f"{'tangent' if kind == 'jvp' else 'grad'} of {of}, {where}"
@@ -93,9 +95,9 @@ class Emitter:
     """Turns one Graph into the lines of one function (and its module-level constants)."""
 
     def __init__(self, graph, standalone=False, constants=None, pure=False):
-        self.graph = graph
+        self.graph = graph if pure or graph.marks else sunk(rematerialized(graph))
         self.standalone = standalone
-        self.cotangent_of = graph.derivative_of
+        self.cotangent_of = self.graph.derivative_of
         self.ns = Namespace(list(graph.params) + list(HELPERS))
         # an argument named like a module or helper the code calls (np, math, operator,
         # _setitem, slice...) is renamed, so the code never reads the user's value instead
@@ -110,7 +112,7 @@ class Emitter:
         self.imports = set()  # modules other than NumPy that some primitive's template uses
         self.scalar = graph.scalar and _all_python_floats(graph) and not graph.marks
         self.pure = pure  # no writes into dead buffers (code an enclosing trace will read)
-        self.inline_at = _inlined(graph)  # `x.T` read once: written where it is read
+        self.inline_at = _inlined(self.graph)  # `x.T` read once: written where it is read
         self.inline_ast = {}
 
     def arg_ast(self, arg):
@@ -237,8 +239,11 @@ class Emitter:
         body = self.captured_checks() + self.unpack_inputs()
         locs = {}  # body index -> the user's (file, line) the statement came from
         last_use = self.last_uses()
-        reuse = {} if self.scalar or self.pure else reuse_plan(self.graph, last_use)
-        self.shared = one_name(self.graph, reuse)  # node -> whose name its buffer has
+        reuse = {}
+        if not (self.scalar or self.pure):
+            reuse, last_use = reuse_plan(self.graph, last_use)
+        self.shared = one_name(self.graph, {  # node -> whose name its buffer has
+            i: b for i, b in reuse.items() if any(b is a for a in self.graph.nodes[i].args)})
         self.own = {}  # node -> its own name, which a gradient's name is made from
         section = run_loc = note = None
         self.block = None  # the `try:` or `with np.errstate` block last emitted (marked)
@@ -260,6 +265,8 @@ class Emitter:
             if kind != section:
                 body.append((kind, ""))
                 section = kind
+                if kind == "# backward":
+                    body += self.saved_line(i)
             if NOTES.get(node, note) != note:  # the first line of a pass's group
                 note = NOTES[node]
                 body.append((f"# {note}", ""))
@@ -308,7 +315,7 @@ class Emitter:
         """The right-hand side of a node's statement; `out`: the dying operand whose
         buffer it writes into (emit_memory.py), or None."""
         args = [self.arg_ast(a) for a in node.args]
-        if out is not None:
+        if out is not None:  # an operand dying here, or a buffer dead before
             return call_ast(f"np.{ufunc_of(node.prim)}", args,
                             [ast.keyword("out", self.arg_ast(out))])
         if node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:
@@ -363,6 +370,26 @@ class Emitter:
         if node.grad_of is None and (run is None or run[0] != key):
             comment = f"{comment}  {source_line(node.loc)}".rstrip()
         return comment, (key, _comment(node, self.graph.kind))
+
+    def saved_line(self, start):
+        """`# saved by the forward: h, n, zr and 357 more`: the forward's arrays that the
+        backward, from statement `start` on, reads (the residuals a hand-written backward
+        would keep), by name, as many as fit on one line; not views, which hold their
+        base's memory."""
+        read = {a for n in self.graph.nodes[start:] if n.grad_of is not None
+                for a in n.args if type(a) is Node}
+        saved = [self.names[n] for n in self.graph.nodes[:start] if n in read
+                 and n.grad_of is None and n.shape != () and n in self.names
+                 and (op(n) not in VIEWS or op(n) == "getitem" and n.params["index"].slots)]
+        if not saved:
+            return []
+        text = "# saved by the forward:"
+        for shown, name in enumerate(saved):
+            more = f" and {len(saved) - shown} more"
+            if len(text) + len(name) + 2 + len(more) > WIDTH - 8 and shown:
+                return [(text + more, "")]
+            text += (", " if shown else " ") + name
+        return [(text, "")]
 
     def dels(self, nodes):
         """`del` of the arrays that die here: a scalar (a Python float, a NumPy scalar, a

@@ -7,18 +7,29 @@ the peak lower on large arrays. Within one user statement, such a chain is one b
 one name (`h = x @ W`, `h += b`, `np.tanh(h, out=h)`): see `one_name`. Only buffers the graph owns qualify: never an input (but a donated one: a compiled
 training step's params and state), a saved value, an output, a constant, or an array that
 some view still looks into.
+
+Beyond the operand dying at the statement, a buffer dead earlier in the function serves
+any later result of its shape and dtype (`np.matmul(h, W, out=add_3)`, a recurrent step's
+temporaries reused by the next step): `pooled` keeps the dead buffers, and the dead
+value's `del` moves to the statement that reuses its buffer, so the source shows where
+each buffer goes. Shapes are compared as the graph has them: a batch-polymorphic graph's
+(generalize_batch.py) are formulas in n, so a reuse holds at every size the code serves.
 """
+
+import weakref
+from dataclasses import replace
 
 import numpy as np
 
-from .graph import Node, op
+from .graph import Node, has_effect, is_guard, op, recomputed
+from .passes.rewrite import clone, substitute
 from .tree import leaves
 
 # primitives whose result is a new array of its own (a view would share its buffer)
 _OWNERS = {"matmul", "scatter_add", "copy", "concatenate", "stack", "sum", "mean", "prod",
            "where", "clip", "astype", "tile", "repeat", "pad", "cumsum", "cumprod",
            "angle", "fftn", "ifftn", "rfftn", "irfftn", "eig_values", "eig_vectors"}
-_VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast_to",
+VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast_to",
           "stop_gradient", "recompute_from", "einsum", "diagonal", "real", "imag"}
 
 
@@ -31,25 +42,106 @@ def ufunc_of(prim):
 
 
 def reuse_plan(graph, last_use):
-    """{statement index: the operand node whose buffer that statement writes into}."""
-    viewed = {n.args[0] for n in graph.nodes if op(n) in _VIEWS and n.args
-              and type(n.args[0]) is Node}
+    """({statement index: the node whose buffer that statement writes into}, last_use with
+    the `del` of each buffer taken from the pool moved to the statement that reuses it)."""
+    viewed = {n.args[0] for n in graph.nodes if op(n) in VIEWS and n.args
+              and type(n.args[0]) is Node and not _contraction(n)}
     viewed |= {a for n in graph.nodes if op(n) is None for a in n.args  # a user's
                if type(a) is Node}                                          # primitive
     kept = (set(graph.inputs) - graph.donated) | \
         {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
+
+    def free(arg):  # a buffer the graph owns, that nothing reads after it dies
+        return type(arg) is Node and arg not in kept and arg not in viewed \
+            and (owns(arg) or arg in graph.donated) and arg.shape != ()
+
     plan = {}
+    for i, node in enumerate(graph.nodes):  # first, operands dying where they are read
+        if _elementwise(node.prim) and node.shape != ():
+            dying = [a for a in last_use.get(i, ()) if free(a)]
+            for arg in node.args:
+                if type(arg) is Node and any(arg is d for d in dying) \
+                        and arg.shape == node.shape and arg.dtype == node.dtype:
+                    plan[i] = arg
+                    break
+    return _pooled(graph, last_use, plan, free)
+
+
+def _pooled(graph, last_use, plan, free):
+    """The plan with dead buffers taken from the pool; a buffer is held from its death to
+    its reuse only while that keeps the live bytes under the peak they reach without
+    holding it (so reuse never raises the peak), and for at most MAX_HOLD statements."""
+    n = graph.batch.n if graph.batch is not None else 1
+    live, peak = _live_bytes(graph, last_use, plan, n)
+    pool, moved = {}, {}
     for i, node in enumerate(graph.nodes):
-        if not _elementwise(node.prim) or node.shape == ():
-            continue
-        dying = set(last_use.get(i, ()))
-        for arg in node.args:
-            if type(arg) is Node and arg in dying and arg not in kept and arg not in viewed \
-                    and (owns(arg) or arg in graph.donated) \
-                    and arg.shape == node.shape and arg.dtype == node.dtype:
-                plan[i] = arg
-                break
-    return plan
+        dead = pool.get(_key(node)) if i not in plan and _writes_out(node) else None
+        if dead:
+            buffer, k = dead[-1]
+            size = _nbytes(buffer, n)
+            if i - k <= MAX_HOLD and max(live[k + 1:i], default=0) + size <= peak:
+                dead.pop()
+                plan[i] = buffer
+                moved[buffer] = i
+                for t in range(k + 1, i):
+                    live[t] += size
+        taken = plan.get(i)
+        for arg in last_use.get(i, ()):
+            if arg is not taken and free(arg):
+                pool.setdefault(_key(arg), []).append((arg, i))
+    return plan, _moved_dels(last_use, moved)
+
+
+MAX_HOLD = 256  # statements a dead buffer waits in the pool (a bound on the planning work)
+
+
+def _live_bytes(graph, last_use, plan, n):
+    """([bytes the graph's own buffers hold after each statement], the largest): a
+    fresh result adds its bytes, a result written into a buffer adds none, a value whose
+    buffer nobody took frees it at its last use. Views are counted as free."""
+    live, now, holds = [], 0, set()
+    for i, node in enumerate(graph.nodes):
+        taken = plan.get(i)
+        if taken is not None:
+            holds.discard(taken)
+            holds.add(node)
+        elif owns(node):
+            now += _nbytes(node, n)
+            holds.add(node)
+        for arg in last_use.get(i, ()):
+            if arg in holds and arg is not taken:
+                holds.discard(arg)
+                now -= _nbytes(arg, n)
+        live.append(now)
+    return live, max(live, default=0)
+
+
+def _nbytes(node, n):
+    size = np.dtype(node.dtype).itemsize if node.dtype is not None else 8
+    for d in node.shape:
+        size *= d if type(d) is int else d.at(n) if hasattr(d, "at") else 1
+    return size
+
+
+def _key(node):
+    return (node.shape, np.dtype(node.dtype))
+
+
+def _writes_out(node):
+    """A result that NumPy writes into a given buffer of its shape and dtype (out=)."""
+    if node.shape == () or node.prim is None:
+        return False
+    return _elementwise(node.prim) or (op(node) == "matmul" and ufunc_of(node.prim) == "matmul")
+
+
+def _moved_dels(last_use, moved):
+    """last_use with each pooled buffer's `del` at the statement that reuses it."""
+    if not moved:
+        return last_use
+    out = {i: [n for n in nodes if n not in moved] for i, nodes in last_use.items()}
+    for buffer, i in moved.items():
+        out.setdefault(i, []).append(buffer)
+    return {i: nodes for i, nodes in out.items() if nodes}
 
 
 def _elementwise(prim):
@@ -60,7 +152,15 @@ def _elementwise(prim):
 
 def owns(node):
     """The node's value is a new array of its own (so it may be written into)."""
-    return op(node) in _OWNERS or (op(node) is not None and ufunc_of(node.prim) is not None)
+    return op(node) in _OWNERS or (op(node) is not None and ufunc_of(node.prim) is not None) \
+        or _contraction(node)
+
+
+def _contraction(node):
+    """An einsum of two or more operands: NumPy makes its result (or a transposed view of
+    a temporary nobody else holds), never a view of an operand, as one operand's einsum
+    can be (`np.einsum("ii->i", a)`)."""
+    return op(node) == "einsum" and len(node.args) >= 2
 
 
 def one_name(graph, plan):
@@ -83,3 +183,89 @@ def one_name(graph, plan):
         if last.name is not None or last in graph.derivative_of:
             shared.update((m, last) for m in members)
     return shared
+
+
+# ---- the schedule: backward values made from inputs alone, computed where they are read ----
+def sunk(graph):
+    """The graph with each backward value that reads nothing but inputs and constants (the
+    gradient of a mean, `-(1/n) * y`) moved to just before its first reader: computed at
+    once, it would hold its buffer while the forward's saved values are still alive."""
+    inputs = set(graph.inputs) - graph.donated
+    movable = set()
+    for node in graph.nodes:
+        if node.grad_of is not None and node.prim is not None and not is_guard(node) \
+                and not has_effect(node) and node not in graph.tried \
+                and not recomputed(node) and node.shape != () \
+                and all(a in inputs or a in movable for a in node.args if type(a) is Node):
+            movable.add(node)
+    if not movable:
+        return graph
+    order, placed = [], set()
+
+    def place(node):
+        for a in node.args:
+            if type(a) is Node and a in movable and a not in placed:
+                place(a)
+        placed.add(node)
+        order.append(node)
+    for node in graph.nodes:
+        if node not in movable:
+            place(node)
+    for node in graph.nodes:  # read by no statement: an output, computed last
+        if node not in placed:
+            place(node)
+    return replace(graph, nodes=order)
+
+
+# ---- rematerialization: cheap saved values computed again where the backward reads them ----
+CHEAP = {"add", "subtract", "multiply", "negative"}
+RECOMPUTED = weakref.WeakSet()  # the copies remade in the backward (emit.py says so)
+
+
+def rematerialized(graph):
+    """The graph with each cheap forward value the backward reads (`h - n`, saved for a
+    GRU's update gate) computed again just before its first backward reader, when its
+    operands are alive there anyway (inputs, or values the backward reads at or after that
+    point): one elementwise pass in the backward instead of a buffer held from the forward
+    to the backward. A hand-written backward recomputes such values the same way."""
+    if graph.kind != "grad":  # a JVP's tangents run beside the values they read
+        return graph
+    nodes = graph.nodes
+    at = {node: i for i, node in enumerate(nodes)}
+    last, last_forward = {}, {}
+    for i, node in enumerate(nodes):
+        for a in node.args:
+            if type(a) is Node:
+                last[a] = i
+                if node.grad_of is None:
+                    last_forward[a] = i
+    outputs = {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
+    inputs = set(graph.inputs)
+    copies = {}  # forward node -> (index of its first backward reader, its copy)
+    for node in nodes:
+        if node.grad_of is not None:
+            for a in node.args:
+                if type(a) is Node and a not in copies and a not in inputs \
+                        and _cheap(a, outputs, graph):
+                    first = at[node]
+                    if last_forward.get(a, -1) < first - 1 and all(b in inputs or last.get(b, -1) >= first
+                           for b in a.args if type(b) is Node):
+                        copies[a] = (first, None)
+    if not copies:
+        return graph
+    made = {}
+    for a in copies:
+        made[a] = copy = clone(a)
+        copy.grad_of = nodes[copies[a][0]].grad_of
+        RECOMPUTED.add(copy)
+    readers = {node: clone(node, tuple(made.get(b, b) if type(b) is Node else b
+                                       for b in node.args))
+               for node in nodes if node.grad_of is not None
+               and any(type(b) is Node and b in made for b in node.args)}
+    return substitute(graph, readers)[0]
+
+
+def _cheap(node, outputs, graph):
+    return node.grad_of is None and op(node) in CHEAP and ufunc_of(node.prim) is not None \
+        and node.shape != () and node not in outputs and node not in graph.tried \
+        and not graph.marks.get(node.stack)

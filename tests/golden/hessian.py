@@ -26,8 +26,9 @@ def hessian_fn_fwd(x):
     scatter_add_1 = _scatter_add(getitem_1, (slice(-1),), (4,), unique=True)
     del getitem_1
     add = np.add(scatter_add, scatter_add_1, out=scatter_add)
-    del scatter_add, scatter_add_1
-    multiply = 2 * tanh
+    del scatter_add
+    multiply = np.multiply(2, tanh, out=scatter_add_1)
+    del scatter_add_1
     multiply_1 = tanh * tanh
     subtract = np.subtract(1, multiply_1, out=multiply_1)
     del multiply_1
@@ -61,8 +62,8 @@ def hessian_fn_bwd(residuals, g):
     scatter_add_2 = _scatter_add(g_getitem_1, (slice(-1),), (4,), unique=True)
     del g_getitem_1
     g_x += scatter_add_2
+    multiply_5 = np.multiply(tanh_1, tanh_1, out=scatter_add_2)  # grad of tanh
     del scatter_add_2
-    multiply_5 = tanh_1 * tanh_1          # grad of tanh
     subtract_2 = np.subtract(1, multiply_5, out=multiply_5)
     del multiply_5
     multiply_6 = np.multiply(g_tanh, subtract_2, out=g_tanh)

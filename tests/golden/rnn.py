@@ -3,6 +3,7 @@
 import numpy as np
 
 zeros = np.zeros((2, 5), dtype=np.float32)  # float32[2, 5]
+full = np.full((1, 1), 0.10000000149011612, dtype=np.float32)  # float32[1, 1]
 zeros_1 = np.zeros((5, 2), dtype=np.float32)  # float32[5, 2]
 
 
@@ -18,72 +19,80 @@ def rnn_loss_value_and_grad(params, xs, target):
     matmul = getitem @ params_Wx
     matmul_1 = zeros @ params_Wh
     add = np.add(matmul, matmul_1, out=matmul)
-    del matmul, matmul_1
+    del matmul
     add_1 = np.add(add, params_b, out=add)
     del add
     tanh = np.tanh(add_1, out=add_1)
     del add_1
     getitem_1 = xs[1]
-    matmul_2 = getitem_1 @ params_Wx
+    matmul_2 = np.matmul(getitem_1, params_Wx, out=matmul_1)
+    del matmul_1
     matmul_3 = tanh @ params_Wh
     add_2 = np.add(matmul_2, matmul_3, out=matmul_2)
-    del matmul_2, matmul_3
+    del matmul_2
     add_3 = np.add(add_2, params_b, out=add_2)
     del add_2
     tanh_1 = np.tanh(add_3, out=add_3)
     del add_3
     getitem_2 = xs[2]
-    matmul_4 = getitem_2 @ params_Wx
+    matmul_4 = np.matmul(getitem_2, params_Wx, out=matmul_3)
+    del matmul_3
     matmul_5 = tanh_1 @ params_Wh
     add_4 = np.add(matmul_4, matmul_5, out=matmul_4)
-    del matmul_4, matmul_5
+    del matmul_4
     add_5 = np.add(add_4, params_b, out=add_4)
     del add_4
     tanh_2 = np.tanh(add_5, out=add_5)
     del add_5
     getitem_3 = xs[3]
-    h = getitem_3 @ params_Wx
+    h = np.matmul(getitem_3, params_Wx, out=matmul_5)
+    del matmul_5
     matmul_6 = tanh_2 @ params_Wh
     h += matmul_6
-    del matmul_6
     h += params_b
     np.tanh(h, out=h)
-    subtract = h - target                 # golden_models.py:34  return np.mean((h - target) ** 2)
-    power = subtract ** 2
-    rnn_loss = np.mean(power)
-    del power
-    # backward
-    g_subtract = np.multiply(2, subtract, out=subtract)  # grad of power, golden_models.py:34
+    # golden_models.py:34  return np.mean((h - target) ** 2)
+    subtract = np.subtract(h, target, out=matmul_6)
+    del matmul_6
+    power = np.power(subtract, 2, out=subtract)
     del subtract
-    g_subtract *= np.float32(0.10000000149011612)
+    rnn_loss = np.mean(power)
+    # backward
+    # saved by the forward: tanh, tanh_1, tanh_2, h
+    g_subtract = np.subtract(h, target, out=power)  # recomputed, not saved: golden_models.py:34
+    del power
+    g_subtract *= 2                       # grad of power
+    g_subtract *= full
     multiply = np.multiply(h, h, out=h)   # grad of tanh, golden_models.py:33
     del h
     subtract_1 = np.subtract(1, multiply, out=multiply)
     del multiply
     g_add = np.multiply(g_subtract, subtract_1, out=g_subtract)
-    del g_subtract, subtract_1
+    del g_subtract
     g_params_b = np.sum(g_add, axis=0)    # grad of add
     transpose = params_Wh.T               # grad of matmul
-    g_tanh_2 = g_add @ transpose
+    g_tanh_2 = np.matmul(g_add, transpose, out=subtract_1)
+    del subtract_1
     multiply_1 = tanh_2 * tanh_2          # grad of tanh
     subtract_2 = np.subtract(1, multiply_1, out=multiply_1)
     del multiply_1
     g_add_5 = np.multiply(g_tanh_2, subtract_2, out=g_tanh_2)
-    del g_tanh_2, subtract_2
+    del g_tanh_2
     sum_1 = np.sum(g_add_5, axis=0)       # grad of add
     g_params_b += sum_1
     del sum_1
-    g_tanh_1 = g_add_5 @ transpose        # grad of matmul
+    g_tanh_1 = np.matmul(g_add_5, transpose, out=subtract_2)  # grad of matmul
+    del subtract_2
     multiply_2 = tanh_1 * tanh_1          # grad of tanh
     subtract_3 = np.subtract(1, multiply_2, out=multiply_2)
     del multiply_2
     g_add_3 = np.multiply(g_tanh_1, subtract_3, out=g_tanh_1)
-    del g_tanh_1, subtract_3
+    del g_tanh_1
     sum_2 = np.sum(g_add_3, axis=0)       # grad of add
     g_params_b += sum_2
     del sum_2
-    g_tanh = g_add_3 @ transpose          # grad of matmul
-    del transpose
+    g_tanh = np.matmul(g_add_3, transpose, out=subtract_3)  # grad of matmul
+    del subtract_3, transpose
     multiply_3 = tanh * tanh              # grad of tanh
     subtract_4 = np.subtract(1, multiply_3, out=multiply_3)
     del multiply_3

@@ -190,3 +190,44 @@ def test_accumulate_leaves_short_sums_alone():
         return np.sum((x @ W) ** 2) + np.sum((2 * x) @ W)
     graph = traced(two_steps, RNG.normal(size=(3, 2)), RNG.normal(size=(4, 3)))
     assert passes.accumulate(graph)[1] is False
+
+
+def test_accumulate_concatenates_blocks_that_tile_rows_and_arrays():
+    """A GRU-like loop reads xw[t, :, :4] and xw[t, :, 4:] (the gates and the candidate),
+    and splits zr into z = zr[:, :2] and r = zr[:, 2:]: the gradient is a concatenation
+    of the blocks, row by row, then a stack; no scatter into zeros of the whole array."""
+    def gru_like(W, U, xw):
+        h = np.zeros((3, 2))
+        for t in range(xw.shape[0]):
+            zr = np.tanh(xw[t, :, :4] + h @ W)
+            z, r = zr[:, :2], zr[:, 2:]
+            n = np.tanh(xw[t, :, 4:] + (r * h) @ U)
+            h = n + z * (h - n)
+        return np.sum(h ** 2)
+    W, U, xw = RNG.normal(size=(2, 4)), RNG.normal(size=(2, 2)), RNG.normal(size=(5, 3, 6))
+    graph = traced(gru_like, W, U, xw, argnums=(0, 1, 2))
+    merged, changed = passes.accumulate(graph)
+    assert changed
+    merged, _ = passes.dce(merged)
+    backward_ops = [n.prim.name for n in merged.nodes if n.grad_of is not None]
+    assert "stack" in backward_ops and "scatter_add" not in backward_ops
+    same_results(graph, merged, W, U, xw)
+    check_grads(gru_like, W, U, xw, argnums=(0, 1, 2))
+
+
+@pytest.mark.parametrize("index", [
+    lambda x, t: x[t, :, 1:3],          # blocks that do not tile the row: scattered
+    lambda x, t: x[t % 2],              # the same row twice: added, then scattered
+    lambda x, t: x[:, t % 3],           # a column: not a leading index
+])
+def test_accumulate_blocks_that_do_not_tile_stay_correct(index):
+    def f(x):
+        total = 0.0
+        for t in range(4):
+            total = total + np.sum(np.sin(index(x, t)) * (t + 1))
+        return total
+    x = RNG.normal(size=(4, 3, 5))
+    graph = traced(f, x)
+    merged, _ = passes.accumulate(graph)
+    same_results(graph, passes.dce(merged)[0], x)
+    check_grads(f, x)

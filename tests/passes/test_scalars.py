@@ -94,7 +94,9 @@ def test_gradients_agree_with_the_tape_and_finite_differences(fun, enabled, monk
 def test_constant_arrays_are_scalars_and_broadcasts_go():
     d = RNG.normal(size=(2, 3, 5)).astype(np.float32)
     backward = backward_of(half_squared_mean, d)
-    assert backward.strip().splitlines()[0].strip() == "g_d = np.float32(0.125) * d"
+    lines = [line.strip() for line in backward.strip().splitlines() if not line.strip().startswith("del")]
+    assert lines[:2] in (["g_d = np.float32(0.125) * d", "g_d += g_d"],  # the factor once,
+                         ["g_d = d + d", "g_d *= np.float32(0.125)"])    # either side of the sum
     backward = backward_of(constant_array, RNG.normal(size=(4, 3)))
     assert "full" not in backward.replace("constant_array", "") and "g_x *= np.float64(0.25)" in backward
     backward = backward_of(scaled_sum, RNG.normal(size=50).astype(np.float32))

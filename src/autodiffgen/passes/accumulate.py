@@ -4,7 +4,10 @@ The backward pass of a loop accumulates one term per step: a recurrent net's wei
 gradient is h[0].T @ g[0] + h[1].T @ g[1] + ..., and the gradient of xs in `xs[t] @ W`
 adds one zero-filled array per step with a single row set. Done term by term, that is
 many small matmuls, and work quadratic in the number of steps. Here such an add tree is
-rewritten as one matmul over concatenated operands, and as one stack of the rows. Not
+rewritten as one matmul over concatenated operands, and as one stack of the rows. Blocks
+of a row that tile it (`xw[t, :, :2 * H]` and `xw[t, :, 2 * H:]`, a GRU's gates and
+candidate) are concatenated into the row first; blocks that tile the whole array (`zr[:,
+:H]`, `zr[:, H:]`) are one concatenation, from two terms on. Not
 over values a checkpoint recomputes (checkpointing.py): the one matmul would keep them all.
 """
 
@@ -30,7 +33,7 @@ def accumulate(graph):
         if op(node) != "add" or node in consumed or not _plain(node, node):
             continue
         terms, inner = _terms(node, uses)
-        if len(terms) < MIN_TERMS:
+        if len(terms) < 2:
             continue
         merged = _merge(node, terms, uses, computed)
         if merged is not None:
@@ -71,37 +74,92 @@ def _terms(root, uses):
 def _merge(root, terms, uses, computed):
     """One node for the sum of the terms, or None when nothing merges."""
     single = [t for t in terms if uses.get(t, 0) == 1 and t in computed]
-    rows = [t for t in single if _row_scatter(t, root) is not None]
+    rows, whole, used = _tiles(root, single)
     products = [t for t in single if _product(t, root)]
-    groups = [g for g in (rows, products) if len(g) >= MIN_TERMS]
+    groups = []
+    if whole is not None:
+        groups.append(whole)
+    if sum(len(used[t]) for t, _ in rows) >= 2:  # each scatter fills a whole array
+        groups.append(_stack_rows(root, rows))
+    else:
+        used = {k: v for k, v in used.items() if k is None}
+    if len(products) >= MIN_TERMS:
+        groups.append(_one_matmul(root, products, computed))
+    else:
+        products = []
     if not groups:
         return None
-    merged = [_stack_rows(root, rows) if group is rows else _one_matmul(root, products, computed)
-              for group in groups]
-    grouped = {t for g in groups for t in g}
-    rest = [t for t in terms if t not in grouped]
-    total = merged[0]
-    for term in merged[1:] + rest:
+    merged_terms = {t for pieces in used.values() for t in pieces} | set(products)
+    rest = [t for t in terms if t not in merged_terms]
+    total = groups[0]
+    for term in groups[1:] + rest:
         total = clone(root, (total, term))
     return total
 
 
-# ---- rows set by indexing: x[t] for every t ----------------------------------------------
-def _row_scatter(node, root):
-    """t, for a scatter_add that sets row t of an array shaped like root."""
-    if op(node) != "scatter_add" or node.params["shape"] != root.shape:
+# ---- blocks set by indexing: x[t] for every t, x[t, :, a:b] tiling a row ------------------
+def _block(node, root):
+    """(t, axis, start, stop) for a scatter_add that sets one block of an array shaped
+    like root: row t (None: no leading integer), all of it but the slice start:stop of
+    `axis` (None: all of it). None for any other scatter."""
+    if op(node) != "scatter_add" or node.params["shape"] != root.shape or len(node.args) != 1:
         return None
-    items = node.params["index"].items
-    if len(items) != 1 or type(items[0]) is not int or len(node.args) != 1:
+    items, dims, lead = node.params["index"].items, root.shape, None
+    if items and type(items[0]) is int and dims:
+        lead, items, dims = items[0] % dims[0], items[1:], dims[1:]
+    if len(items) > len(dims) or any(type(i) is not slice or not all(
+            b is None or type(b) is int for b in (i.start, i.stop, i.step)) for i in items):
         return None
-    return items[0] % root.shape[0]
+    partial = []
+    for axis, (item, n) in enumerate(zip(items, dims)):
+        start, stop, step = item.indices(n)
+        if (start, stop, step) != (0, n, 1):
+            if step != 1 or stop <= start:
+                return None
+            partial.append((axis, start, stop))
+    if len(partial) > 1:
+        return None
+    return (lead, *partial[0]) if partial else (lead, None, 0, 0)
+
+
+def _tiles(root, single):
+    """([(t, the row's node)], the node for the whole array or None, {t: terms used}):
+    per leading index t (None for the whole array), the blocks that tile it, concatenated."""
+    by_lead = {}
+    for term in single:
+        block = _block(term, root)
+        if block is not None:
+            by_lead.setdefault(block[0], []).append((block[1:], term))
+    rows, whole, used = [], None, {}
+    for lead, blocks in sorted(by_lead.items(), key=lambda kv: -1 if kv[0] is None else kv[0]):
+        blocks.sort(key=lambda b: b[0][1])
+        axes = {axis for (axis, _, _), _ in blocks}
+        shape = root.shape if lead is None else root.shape[1:]
+        pieces = [term.args[0] for _, term in blocks]
+        if axes == {None} and len(blocks) == 1:
+            node = pieces[0]
+        elif len(axes) == 1 and None not in axes and [start for (_, start, _), _ in blocks] \
+                == [0] + [stop for (_, _, stop), _ in blocks[:-1]] \
+                and blocks[-1][0][2] == shape[next(iter(axes))] \
+                and all(p.dtype == root.dtype for p in pieces):
+            node = _concatenate(root, pieces, next(iter(axes)))
+        else:
+            continue
+        used[lead] = [term for _, term in blocks]
+        if lead is None:
+            whole = node if len(blocks) > 1 else None
+            if whole is None:
+                del used[lead]
+        else:
+            rows.append((lead, node))
+    return rows, whole, used
 
 
 def _stack_rows(root, rows):
     """The rows stacked in order; a scatter of the stack where rows are missing."""
-    order = sorted(rows, key=lambda t: _row_scatter(t, root))
-    index = [_row_scatter(t, root) for t in order]
-    pieces = [t.args[0] for t in order]
+    order = sorted(rows, key=lambda tr: tr[0])
+    index = [t for t, _ in order]
+    pieces = [row for _, row in order]
     stacked = clone(root, pieces, PRIMITIVES["stack"], {"axis": 0})
     stacked.shape = (len(pieces),) + root.shape[1:]
     if index == list(range(root.shape[0])):
