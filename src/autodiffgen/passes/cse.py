@@ -9,12 +9,19 @@ from .rewrite import substitute
 
 
 def cse(graph):
-    seen, replace = {}, {}
+    seen, replace, param_keys = {}, {}, {}
     for node in graph.nodes:
         if node.prim.effect:  # two draws are two draws
             continue
-        key = (id(node.prim), tuple(_arg_key(a, replace) for a in node.args),
-               tuple((k, _param_key(v)) for k, v in sorted(node.params.items())))
+        params = node.params
+        if not params:
+            pkey = ()
+        elif id(params) in param_keys:  # a copy made by a pass shares its original's
+            pkey = param_keys[id(params)][1]
+        else:
+            pkey = tuple((k, _param_key(v)) for k, v in sorted(params.items()))
+            param_keys[id(params)] = (params, pkey)  # params held: its id stays its own
+        key = (id(node.prim), tuple(_arg_key(a, replace) for a in node.args), pkey)
         if key in seen:
             replace[node] = seen[key]
         else:
@@ -30,8 +37,10 @@ def _param_key(value):
 
 
 def _arg_key(arg, replace):
+    """A node by identity (the node itself: no constant's key equals a Node), a constant
+    by value."""
     if type(arg) is Node:
         while arg in replace:
             arg = replace[arg]
-        return ("node", id(arg))
+        return arg
     return constant_key(arg)

@@ -38,10 +38,18 @@ def substitute(graph, replace):
             arg = replace[arg]
         return new_of.get(arg, arg) if type(arg) is Node else arg
 
+    changed = set(replace)  # the nodes whose readers change: replaced ones, copied ones
+
     def renew(node):
+        try:
+            if changed.isdisjoint(node.args):  # most nodes: nothing they read changed
+                return node
+        except TypeError:  # an unhashable constant (an array) among the arguments
+            pass
         args = tuple(resolve(a) for a in node.args)
         if any(a is not b for a, b in zip(args, node.args)):
             new_of[node] = clone(node, args)
+            changed.add(node)
         return new_of.get(node, node)
 
     nodes = []
