@@ -21,7 +21,10 @@ def cse(graph):
         else:
             pkey = tuple((k, _param_key(v)) for k, v in sorted(params.items()))
             param_keys[id(params)] = (params, pkey)  # params held: its id stays its own
-        key = (id(node.prim), tuple(_arg_key(a, replace) for a in node.args), pkey)
+        # a node by identity, after the one it is replaced by (which is never replaced
+        # itself: it was seen first); a constant by value (no constant's key equals a Node)
+        key = (id(node.prim), tuple([replace.get(a, a) if type(a) is Node else constant_key(a)
+                                     for a in node.args]), pkey)
         if key in seen:
             replace[node] = seen[key]
         else:
@@ -35,12 +38,3 @@ def _param_key(value):
     return ("fn", id(value)) if callable(value) and not isinstance(value, type) \
         else repr(value)
 
-
-def _arg_key(arg, replace):
-    """A node by identity (the node itself: no constant's key equals a Node), a constant
-    by value."""
-    if type(arg) is Node:
-        while arg in replace:
-            arg = replace[arg]
-        return arg
-    return constant_key(arg)

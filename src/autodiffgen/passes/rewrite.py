@@ -79,6 +79,17 @@ def substitute(graph, replace):
                                derivative_of=derivative_of), True
 
 
+def unchanged(node, examined, replace):
+    """Whether a local pass (fold, simplify), which looked at `node` before and left it,
+    would leave it again: none of its arguments is replaced in this sweep (`replace`)."""
+    if examined is None or node not in examined:
+        return False
+    try:
+        return replace.keys().isdisjoint(node.args)
+    except TypeError:  # an unhashable constant (an array) among the arguments
+        return not any(type(a) is Node and a in replace for a in node.args)
+
+
 def guard_reads(graph):
     """The nodes a guard's value is computed from. A guard compares the value the code
     computes with the one the trace computed, so passes that change arithmetic (a sum

@@ -12,14 +12,18 @@ import numpy as np
 from ..graph import PYTHON_NUMBERS, Node, op
 from ..rules import PRIMITIVES
 from ..tracer import result_dtype
-from .rewrite import clone, substitute
+from .rewrite import clone, substitute, unchanged
 
 
-def simplify(graph):
+def simplify(graph, examined=None):
+    """`examined`: as fold's (a rule reads the node, its arguments and theirs, which never
+    change, and whether an argument is an input, which stays so while it is read)."""
     replace = {}
     opaque = set(graph.inputs)
     ufuncs = {}  # id(primitive) -> (primitive, an elementwise ufunc's?)
     for node in graph.nodes:
+        if unchanged(node, examined, replace):
+            continue
         rule = _RULES.get(op(node))
         if rule is None and not _elementwise(node.prim, ufuncs):
             continue  # neither a rule nor a broadcast to drop: most nodes
@@ -30,6 +34,8 @@ def simplify(graph):
             better = clone(node, unbroadcast)
         if better is not None and better is not node:
             replace[node] = better
+    if examined is not None:
+        examined.update(n for n in graph.nodes if n not in replace)
     return substitute(graph, replace)
 
 
