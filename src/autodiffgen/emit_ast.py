@@ -83,12 +83,31 @@ def _layout(node, names):
         return kind, value.__class__, repr(value), node.kind
     if kind is list:
         return (list, *[_layout(item, names) for item in node])
-    fields = getattr(kind, "_fields", None)
-    if fields is None:  # a field's plain value: a name's string, an int, None
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        fields = _FIELDS[kind] = getattr(kind, "_fields", False)
+    if fields is False:  # a field's plain value: a name's string, an int, None
         return kind, repr(node)
     if not fields:  # an operator or a context
         return kind
-    return (kind, *[_layout(getattr(node, field, None), names) for field in fields])
+    key = [kind]
+    get = node.__dict__.get  # a field not set (a Name without its ctx) is None
+    for field in fields:  # the commonest fields inline: a name, a context, a string
+        value = get(field)
+        of = value.__class__
+        if of is ast.Name:
+            names.append(value.id)
+            key.append(of)
+        elif of is str:  # an attribute's or keyword's name: no other key is a str
+            key.append(value)
+        elif _FIELDS.get(of) == ():
+            key.append(of)
+        else:
+            key.append(_layout(value, names))
+    return tuple(key)
+
+
+_FIELDS = {}  # class -> its _fields (() for an operator or a context), False: no ast node
 
 
 def _names(node, found):
