@@ -83,12 +83,31 @@ def _layout(node, names):
         return kind, value.__class__, repr(value), node.kind
     if kind is list:
         return (list, *[_layout(item, names) for item in node])
-    fields = getattr(kind, "_fields", None)
-    if fields is None:  # a field's plain value: a name's string, an int, None
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        fields = _FIELDS[kind] = getattr(kind, "_fields", False)
+    if fields is False:  # a field's plain value: a name's string, an int, None
         return kind, repr(node)
     if not fields:  # an operator or a context
         return kind
-    return (kind, *[_layout(getattr(node, field, None), names) for field in fields])
+    key = [kind]
+    get = node.__dict__.get  # a field not set (a Name without its ctx) is None
+    for field in fields:  # the commonest fields inline: a name, a context, a string
+        value = get(field)
+        of = value.__class__
+        if of is ast.Name:
+            names.append(value.id)
+            key.append(of)
+        elif of is str:  # an attribute's or keyword's name: no other key is a str
+            key.append(value)
+        elif _FIELDS.get(of) == ():
+            key.append(of)
+        else:
+            key.append(_layout(value, names))
+    return tuple(key)
+
+
+_FIELDS = {}  # class -> its _fields (() for an operator or a context), False: no ast node
 
 
 def _names(node, found):
@@ -209,11 +228,6 @@ def _astor_part(part, suffix):
 _PLACEHOLDER = re.compile(r"\{(\w+|\*)\}")
 
 
-def _parse_template(text):
-    """A fresh copy of the template's tree (parsed once per template: _Fill edits it)."""
-    return copied(_parsed(text))
-
-
 def copied(node):
     """copy.deepcopy of a tree of ast nodes, fields and positions, at a fraction of its
     cost (a template's leaves are strings, numbers and None, which are immutable)."""
@@ -233,6 +247,7 @@ def copied(node):
 
 @functools.cache
 def _parsed(text):
+    """A template's tree, parsed once, never edited (_Fill.filled makes the copies)."""
     def placeholder(match):
         key = match.group(1)
         return "_a_star" if key == "*" else f"_a{key}" if key.isdigit() else f"_p_{key}"
@@ -241,10 +256,53 @@ def _parsed(text):
 
 
 class _Fill(ast.NodeTransformer):
-    """Replace template placeholders with argument and parameter expressions."""
+    """Replace template placeholders with argument and parameter expressions.
+
+    `filled` does in one walk what `visit` of a fresh copy of the template does (copy,
+    then replace): the template's own tree is left as it is."""
 
     def __init__(self, args, params, value_ast):
         self.args, self.params, self.value_ast = args, params, value_ast
+
+    def filled(self, node):
+        kind = node.__class__
+        if kind is ast.Name:
+            new = self.visit_Name(node)
+            return copied(node) if new is node else new
+        if not isinstance(node, ast.AST):
+            return copied(node)
+        copy_ = kind.__new__(kind)
+        copy_.__dict__.update(node.__dict__)  # positions; every field is set below
+        if kind is ast.Subscript:
+            copy_.value = self.filled(node.value)
+            slc = node.slice
+            copy_.slice = _subscript_ast(self.params[slc.id[3:]], self.args) \
+                if isinstance(slc, ast.Name) and slc.id.startswith("_p_") else self.filled(slc)
+            copy_.ctx = copied(node.ctx)
+        elif kind is ast.List:
+            copy_.elts = self._expand_filled(node.elts)
+            copy_.ctx = copied(node.ctx)
+        elif kind is ast.Call:
+            copy_.func = self.filled(node.func)
+            copy_.args = self._expand_filled(node.args)
+            copy_.keywords = [self.filled(k) for k in node.keywords]
+        else:
+            for field in kind._fields:
+                value = node.__dict__.get(field)
+                if type(value) is list:
+                    copy_.__dict__[field] = [self.filled(item) for item in value]
+                elif isinstance(value, ast.AST):
+                    copy_.__dict__[field] = self.filled(value)
+        return copy_
+
+    def _expand_filled(self, items):
+        out = []
+        for item in items:
+            if isinstance(item, ast.Name) and item.id == "_a_star":
+                out.extend(self.args)
+            else:
+                out.append(self.filled(item))
+        return out
 
     def visit_Name(self, node):
         if node.id.startswith("_a") and node.id[2:].isdigit():
@@ -366,10 +424,9 @@ def expression(node, arg_asts, param_ast=literal_ast, scalar=False):
     """The right-hand side for a node; `scalar`: its Python-float form (emit_scalar.py)."""
     prim = node.prim
     if scalar:
-        return _Fill(arg_asts, node.params, param_ast).visit(
-            _parse_template(SCALAR[prim.name]))
+        return _Fill(arg_asts, node.params, param_ast).filled(_parsed(SCALAR[prim.name]))
     template = prim.template(node.params) if callable(prim.template) else prim.template
-    tree = _Fill(arg_asts, node.params, param_ast).visit(_parse_template(template))
+    tree = _Fill(arg_asts, node.params, param_ast).filled(_parsed(template))
     if isinstance(tree, ast.Call):
         for key, default in prim.defaults.items():
             value = node.params.get(key, default)

@@ -12,6 +12,7 @@ from graph_helpers import traced
 
 import autodiffgen as ad
 from autodiffgen import emit_ast, passes
+from autodiffgen.graph import Node
 
 SIZES = (50, 200, 800)
 accumulate_module = importlib.import_module("autodiffgen.passes.accumulate")
@@ -207,3 +208,60 @@ def test_a_long_line_wraps_at_its_commas_as_before(line):
     lines = emit_ast.wrap(line)
     assert len(lines) > 1
     assert "".join(line.split()) == "".join("".join(lines).split())
+
+
+def _structure(graph):
+    """The graph as data: each node's primitive, parameters and arguments (a node by its
+    place in the order, an input by its path, a constant by its repr)."""
+    place = {n: ("node", i) for i, n in enumerate(graph.nodes)}
+    place.update((n, ("input", repr(n.params.get("path")))) for n in graph.inputs)
+
+    def arg(a):
+        return place.get(a, ("?", a.id)) if isinstance(a, Node) else repr(a)
+    return [(n.prim.name, repr(sorted(n.params.items())), [arg(a) for a in n.args])
+            for n in graph.nodes]
+
+
+def _full_sweeps(graph):
+    """optimize as before `examined`: every pass looks at every node each time."""
+    clean, k = 0, 0
+    while clean < len(passes.PIPELINE):
+        graph, did = passes.PIPELINE[k % len(passes.PIPELINE)](graph)
+        clean, k = 0 if did else clean + 1, k + 1
+    return graph
+
+
+def simplifiable(n):
+    """Work for simplify and fold at every step: x * 1, --x, reshape of reshape, a
+    broadcast a ufunc does itself, constants to fold."""
+    def f(x):
+        y = x
+        for _ in range(n):
+            c = np.ones(3) * 2.0 - 1.0
+            z = np.reshape(np.reshape(np.negative(-y), (3, 1)), (3,))
+            y = np.sin(z * c) + np.broadcast_to(np.sum(y), (3,)) * 0.1
+        return np.sum(y)
+    return f
+
+
+@pytest.mark.parametrize("shape", [fanout, chain, rnn, simplifiable])
+def test_examined_nodes_skipped_give_the_same_graph(shape):
+    """fold and simplify skip the nodes they left before (whose arguments did not change
+    since): the optimized graph is the one full sweeps give."""
+    args = _args(shape, 20) if shape is not simplifiable else (np.linspace(0.1, 0.9, 3),)
+    graph = traced(shape(20), *args, argnums=0)
+    assert _structure(passes.optimize(graph)) == _structure(_full_sweeps(graph))
+
+
+@pytest.mark.parametrize("local", [passes.fold, passes.simplify])
+def test_a_sweep_over_an_unchanged_graph_looks_at_no_node(local):
+    """After a sweep, every node left is examined: the next sweep over the same graph
+    decides each by `unchanged` alone."""
+    graph = traced(simplifiable(10), np.linspace(0.1, 0.9, 3))
+    examined = set()
+    graph, changed = local(graph, examined)
+    assert changed
+    graph, changed = local(graph, examined)  # the copies the first sweep made: new
+    while changed:
+        graph, changed = local(graph, examined)
+    assert set(graph.nodes) <= examined

@@ -36,12 +36,16 @@ def optimize(graph, pipeline=PIPELINE, numexpr=False):
 
     The passes run in turn, and the loop stops as soon as each has run once on the graph
     as it is without changing it (not at the end of a round): the graphs are the same as
-    round by round, without the passes that could not change anything."""
+    round by round, without the passes that could not change anything. fold and simplify
+    look again only at the nodes that are new since they last ran, or read a node they
+    replace (`examined`)."""
     clean = 0  # passes run in a row that changed nothing
+    examined = {fold: set(), simplify: set()}  # local passes: the nodes they need not revisit
     for k in range(MAX_ROUNDS * len(pipeline)):
         if clean == len(pipeline):
             break
-        graph, did = pipeline[k % len(pipeline)](graph)
+        step = pipeline[k % len(pipeline)]
+        graph, did = step(graph, examined[step]) if step in examined else step(graph)
         clean = 0 if did else clean + 1
     if numexpr:
         graph, fused = fuse(graph)

@@ -9,12 +9,22 @@ from .rewrite import substitute
 
 
 def cse(graph):
-    seen, replace = {}, {}
+    seen, replace, param_keys = {}, {}, {}
     for node in graph.nodes:
         if node.prim.effect:  # two draws are two draws
             continue
-        key = (id(node.prim), tuple(_arg_key(a, replace) for a in node.args),
-               tuple((k, _param_key(v)) for k, v in sorted(node.params.items())))
+        params = node.params
+        if not params:
+            pkey = ()
+        elif id(params) in param_keys:  # a copy made by a pass shares its original's
+            pkey = param_keys[id(params)][1]
+        else:
+            pkey = tuple((k, _param_key(v)) for k, v in sorted(params.items()))
+            param_keys[id(params)] = (params, pkey)  # params held: its id stays its own
+        # a node by identity, after the one it is replaced by (which is never replaced
+        # itself: it was seen first); a constant by value (no constant's key equals a Node)
+        key = (id(node.prim), tuple([replace.get(a, a) if type(a) is Node else constant_key(a)
+                                     for a in node.args]), pkey)
         if key in seen:
             replace[node] = seen[key]
         else:
@@ -28,10 +38,3 @@ def _param_key(value):
     return ("fn", id(value)) if callable(value) and not isinstance(value, type) \
         else repr(value)
 
-
-def _arg_key(arg, replace):
-    if type(arg) is Node:
-        while arg in replace:
-            arg = replace[arg]
-        return ("node", id(arg))
-    return constant_key(arg)

@@ -15,15 +15,18 @@ itself, and simplify first drops the broadcast there, which keeps the constant s
 import numpy as np
 
 from ..graph import Node
-from .rewrite import substitute
+from .rewrite import substitute, unchanged
 
 FOLD_LIMIT = 1024
 
 
-def fold(graph):
+def fold(graph, examined=None):
+    """`examined` (optimize's, across its rounds): the nodes looked at before and left as
+    they were, which are left again when no argument of theirs changed in this sweep (a
+    node and its arguments never change: a pass copies the node instead)."""
     replace = {}
     for node in graph.nodes:
-        if node.prim.effect:
+        if node.prim.effect or unchanged(node, examined, replace):
             continue
         args = [replace.get(a, a) if type(a) is Node else a for a in node.args]
         if any(type(a) is Node for a in args) or \
@@ -33,6 +36,8 @@ def fold(graph):
         if _foldable(value, node):
             replace[node] = np.array(value, dtype=node.dtype) if np.ndim(value) == 0 \
                 and isinstance(value, np.ndarray) else value
+    if examined is not None:
+        examined.update(n for n in graph.nodes if n not in replace)
     return substitute(graph, replace)
 
 

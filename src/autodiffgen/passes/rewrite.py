@@ -40,10 +40,18 @@ def substitute(graph, replace):
             arg = replace[arg]
         return new_of.get(arg, arg) if type(arg) is Node else arg
 
+    changed = set(replace)  # the nodes whose readers change: replaced ones, copied ones
+
     def renew(node):
+        try:
+            if changed.isdisjoint(node.args):  # most nodes: nothing they read changed
+                return node
+        except TypeError:  # an unhashable constant (an array) among the arguments
+            pass
         args = tuple(resolve(a) for a in node.args)
         if any(a is not b for a, b in zip(args, node.args)):
             new_of[node] = clone(node, args)
+            changed.add(node)
         return new_of.get(node, node)
 
     nodes = []
@@ -71,6 +79,17 @@ def substitute(graph, replace):
             derivative_of.setdefault(target, of)                 # their own names
     return dataclasses.replace(graph, nodes=nodes, outputs=outputs,
                                derivative_of=derivative_of), True
+
+
+def unchanged(node, examined, replace):
+    """Whether a local pass (fold, simplify), which looked at `node` before and left it,
+    would leave it again: none of its arguments is replaced in this sweep (`replace`)."""
+    if examined is None or node not in examined:
+        return False
+    try:
+        return replace.keys().isdisjoint(node.args)
+    except TypeError:  # an unhashable constant (an array) among the arguments
+        return not any(type(a) is Node and a in replace for a in node.args)
 
 
 def guard_reads(graph):
