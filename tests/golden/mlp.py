@@ -32,16 +32,12 @@ def mlp_loss_value_and_grad(params, x, y):
     params_W3 = params['W3']
     params_b3 = params['b3']
     # forward
-    # golden_models.py:10  h = np.maximum(x @ params["W1"] + params["b1"], 0.0)
-    matmul = x @ params_W1
-    add = np.add(matmul, params_b1, out=matmul)
-    del matmul
-    h = np.maximum(add, 0.0)
-    # golden_models.py:11  h = np.maximum(h @ params["W2"] + params["b2"], 0.0)
-    matmul_1 = h @ params_W2
-    add_1 = np.add(matmul_1, params_b2, out=matmul_1)
-    del matmul_1
-    h_1 = np.maximum(add_1, 0.0)
+    h = x @ params_W1  # golden_models.py:10  h = np.maximum(x @ params["W1"] + params["b1"], 0.0)
+    h += params_b1
+    np.maximum(h, 0.0, out=h)
+    h_1 = h @ params_W2  # golden_models.py:11  h = np.maximum(h @ params["W2"] + params["b2"], 0.0)
+    h_1 += params_b2
+    np.maximum(h_1, 0.0, out=h_1)
     logits = h_1 @ params_W3  # golden_models.py:12  logits = h @ params["W3"] + params["b3"]
     logits += params_b3
     # golden_models.py:13  shifted = logits - logits.max(axis=1, keepdims=True)
@@ -61,50 +57,34 @@ def mlp_loss_value_and_grad(params, x, y):
     del getitem
     mlp_loss = -mean
     # backward
-    # saved by the forward: add, h, add_1, h_1, exp, sum_1
+    # saved by the forward: h, h_1, exp, sum_1
+    divide = np.divide(exp, sum_1, out=exp)  # grad of subtract, golden_models.py:14
+    del exp, sum_1
     # grad of getitem, golden_models.py:15
     g_log_probs = _scatter_add(neg_inv_n, (rows, y), (n, 10), unique=True)
-    negative = -g_log_probs               # grad of subtract, golden_models.py:14
-    g_log = np.sum(negative, axis=1, keepdims=True)
-    del negative
-    g_sum_1 = np.divide(g_log, sum_1, out=g_log)  # grad of log
-    del g_log, sum_1
-    multiply = np.multiply(g_sum_1, exp, out=exp)  # grad of exp
-    del exp, g_sum_1
-    g_shifted = np.add(g_log_probs, multiply, out=g_log_probs)
+    sum_2 = np.sum(g_log_probs, axis=1, keepdims=True)  # grad of subtract, golden_models.py:14
+    multiply = np.multiply(divide, sum_2, out=divide)
+    del divide, sum_2
+    g_shifted = np.subtract(g_log_probs, multiply, out=g_log_probs)
     del g_log_probs, multiply
     g_params_b3 = np.sum(g_shifted, axis=0)  # grad of add, golden_models.py:12
     g_h_1 = g_shifted @ params_W3.T       # grad of matmul
     g_params_W3 = h_1.T @ g_shifted
-    del g_shifted, h_1
-    greater = add_1 > 0.0                 # grad of maximum, golden_models.py:11
-    g_add_1 = g_h_1 * greater
-    multiply_1 = np.multiply(0.5, g_h_1, out=g_h_1)
+    del g_shifted
+    greater = h_1 > 0.0                   # grad of maximum, golden_models.py:11
+    del h_1
+    g_add = np.multiply(g_h_1, greater, out=g_h_1)
     del g_h_1
-    equal = np.equal(add_1, 0.0, out=greater)
-    del add_1, greater
-    multiply_2 = np.multiply(multiply_1, equal, out=multiply_1)
-    del multiply_1
-    g_add_1 += multiply_2
-    g_params_b2 = np.sum(g_add_1, axis=0)  # grad of add
-    g_h = np.matmul(g_add_1, params_W2.T, out=multiply_2)  # grad of matmul
-    del multiply_2
-    g_params_W2 = h.T @ g_add_1
-    del h
-    greater_1 = np.greater(add, 0.0, out=equal)  # grad of maximum, golden_models.py:10
-    del equal
-    g_add = np.multiply(g_h, greater_1, out=g_add_1)
-    del g_add_1
-    multiply_3 = np.multiply(0.5, g_h, out=g_h)
-    del g_h
-    equal_1 = np.equal(add, 0.0, out=greater_1)
-    del add, greater_1
-    multiply_4 = np.multiply(multiply_3, equal_1, out=multiply_3)
-    del equal_1, multiply_3
-    g_add += multiply_4
-    del multiply_4
-    g_params_b1 = np.sum(g_add, axis=0)   # grad of add
-    g_params_W1 = x.T @ g_add             # grad of matmul
+    g_params_b2 = np.sum(g_add, axis=0)   # grad of add
+    g_h = g_add @ params_W2.T             # grad of matmul
+    g_params_W2 = h.T @ g_add
     del g_add
+    greater_1 = np.greater(h, 0.0, out=greater)  # grad of maximum, golden_models.py:10
+    del greater, h
+    g_add_1 = np.multiply(g_h, greater_1, out=g_h)
+    del g_h, greater_1
+    g_params_b1 = np.sum(g_add_1, axis=0)  # grad of add
+    g_params_W1 = x.T @ g_add_1           # grad of matmul
+    del g_add_1
     return (mlp_loss, {'W1': g_params_W1, 'b1': g_params_b1, 'W2': g_params_W2, 'b2': g_params_b2,
                        'W3': g_params_W3, 'b3': g_params_b3})

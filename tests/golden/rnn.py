@@ -3,7 +3,6 @@
 import numpy as np
 
 zeros = np.zeros((2, 5), dtype=np.float32)  # float32[2, 5]
-full = np.full((1, 1), 0.10000000149011612, dtype=np.float32)  # float32[1, 1]
 zeros_1 = np.zeros((5, 2), dtype=np.float32)  # float32[5, 2]
 
 
@@ -62,7 +61,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     g_subtract = np.subtract(h, target, out=power)  # recomputed, not saved: golden_models.py:34
     del power
     g_subtract *= 2                       # grad of power
-    g_subtract *= full
+    g_subtract *= np.float32(0.10000000149011612)
     multiply = np.multiply(h, h, out=h)   # grad of tanh, golden_models.py:33
     del h
     subtract_1 = np.subtract(1, multiply, out=multiply)
