@@ -252,7 +252,7 @@ def test_backward_values_made_from_inputs_alone_are_computed_where_read(monkeypa
     def make():  # a new function each time: no code compiled before is shared
         def logreg(w, X, y):
             z = X @ w
-            return np.logaddexp(0.0, z).mean() - (y @ z) / len(y)
+            return np.logaddexp(0.0, z).mean() - (y @ z) / 7.0  # no factor shared
         return logreg
     X = RNG.normal(size=(50000, 3))
     w, y = RNG.normal(size=3), (RNG.uniform(size=50000) < 0.5).astype(float)
