@@ -6,10 +6,9 @@ turn: the disk store (disk/entry.py), a batch-polymorphic function traced at ano
 size (shared.py), or `compile(args, pure)` -> (source, namespace, graph, locs), the
 compile path the decorator passes in, whose source `load` turns into a function.
 
-- At most `max_entries` signatures are kept, the least recently used dropped first. The
-  entry of the last call is kept as `last = (key, entry)`, one tuple so that threads never
-  see a key with another key's entry: a run of calls with one signature costs a tuple
-  comparison (the caller's fast path), not a dict look-up and a reordering.
+- At most `max_entries` signatures are kept, the least recently used dropped first. A
+  view (view.py) keeps its last call's entry with that signature's `same` test
+  (dispatch.py), so a run of calls with one signature costs no look-up nor reordering.
 - A signature whose code has guards (data-dependent branches, values read from globals, a
   batch range) gets a `Variants` entry: one generated function per path its arguments
   take, at most `max_variants`; when no variant's guards hold, `grow` traces the path
@@ -68,7 +67,6 @@ class FunctionCache:
         self.compile, self.load = compile, load
         self.max_entries, self.max_variants = max_entries, max_variants
         self.entries = OrderedDict()  # least recently used first
-        self.last = (None, None)  # (key, entry) of the entry last used, last in `entries`
         self.sources = {}
         self.shared = Shared()  # polymorphic functions, for other batch sizes
         self.disk = OnDisk(fun, disk_extra)
@@ -90,8 +88,7 @@ class FunctionCache:
         try:
             self.entries.move_to_end(key)
         except KeyError:  # dropped meanwhile by another thread's miss: it runs anyway
-            return entry
-        self.last = (key, entry)
+            pass
         return entry
 
     def info(self):
@@ -126,7 +123,6 @@ class FunctionCache:
     def clear(self):
         with self.lock:
             self.entries.clear()
-            self.last = (None, None)
             self.keyers, self.checks = {}, {}
             self.sources.clear()
             self.shared.clear()
@@ -160,7 +156,6 @@ class FunctionCache:
             entry, source = self._make(args, key)
             self.entries[key] = entry
             self.sources[key] = source
-            self.last = (key, entry)
             while len(self.entries) > max(self.max_entries, 1):  # the least recently used
                 dropped = self.entries.popitem(last=False)[0]
                 self.sources.pop(dropped, None)
