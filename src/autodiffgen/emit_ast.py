@@ -255,11 +255,10 @@ def _parsed(text):
         return ast.parse(_PLACEHOLDER.sub(placeholder, text), mode="eval").body
 
 
-class _Fill(ast.NodeTransformer):
-    """Replace template placeholders with argument and parameter expressions.
-
-    `filled` does in one walk what `visit` of a fresh copy of the template does (copy,
-    then replace): the template's own tree is left as it is."""
+class _Fill:
+    """Replace template placeholders with argument and parameter expressions: `filled`
+    copies the template and fills it in one walk, leaving the template's own tree as it
+    is."""
 
     def __init__(self, args, params, value_ast):
         self.args, self.params, self.value_ast = args, params, value_ast
@@ -267,7 +266,7 @@ class _Fill(ast.NodeTransformer):
     def filled(self, node):
         kind = node.__class__
         if kind is ast.Name:
-            new = self.visit_Name(node)
+            new = self._name(node)
             return copied(node) if new is node else new
         if not isinstance(node, ast.AST):
             return copied(node)
@@ -304,39 +303,12 @@ class _Fill(ast.NodeTransformer):
                 out.append(self.filled(item))
         return out
 
-    def visit_Name(self, node):
+    def _name(self, node):
+        """What a Name of the template stands for: an argument, a parameter, or itself."""
         if node.id.startswith("_a") and node.id[2:].isdigit():
             return self.args[int(node.id[2:])]
         if node.id.startswith("_p_"):
             return self.value_ast(self.params[node.id[3:]], self.args)
-        return node
-
-    def visit_Subscript(self, node):
-        node.value = self.visit(node.value)
-        slc = node.slice
-        if isinstance(slc, ast.Name) and slc.id.startswith("_p_"):
-            node.slice = _subscript_ast(self.params[slc.id[3:]], self.args)
-        else:
-            node.slice = self.visit(slc)
-        return node
-
-    def _expand(self, items):
-        out = []
-        for item in items:
-            if isinstance(item, ast.Name) and item.id == "_a_star":
-                out.extend(self.args)
-            else:
-                out.append(self.visit(item))
-        return out
-
-    def visit_List(self, node):
-        node.elts = self._expand(node.elts)
-        return node
-
-    def visit_Call(self, node):
-        node.func = self.visit(node.func)
-        node.args = self._expand(node.args)
-        node.keywords = [self.visit(k) for k in node.keywords]
         return node
 
 

@@ -241,7 +241,7 @@ def rematerialized(graph):
                     last_forward[a] = i
     outputs = {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
     inputs = set(graph.inputs)
-    copies = {}  # forward node -> (index of its first backward reader, its copy)
+    copies = {}  # forward node -> the index of its first backward reader
     for node in nodes:
         if node.grad_of is not None:
             for a in node.args:
@@ -250,13 +250,13 @@ def rematerialized(graph):
                     first = at[node]
                     if last_forward.get(a, -1) < first - 1 and all(b in inputs or last.get(b, -1) >= first
                            for b in a.args if type(b) is Node):
-                        copies[a] = (first, None)
+                        copies[a] = first
     if not copies:
         return graph
     made = {}
     for a in copies:
         made[a] = copy = clone(a)
-        copy.grad_of = nodes[copies[a][0]].grad_of
+        copy.grad_of = nodes[copies[a]].grad_of
         RECOMPUTED.add(copy)
     readers = {node: clone(node, tuple(made.get(b, b) if type(b) is Node else b
                                        for b in node.args))

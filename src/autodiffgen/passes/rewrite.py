@@ -6,7 +6,7 @@ takes over the original's name, location and role, so the emitted code reads the
 
 import dataclasses
 
-from ..graph import COPY_OF, NOTES, PYTHON_NUMBERS, Node, is_guard
+from ..graph import COPY_OF, NOTES, PYTHON_NUMBERS, Node, is_guard, op
 from ..tree import map_tree
 
 
@@ -104,3 +104,9 @@ def guard_reads(graph):
             read.add(node)
             stack.extend(node.args)
     return read
+
+
+def op_here(x, opaque):
+    """The primitive name of a node computed in this graph and not one of `opaque` (the
+    nodes a pass must leave as they are: inputs, what a guard reads); None otherwise."""
+    return None if type(x) is not Node or x in opaque else op(x)

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..graph import Node, op
 from ..rules import PRIMITIVES
-from .rewrite import clone, guard_reads, substitute
+from .rewrite import clone, guard_reads, op_here, substitute
 
 
 def scalars(graph):
@@ -67,7 +67,7 @@ def _rewrite(node, args, opaque):
 
 def _common_factor(node, args, opaque):
     """(a +- b) * c for a * c +- b * (+-c): one scaling where there were two."""
-    scaled = [_factor(x, x.args) if _op(x, opaque) == "multiply" else None for x in args]
+    scaled = [_factor(x, x.args) if op_here(x, opaque) == "multiply" else None for x in args]
     if None in scaled or args[0] is args[1]:  # x + x: as cheap as x * 2
         return None
     (a, c), (b, k) = scaled
@@ -92,17 +92,13 @@ def _signed(node, args, opaque):
     """b - a for b + (-a) and (-a) + b; b + a for b - (-a)."""
     a, b = args
     if op(node) == "subtract":
-        if _op(b, opaque) == "negative" and _keeps(node, a, b.args[0]):
+        if op_here(b, opaque) == "negative" and _keeps(node, a, b.args[0]):
             return clone(node, (a, b.args[0]), PRIMITIVES["add"], {})
         return None
     for x, y in ((b, a), (a, b)):
-        if _op(x, opaque) == "negative" and _keeps(node, y, x.args[0]):
+        if op_here(x, opaque) == "negative" and _keeps(node, y, x.args[0]):
             return clone(node, (y, x.args[0]), PRIMITIVES["subtract"], {})
     return None
-
-
-def _op(x, opaque):
-    return None if type(x) is not Node or x in opaque else op(x)
 
 
 def _keeps(node, a, b):

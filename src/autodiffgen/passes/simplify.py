@@ -12,7 +12,7 @@ import numpy as np
 from ..graph import PYTHON_NUMBERS, Node, op
 from ..rules import PRIMITIVES
 from ..tracer import result_dtype
-from .rewrite import clone, substitute, unchanged
+from .rewrite import clone, op_here, substitute, unchanged
 
 
 def simplify(graph, examined=None):
@@ -61,7 +61,7 @@ def _unbroadcast(node, args, opaque):
         return args
     new = list(args)
     for k, arg in enumerate(args):
-        if _op(arg, opaque) != "broadcast_to":
+        if op_here(arg, opaque) != "broadcast_to":
             continue
         x = arg.args[0]
         if not (type(x) is Node and x not in PYTHON_NUMBERS or isinstance(x, np.ndarray)) \
@@ -94,11 +94,6 @@ def _is(x, value):
     if type(x) is Node or not isinstance(x, (np.ndarray, np.generic)):
         return False
     return bool(np.all(np.asarray(x) == value))
-
-
-def _op(x, opaque):
-    """The primitive name of a node computed in this graph; None otherwise."""
-    return None if type(x) is not Node or x in opaque else op(x)
 
 
 def _negated(node, x):
@@ -139,7 +134,7 @@ def _subtract(node, args, opaque):
 
 def _negative(node, args, opaque):
     (a,) = args
-    if _op(a, opaque) == "negative" and _fits(a.args[0], node):
+    if op_here(a, opaque) == "negative" and _fits(a.args[0], node):
         return a.args[0]
     return None
 
@@ -152,14 +147,14 @@ def _reshape(node, args, opaque):
     (a,) = args
     if _fits(a, node):
         return a
-    if _op(a, opaque) in ("reshape", "squeeze", "expand_dims"):
+    if op_here(a, opaque) in ("reshape", "squeeze", "expand_dims"):
         return clone(node, (a.args[0],))
     return None
 
 
 def _transpose(node, args, opaque):
     (a,) = args
-    if _op(a, opaque) != "transpose":
+    if op_here(a, opaque) != "transpose":
         return None
     ndim = len(node.shape)
     inner = a.params["axes"] or tuple(range(ndim - 1, -1, -1))
