@@ -11,9 +11,11 @@ import warnings
 import numpy as np
 
 from .checkpointing import lookup_for
+from .cotangent_sums import Cotangents
 from .errors import ArgumentError, OutputError, at, def_site, function_name
 from .graph import Graph, Node, toposort
 from .rules import PRIMITIVES, missing_rule, unbroadcast
+from .rules.indexing import block_cotangent, getitem
 from .shift_invariance import dead_shifts
 from .tracer import Box, result_dtype
 from .tree import (
@@ -175,23 +177,20 @@ def cotangents(trace, out_node, wrt, lookup, seed):
 def cotangents_of_outputs(trace, seeds, wrt, lookup):
     """`cotangents` for several outputs at once (a pytree output under vjp): `seeds` is
     [(output node, its cotangent)]; one output reached twice gets their sum."""
-    cots = {}
+    cots = Cotangents(trace)
     for node, seed in seeds:
-        if node in cots:  # recorded as part of the backward pass (split_graphs)
-            trace.grad_of = node
-            try:
-                cots[node] = cots[node] + seed
-            finally:
-                trace.grad_of = None
-        else:
-            cots[node] = seed
-    order = toposort(list(cots))
+        trace.grad_of = node  # a sum is recorded as part of the backward pass (split_graphs)
+        try:
+            cots.add(node, seed)
+        finally:
+            trace.grad_of = None
+    order = toposort(list(cots.sums))
     shifted = dead_shifts(order)  # z - max(z) before a softmax: the max's side is zero
-    whole = whole_rules(order, set(cots))  # (log-)softmax, sigmoid: one rule for the whole
+    whole = whole_rules(order, set(cots.sums))  # (log-)softmax, sigmoid: one rule for the whole
     needs = _needs_grad(order, set(wrt))
     result, cotangent_of = {}, {}
     for node in order:
-        g = cots.pop(node, None)
+        g = cots.pop(node)
         if g is None or node not in needs:
             continue
         if type(g) is Box and g.node.grad_of is not None and g.node not in cotangent_of:
@@ -207,12 +206,15 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
             if node in whole:
                 parent, contribution = whole[node](g, look)
                 if parent in needs:
-                    cots[parent] = contribution if parent not in cots \
-                        else cots[parent] + contribution
+                    cots.add(parent, contribution)
                 continue
             for i, parent in enumerate(node.args):
                 if type(parent) is not Node or parent not in needs or (
                         i == 1 and node in shifted):
+                    continue
+                if node.prim is getitem and i == 0 and result_dtype(g) == parent.dtype and (
+                        type(g) is Box or trace.eager):
+                    cots.add_block(parent, g, args[1:], block_cotangent(*args, **node.params))
                     continue
                 rule = node.prim.vjp(i, sole=bool(node.prim.sole_vjps) and _sole(node, i, needs))
                 if rule is None and node.prim.strict:
@@ -220,8 +222,7 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
                 contribution = None if rule is None else rule(g, ans, *args, **node.params)
                 if contribution is None:
                     continue
-                contribution = unbroadcast(contribution, parent.shape, parent.dtype)
-                cots[parent] = contribution if parent not in cots else cots[parent] + contribution
+                cots.add(parent, unbroadcast(contribution, parent.shape, parent.dtype))
         finally:
             trace.grad_of = None
     return result, cotangent_of

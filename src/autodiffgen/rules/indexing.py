@@ -27,8 +27,14 @@ def _getitem_impl(x, *arrays, index):
 def _getitem_vjp(i, g, ans, x, *arrays, index):
     if i != 0:
         return None
-    return scatter_add(g, *arrays, index=index, shape=tuple(np.shape(x)),
-                       unique=selects_once(index, (x,) + arrays))
+    return scatter_add(g, *arrays, **block_cotangent(x, *arrays, index=index))
+
+
+def block_cotangent(x, *arrays, index):
+    """scatter_add's parameters for the cotangent of x[index] (backward.py sums many of
+    them at once: cotangent_sums.py)."""
+    return {"index": index, "shape": tuple(np.shape(x)),
+            "unique": selects_once(index, (x,) + arrays)}
 
 
 def _scatter_add_vjp(i, g, ans, g_in, *arrays, index, shape, unique):
