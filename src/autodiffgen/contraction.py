@@ -55,7 +55,8 @@ class Pair:
     """One pairwise contraction. `summed`: per operand, the axes summed before it (indices
     no other operand nor the result has). kind "matmul": left @ right, the result
     reshaped to `shape`, its axes `demoted` summed, giving indices `result`; kind
-    "multiply": left * right (nothing summed); kind "einsum": np.einsum(`subscripts`)."""
+    "multiply": left * right (nothing summed); kind "einsum": np.einsum(`subscripts`), of
+    shape `shape`."""
 
     kind: str
     swap: bool  # the second operand is the matmul's left one
@@ -171,8 +172,8 @@ def _count(term, sizes):
 def _einsum_pair(ta, tb, keep, sizes, out, summed, pre):
     result = out or "".join(dict.fromkeys(c for c in ta + tb if c in keep))
     cost = pre + COST["einsum_call"] + COST["einsum"] * _count(set(ta + tb), sizes)
-    return Pair("einsum", False, summed, None, None, None, (), result,
-                f"{ta},{tb}->{result}", cost)
+    return Pair("einsum", False, summed, None, None, tuple(sizes[c] for c in result), (),
+                result, f"{ta},{tb}->{result}", cost)
 
 
 def _matmul_pairs(ta, tb, keep, sizes, out, summed, pre):

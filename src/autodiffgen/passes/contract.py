@@ -88,8 +88,8 @@ def _summed(make, x, axes):
 
 def _pair(make, pair, a, b):
     if pair.kind == "einsum":
-        shape = _einsum_shape(pair.subscripts, _shape(a), _shape(b))
-        return make("einsum", (a, b), {"subscripts": pair.subscripts, "optimize": False}, shape)
+        return make("einsum", (a, b), {"subscripts": pair.subscripts, "optimize": False},
+                    pair.shape)
     if pair.swap:
         a, b = b, a
     left, right = _entered(make, a, pair.left), _entered(make, b, pair.right)
@@ -114,9 +114,8 @@ def _entered(make, x, how):
         x = make("copy", (x,), {}, _shape(x))
     if how.flip:
         shape = _shape(x)
-        axes = None if len(shape) == 2 else (*range(len(shape) - 2), len(shape) - 1,
-                                             len(shape) - 2)
-        x = make("transpose", (x,), {"axes": axes}, shape[:-2] + shape[:-3:-1])
+        x = make("transpose", (x,), {"axes": _last_two_swapped(len(shape))},
+                 shape[:-2] + shape[:-3:-1])
     return x
 
 
@@ -128,12 +127,6 @@ def _matmul_shape(a, b):
     if len(b) == 1:
         return a[:-1]
     return np.broadcast_shapes(a[:-2], b[:-2]) + (a[-2], b[-1])
-
-
-def _einsum_shape(subscripts, *shapes):
-    ins, out = split_subscripts(subscripts)
-    sizes = {c: n for t, s in zip(ins, shapes) for c, n in zip(t, s)}
-    return tuple(sizes[c] for c in out)
 
 
 # ---- a product transposed: (a @ b).T = b.T @ a.T --------------------------------------------
@@ -155,8 +148,13 @@ def _swapped_product(node, users, outputs, consumed):
 def _swaps(node):
     """A transpose that swaps the last two axes (and no other)."""
     n, axes = len(node.shape), node.params["axes"]
-    return n >= 2 and (axes is None and n == 2 or
-                       axes is not None and tuple(axes) == (*range(n - 2), n - 1, n - 2))
+    return n >= 2 and (axes is None and n == 2 or axes is not None and
+                       tuple(axes) == (*range(n - 2), n - 1, n - 2))
+
+
+def _last_two_swapped(ndim):
+    """np.transpose's axes that swap the last two of `ndim` axes (None for a matrix: .T)."""
+    return None if ndim == 2 else (*range(ndim - 2), ndim - 1, ndim - 2)
 
 
 def _transposed(like, x):
@@ -164,8 +162,7 @@ def _transposed(like, x):
     if op(x) == "transpose" and _swaps(x):
         return x.args[0]
     shape = _shape(x)
-    axes = None if len(shape) == 2 else (*range(len(shape) - 2), len(shape) - 1, len(shape) - 2)
-    swapped = clone(like, (x,), PRIMITIVES["transpose"], {"axes": axes})
+    swapped = clone(like, (x,), PRIMITIVES["transpose"], {"axes": _last_two_swapped(len(shape))})
     swapped.shape, swapped.name = shape[:-2] + shape[:-3:-1], None
     swapped.dtype = _dtype(x)
     return swapped
