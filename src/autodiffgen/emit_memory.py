@@ -21,6 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .emit_slots import Joins, joins_in_place
 from .graph import Node, has_effect, is_guard, op, recomputed
 from .passes.rewrite import clone, substitute
 from .tree import leaves
@@ -42,8 +43,9 @@ def ufunc_of(prim):
 
 
 def reuse_plan(graph, last_use):
-    """({statement index: the node whose buffer that statement writes into}, last_use with
-    the `del` of each buffer taken from the pool moved to the statement that reuses it)."""
+    """({statement index: the node whose buffer, or the join's Slot, that statement writes
+    into}, last_use with the `del` of each buffer taken from the pool moved to the
+    statement that reuses it, the joins written in place: emit_slots.Joins)."""
     viewed = {n.args[0] for n in graph.nodes if op(n) in VIEWS and n.args
               and type(n.args[0]) is Node and not _contraction(n)}
     viewed |= {a for n in graph.nodes if op(n) is None for a in n.args  # a user's
@@ -53,9 +55,10 @@ def reuse_plan(graph, last_use):
 
     def free(arg):  # a buffer the graph owns, that nothing reads after it dies
         return type(arg) is Node and arg not in kept and arg not in viewed \
-            and (owns(arg) or arg in graph.donated) and arg.shape != ()
+            and (owns(arg) or arg in graph.donated) and arg.shape != () \
+            and arg not in joins.fixed
 
-    plan = {}
+    plan, joins = {}, Joins({}, {}, {}, set(), set())
     for i, node in enumerate(graph.nodes):  # first, operands dying where they are read
         if _elementwise(node.prim) and node.shape != ():
             dying = [a for a in last_use.get(i, ()) if free(a)]
@@ -64,7 +67,10 @@ def reuse_plan(graph, last_use):
                         and arg.shape == node.shape and arg.dtype == node.dtype:
                     plan[i] = arg
                     break
-    return _pooled(graph, last_use, plan, free)
+    plan, joins = joins_in_place(graph, plan, _writes_out)
+    last_use = {i: [n for n in nodes if n not in joins.slot or n in joins.bound
+                    or joins.slot[n].base is n] for i, nodes in last_use.items()}
+    return (*_pooled(graph, last_use, plan, free), joins)
 
 
 def _pooled(graph, last_use, plan, free):
