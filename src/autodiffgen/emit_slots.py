@@ -75,7 +75,7 @@ def joins_in_place(graph, plan, writes_out):
         placed[node] = slot
         operand = plan.get(at[node])  # the buffer it would be computed in place into
         if not (type(operand) is Node and (operand.grad_of is None) == (node.grad_of is None)
-                and place(operand, slot)):  # (not a forward value into a backward join)
+                and _contiguous(slot) and place(operand, slot)):
             plan[at[node]] = slot
         return True
 
@@ -119,6 +119,19 @@ def joins_in_place(graph, plan, writes_out):
                 and slot_of.get(graph.nodes[i]) is not slot_of[operand]:
             del plan[i]
     return plan, joins
+
+
+def _contiguous(slot):
+    """The slot is one contiguous run of its buffer (a stack's row): NumPy's loops run at
+    full speed on it, so values computed in place before the part may be computed there
+    too. Elsewhere (`g_xw[t, :, :4]`, every row strided) only the part itself is, one
+    strided loop instead of a contiguous one and a copy; nor is a forward value
+    computed into a backward join's buffer (which would hold it from the forward on)."""
+    items = list(zip(slot.items, slot.base.shape))
+    while items and type(items[-1][0]) is tuple and items[-1][0][0] == 0 \
+            and items[-1][0][1] in (None, items[-1][1]):
+        items.pop()
+    return all(type(item) is int for item, _ in items[:-1])
 
 
 def _join(node):
