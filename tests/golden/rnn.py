@@ -17,6 +17,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     getitem = xs[0]
     stack = np.empty((3, 2, 5), dtype=np.float32)  # stack: parts computed into it
     matmul = np.matmul(getitem, params_Wx, out=stack[0])
+    del getitem
     matmul_1 = zeros @ params_Wh
     add = np.add(matmul, matmul_1, out=matmul)
     del matmul
@@ -26,6 +27,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     del add_1
     getitem_1 = xs[1]
     matmul_2 = np.matmul(getitem_1, params_Wx, out=stack[1])
+    del getitem_1
     matmul_3 = np.matmul(tanh, params_Wh, out=matmul_1)
     del matmul_1
     add_2 = np.add(matmul_2, matmul_3, out=matmul_2)
@@ -36,6 +38,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     del add_3
     getitem_2 = xs[2]
     matmul_4 = np.matmul(getitem_2, params_Wx, out=stack[2])
+    del getitem_2
     matmul_5 = np.matmul(tanh_1, params_Wh, out=matmul_3)
     del matmul_3
     add_4 = np.add(matmul_4, matmul_5, out=matmul_4)
@@ -46,7 +49,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     del add_5
     getitem_3 = xs[3]
     h = np.matmul(getitem_3, params_Wx, out=matmul_5)
-    del matmul_5
+    del getitem_3, matmul_5
     matmul_6 = tanh_2 @ params_Wh
     h += matmul_6
     h += params_b
@@ -115,13 +118,10 @@ def rnn_loss_value_and_grad(params, xs, target):
     del reshape, reshape_1
     g_params_Wh += matmul_7
     del matmul_7
-    stack_3 = np.stack([getitem, getitem_1, getitem_2, getitem_3])
-    del getitem, getitem_1, getitem_2, getitem_3
-    reshape_2 = np.reshape(stack_3, (8, 3))
-    del stack_3
     del g_add, g_add_1, g_add_3, g_add_5
-    reshape_3 = np.reshape(stack_1, (8, 5))
+    reshape_2 = np.reshape(stack_1, (8, 5))
     del stack_1
-    g_params_Wx = reshape_2.T @ reshape_3
+    reshape_3 = np.reshape(xs, (8, 3))
+    g_params_Wx = reshape_3.T @ reshape_2
     del reshape_2, reshape_3
     return (rnn_loss, {'Wx': g_params_Wx, 'Wh': g_params_Wh, 'b': g_params_b})

@@ -223,8 +223,10 @@ def _concatenate(root, parts, axis):
     computed (emit_memory.destinations), at any batch size the code serves."""
     if axis == 0 and len(parts) > 1 and len({(p.shape, p.dtype) for p in parts}) == 1 \
             and parts[0].shape:
-        stacked = clone(root, parts, PRIMITIVES["stack"], {"axis": 0})
-        stacked.shape, stacked.dtype = (len(parts),) + parts[0].shape, parts[0].dtype
+        stacked = _whole(parts)
+        if stacked is None:
+            stacked = clone(root, parts, PRIMITIVES["stack"], {"axis": 0})
+            stacked.shape, stacked.dtype = (len(parts),) + parts[0].shape, parts[0].dtype
         shape = (len(parts) * parts[0].shape[0],) + parts[0].shape[1:]
         joined = clone(root, (stacked,), PRIMITIVES["reshape"], {"shape": shape})
         joined.shape, joined.dtype = shape, parts[0].dtype
@@ -234,3 +236,14 @@ def _concatenate(root, parts, axis):
     shape[axis] = sum(p.shape[axis] for p in parts)
     joined.shape, joined.dtype = tuple(shape), np.result_type(*[p.dtype for p in parts])
     return joined
+
+
+def _whole(parts):
+    """x when the parts are its rows x[0], x[1], ... in order (a loop's inputs `xs[t]`),
+    which stacked are x itself, not a copy; else None."""
+    base = parts[0].args[0] if op(parts[0]) == "getitem" and parts[0].args else None
+    for t, part in enumerate(parts):
+        if op(part) != "getitem" or len(part.args) != 1 or part.args[0] is not base \
+                or part.params["index"].items != (t,):
+            return None
+    return base if type(base) is Node and base.shape[:1] == (len(parts),) else None
