@@ -261,8 +261,10 @@ class Emitter:
                 self.inline_ast[node] = expression(node, [self.arg_ast(a) for a in node.args])
                 continue
             if self.joins is not None and node in self.joins.slot:
-                body += self.allocation_lines(i) + self.joined_lines(node) \
-                    + self.dels(last_use.get(i, ()))
+                body += self.allocation_lines(i)
+                if node.loc is not None:
+                    locs[len(body)] = node.loc
+                body += self.joined_lines(node) + self.dels(last_use.get(i, ()))
                 continue
             name = self.names[node] = self.node_name(node)
             kind = "# forward" if node.grad_of is None else \

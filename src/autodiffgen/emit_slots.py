@@ -91,7 +91,8 @@ def joins_in_place(graph, plan, writes_out):
     for node in reversed(graph.nodes):  # a join's parent comes after it: parents first
         if _join(node) and node not in joins.slot and not graph.marks.get(node.stack) \
                 and node.shape != ():
-            view = _stacked_slots(node, [placed.get(p) or joins.slot.get(p) for p in node.args])
+            view = _stacked_slots(node, [placed.get(p) or joins.slot.get(p)
+                                         if type(p) is Node else None for p in node.args])
             if view is not None:  # its parts lie in a buffer already, row after row
                 joins.slot[node] = view
                 joins.parts[node] = []
