@@ -41,7 +41,7 @@ from .emit_ast import (
 )
 from .emit_memory import RECOMPUTED, VIEWS, one_name, rematerialized, reuse_plan, sunk, ufunc_of
 from .emit_scalar import SCALAR
-from .emit_slots import Slot
+from .emit_slots import Slot, subscript_ast
 from .generated_helpers import HELPERS
 from .graph import NOTES, PYTHON_NUMBERS, Node, constant_key, op, recomputed
 from .naming import RESERVED, Namespace
@@ -344,18 +344,7 @@ class Emitter:
         return lines
 
     def slot_ast(self, slot, ctx=None):
-        """`g_xw[0, :, :4]`: trailing whole axes left out."""
-        items = [(i[0], None) if type(i) is tuple and i[1] == size else i
-                 for i, size in zip(slot.items, slot.base.shape)]
-        while items and items[-1] == (0, None):
-            items.pop()
-        if not items:
-            return ast.Name(self.names[slot.base], ctx or ast.Load())
-        parts = [ast.Constant(i) if type(i) is int else
-                 ast.Slice(ast.Constant(i[0]) if i[0] else None,
-                           None if i[1] is None else ast.Constant(i[1]), None) for i in items]
-        index = parts[0] if len(parts) == 1 else ast.Tuple(parts, ast.Load())
-        return ast.Subscript(ast.Name(self.names[slot.base], ast.Load()), index, ctx or ast.Load())
+        return subscript_ast(slot, self.names[slot.base], ctx or ast.Load())
 
     def value_ast(self, node, out):
         """The right-hand side of a node's statement; `out`: the dying operand whose

@@ -19,6 +19,7 @@ offsets along an axis whose sizes are numbers (not the batch size's formula), so
 serves every batch size it did before.
 """
 
+import ast
 from dataclasses import dataclass
 
 from .graph import Node, op, recomputed
@@ -44,6 +45,21 @@ class Joins:
     parts: dict   # join node -> [(part, its Slot)] of the parts assigned where the join is
     bound: set    # joins inside another join that other statements read: named as a view
     fixed: set    # buffers and parts the memory plan leaves alone
+
+
+def subscript_ast(slot, name, ctx):
+    """`g_xw[0, :, :4]`, the base named `name`: trailing whole axes left out."""
+    items = [(i[0], None) if type(i) is tuple and i[1] == size else i
+             for i, size in zip(slot.items, slot.base.shape)]
+    while items and items[-1] == (0, None):
+        items.pop()
+    if not items:
+        return ast.Name(name, ctx)
+    parts = [ast.Constant(i) if type(i) is int else
+             ast.Slice(ast.Constant(i[0]) if i[0] else None,
+                       None if i[1] is None else ast.Constant(i[1]), None) for i in items]
+    index = parts[0] if len(parts) == 1 else ast.Tuple(parts, ast.Load())
+    return ast.Subscript(ast.Name(name, ast.Load()), index, ctx)
 
 
 def joins_in_place(graph, plan, writes_out):
@@ -93,7 +109,7 @@ def joins_in_place(graph, plan, writes_out):
                 and node.shape != ():
             view = _stacked_slots(node, [placed.get(p) or joins.slot.get(p)
                                          if type(p) is Node else None for p in node.args])
-            if view is not None:  # its parts lie in a buffer already, row after row
+            if view is not None and node not in kept:  # its parts lie in a buffer already
                 joins.slot[node] = view
                 joins.parts[node] = []
                 continue
