@@ -71,6 +71,7 @@ def joins_in_place(graph, plan, writes_out):
     at = {node: i for i, node in enumerate(graph.nodes)}
     plan, placed = dict(plan), {}   # placed: value -> the Slot it is computed into
     parent = {}                      # a join inside a join -> that join
+    order = []                       # what is placed or joined, in the order it is
     joins = Joins({}, {}, {}, set(), set())
 
     def open_(node, slot):
@@ -88,15 +89,25 @@ def joins_in_place(graph, plan, writes_out):
             return True
         if not writes_out(node):
             return False
-        placed[node] = slot
-        operand = plan.get(at[node])  # the buffer it would be computed in place into
-        if not (type(operand) is Node and (operand.grad_of is None) == (node.grad_of is None)
-                and _contiguous(slot) and place(operand, slot)):
-            plan[at[node]] = slot
-        return True
+        while True:  # down the chain of values computed in place (a loop: chains are long)
+            placed[node] = slot
+            order.append(node)
+            operand = plan.get(at[node])  # the buffer it would be computed in place into
+            if not (type(operand) is Node and (operand.grad_of is None) == (node.grad_of is None)
+                    and _contiguous(slot) and open_(operand, slot)):
+                plan[at[node]] = slot
+                return True
+            if _join(operand) and _part_slots(operand, slot) is not None:
+                join(operand, slot)
+                return True
+            if not writes_out(operand):
+                plan[at[node]] = slot
+                return True
+            node = operand
 
     def join(node, slot):
         joins.slot[node] = slot
+        order.append(node)
         joins.parts[node] = []
         for part, sub in zip(node.args, _part_slots(node, slot)):
             if _join(part) and open_(part, sub):
@@ -117,10 +128,9 @@ def joins_in_place(graph, plan, writes_out):
             subs = _part_slots(node, whole)
             if subs is not None and any(open_(p, s) and (_join(p) or writes_out(p))
                                         for p, s in zip(node.args, subs)):
-                before = set(placed) | set(joins.slot)
+                before = len(order)
                 join(node, whole)
-                tree = (set(placed) | set(joins.slot)) - before
-                joins.alloc.setdefault(min(at[x] for x in tree), []).append(node)
+                joins.alloc.setdefault(min(at[x] for x in order[before:]), []).append(node)
     readers = {}
     for node in graph.nodes:
         for a in node.args:

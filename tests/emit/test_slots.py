@@ -168,3 +168,22 @@ def test_slot_shapes():
     view = _stacked_slots(stack, rows)
     assert view.items == ((0, 4), (0, None), (3, 6))
     assert _stacked_slots(stack, rows[::-1]) is None  # rows out of order: a copy
+
+
+def test_a_long_chain_computed_in_place_into_its_slot():
+    """The chain of values computed in place before a part is walked in a loop: longer
+    than Python's recursion limit, it is placed whole."""
+    def f(x):
+        parts = []
+        for i in range(2):
+            y = np.sin(x[i])
+            for _ in range(600):
+                y = y * 1.0001 + 0.5
+            parts.append(y)
+        return np.sum(np.stack(parts) ** 2)
+    x = RNG.normal(size=(2, 3))
+    code = "\n".join(line.split("#")[0] for line in ad.emit(f, x).splitlines())
+    assert "np.empty((2, 3)" in code and "np.stack(" not in code
+    value, grad = ad.value_and_grad(f)(x)
+    np.testing.assert_allclose(value, f(x), rtol=1e-12)
+    _agree((value, (grad,)), _tape(f, (x,), 0)[:1] + ((_tape(f, (x,), 0)[1],),), 1e-10)
