@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .emit_slots import Joins, joins_in_place
+from .emit_slots import Joins, joins_in_place, joins_last_use
 from .graph import Node, has_effect, is_guard, op, recomputed
 from .passes.rewrite import clone, substitute
 from .tree import leaves
@@ -68,9 +68,7 @@ def reuse_plan(graph, last_use):
                     plan[i] = arg
                     break
     plan, joins = joins_in_place(graph, plan, _writes_out)
-    last_use = {i: [n for n in nodes if n not in joins.slot or n in joins.bound
-                    or joins.slot[n].base is n] for i, nodes in last_use.items()}
-    return (*_pooled(graph, last_use, plan, free), joins)
+    return (*_pooled(graph, joins_last_use(graph, last_use, joins), plan, free), joins)
 
 
 def _pooled(graph, last_use, plan, free):
@@ -272,6 +270,9 @@ def rematerialized(graph):
 
 
 def _cheap(node, outputs, graph):
-    return node.grad_of is None and op(node) in CHEAP and ufunc_of(node.prim) is not None \
+    """One elementwise pass, or a view by a static index (`zr[:, :H]`: nothing computed,
+    but one array object per step saved less, as a hand-written backward slices again)."""
+    view = op(node) == "getitem" and len(node.args) == 1 and type(node.args[0]) is Node
+    return node.grad_of is None and (view or op(node) in CHEAP and ufunc_of(node.prim) is not None) \
         and node.shape != () and node not in outputs and node not in graph.tried \
         and not graph.marks.get(node.stack)

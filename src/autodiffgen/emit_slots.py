@@ -202,3 +202,26 @@ def _stacked_slots(node, slots):
             or sum(type(i) is tuple for i in first[:q]) != node.params["axis"] % len(node.shape):
         return None
     return Slot(slots[0].base, first[:q] + ((first[q], first[q] + len(slots)),) + first[q + 1:])
+
+
+def joins_last_use(graph, last_use, joins):
+    """last_use with each part in a join's buffer dying at its last read by a statement,
+    not at the join, which reads nothing of it (a step's state held as a name until the
+    end of the backward is an array object per step); a join inside another has no name
+    unless it is bound, so no `del`."""
+    last = {}
+    for i, node in enumerate(graph.nodes):
+        if node in joins.fixed and (node not in joins.slot or joins.slot[node].base is not node):
+            last.setdefault(node, i)
+        for a in node.args:
+            if type(a) is Node and a in last and (node not in joins.slot or any(
+                    a is p for p, _ in joins.parts[node])):
+                last[a] = i
+    out = {}
+    for i, nodes in last_use.items():
+        for n in nodes:
+            if n not in last:
+                out.setdefault(i, []).append(n)
+            elif n not in joins.slot or n in joins.bound:
+                out.setdefault(last[n], []).append(n)
+    return out

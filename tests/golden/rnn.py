@@ -77,8 +77,9 @@ def rnn_loss_value_and_grad(params, xs, target):
     g_params_b = np.sum(g_add, axis=0)    # grad of add
     transpose = params_Wh.T               # grad of matmul
     g_tanh_2 = np.matmul(g_add, transpose, out=stack_1[2])
+    del g_add
     multiply_1 = np.multiply(tanh_2, tanh_2, out=subtract_1)  # grad of tanh
-    del subtract_1
+    del subtract_1, tanh_2
     subtract_2 = np.subtract(1, multiply_1, out=multiply_1)
     del multiply_1
     g_add_5 = np.multiply(g_tanh_2, subtract_2, out=g_tanh_2)
@@ -87,8 +88,9 @@ def rnn_loss_value_and_grad(params, xs, target):
     g_params_b += sum_1
     del sum_1
     g_tanh_1 = np.matmul(g_add_5, transpose, out=stack_1[1])  # grad of matmul
+    del g_add_5
     multiply_2 = np.multiply(tanh_1, tanh_1, out=subtract_2)  # grad of tanh
-    del subtract_2
+    del subtract_2, tanh_1
     subtract_3 = np.subtract(1, multiply_2, out=multiply_2)
     del multiply_2
     g_add_3 = np.multiply(g_tanh_1, subtract_3, out=g_tanh_1)
@@ -97,9 +99,9 @@ def rnn_loss_value_and_grad(params, xs, target):
     g_params_b += sum_2
     del sum_2
     g_tanh = np.matmul(g_add_3, transpose, out=stack_1[0])  # grad of matmul
-    del transpose
+    del g_add_3, transpose
     multiply_3 = np.multiply(tanh, tanh, out=subtract_3)  # grad of tanh
-    del subtract_3
+    del subtract_3, tanh
     subtract_4 = np.subtract(1, multiply_3, out=multiply_3)
     del multiply_3
     g_add_1 = np.multiply(g_tanh, subtract_4, out=g_tanh)
@@ -108,7 +110,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     g_params_b += sum_3
     del sum_3
     matmul_7 = zeros_1 @ g_add_1          # grad of matmul
-    del tanh, tanh_1, tanh_2
+    del g_add_1
     reshape = np.reshape(stack, (6, 5))
     del stack
     stack_2 = stack_1[1:]
@@ -118,7 +120,6 @@ def rnn_loss_value_and_grad(params, xs, target):
     del reshape, reshape_1
     g_params_Wh += matmul_7
     del matmul_7
-    del g_add, g_add_1, g_add_3, g_add_5
     reshape_2 = np.reshape(stack_1, (8, 5))
     del stack_1
     reshape_3 = np.reshape(xs, (8, 3))
