@@ -39,9 +39,18 @@ from .emit_ast import (
     symbolic_array_ast,
     wrap,
 )
-from .emit_memory import RECOMPUTED, VIEWS, one_name, rematerialized, reuse_plan, sunk, ufunc_of
+from .emit_memory import (
+    RECOMPUTED,
+    VIEWS,
+    contiguous_transposes,
+    one_name,
+    rematerialized,
+    reuse_plan,
+    sunk,
+    ufunc_of,
+)
 from .emit_scalar import SCALAR
-from .emit_slots import Slot, subscript_ast
+from .emit_slots import Slot, c_ordered_product, subscript_ast
 from .generated_helpers import HELPERS
 from .graph import NOTES, PYTHON_NUMBERS, Node, constant_key, op, recomputed
 from .naming import RESERVED, Namespace
@@ -240,9 +249,10 @@ class Emitter:
         body = self.captured_checks() + self.unpack_inputs()
         locs = {}  # body index -> the user's (file, line) the statement came from
         last_use = self.last_uses()
-        reuse, self.joins = {}, None
+        reuse, self.joins, self.contiguous = {}, None, ()
         if not (self.scalar or self.pure):
             reuse, last_use, self.joins = reuse_plan(self.graph, last_use)
+            self.contiguous = contiguous_transposes(self.graph)
         self.shared = one_name(self.graph, {  # node -> whose name its buffer has
             i: b for i, b in reuse.items() if any(b is a for a in self.graph.nodes[i].args)})
         self.own = {}  # node -> its own name, which a gradient's name is made from
@@ -352,10 +362,13 @@ class Emitter:
         args = [self.arg_ast(a) for a in node.args]
         if out is not None:  # an operand dying here, a buffer dead before, a join's slot
             where = self.slot_ast(out) if type(out) is Slot else self.arg_ast(out)
-            return call_ast(f"np.{ufunc_of(node.prim)}", args, [ast.keyword("out", where)])
+            func = "dot" if c_ordered_product(node, out) else ufunc_of(node.prim)
+            return call_ast(f"np.{func}", args, [ast.keyword("out", where)])
         if node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:
             # a Python number has no .astype: np.float32(t)
             return call_ast(render(literal_ast(node.params["dtype"])), args)
+        if node in self.contiguous:  # read by several matmuls (emit_memory.py)
+            return call_ast("np.ascontiguousarray", [expression(node, args, self.param_ast)])
         if self.numpy_on_numbers(node):  # as the trace computed it: a NumPy scalar
             return call_ast(f"np.{ufunc_of(node.prim)}", args)
         if node.prim.name == "getitem" and type(node.args[0]) is not Node \

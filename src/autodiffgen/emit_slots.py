@@ -148,6 +148,19 @@ def joins_in_place(graph, plan, writes_out):
     return plan, joins
 
 
+def c_ordered_product(node, out):
+    """A 2-D matmul written into a buffer known to be C-ordered (a contiguous slot, or a
+    dead matmul result): `np.dot(a, b, out=...)`, which computes the same product with
+    less of the ufunc machinery than np.matmul (1.7 against 2.2 us for 16x64 @ 64x64)
+    but takes no other layout of `out`."""
+    if op(node) != "matmul" or len(node.shape) != 2 \
+            or any(type(a) is not Node or len(a.shape) != 2 for a in node.args):
+        return False
+    if type(out) is Slot:
+        return _contiguous(out)
+    return op(out) == "matmul" and len(out.shape) == 2
+
+
 def _contiguous(slot):
     """The slot is one contiguous run of its buffer (a stack's row): NumPy's loops run at
     full speed on it, so values computed in place before the part may be computed there
