@@ -50,7 +50,7 @@ from .emit_memory import (
     ufunc_of,
 )
 from .emit_scalar import SCALAR
-from .emit_slots import Slot, c_ordered_product, subscript_ast
+from .emit_slots import Slot, c_ordered, c_ordered_product, subscript_ast
 from .generated_helpers import HELPERS
 from .graph import NOTES, PYTHON_NUMBERS, Node, constant_key, op, recomputed
 from .naming import RESERVED, Namespace
@@ -253,6 +253,7 @@ class Emitter:
         if not (self.scalar or self.pure):
             reuse, last_use, self.joins = reuse_plan(self.graph, last_use)
             self.contiguous = contiguous_transposes(self.graph)
+            self.ordered = c_ordered(self.graph, reuse)
         self.shared = one_name(self.graph, {  # node -> whose name its buffer has
             i: b for i, b in reuse.items() if any(b is a for a in self.graph.nodes[i].args)})
         self.own = {}  # node -> its own name, which a gradient's name is made from
@@ -362,7 +363,7 @@ class Emitter:
         args = [self.arg_ast(a) for a in node.args]
         if out is not None:  # an operand dying here, a buffer dead before, a join's slot
             where = self.slot_ast(out) if type(out) is Slot else self.arg_ast(out)
-            func = "dot" if c_ordered_product(node, out) else ufunc_of(node.prim)
+            func = "dot" if c_ordered_product(node, out, self.ordered) else ufunc_of(node.prim)
             return call_ast(f"np.{func}", args, [ast.keyword("out", where)])
         if node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:
             # a Python number has no .astype: np.float32(t)

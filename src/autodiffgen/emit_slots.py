@@ -148,17 +148,27 @@ def joins_in_place(graph, plan, writes_out):
     return plan, joins
 
 
-def c_ordered_product(node, out):
-    """A 2-D matmul written into a buffer known to be C-ordered (a contiguous slot, or a
-    dead matmul result): `np.dot(a, b, out=...)`, which computes the same product with
-    less of the ufunc machinery than np.matmul (1.7 against 2.2 us for 16x64 @ 64x64)
-    but takes no other layout of `out`."""
+def c_ordered_product(node, out, ordered):
+    """A 2-D matmul written into a buffer known to be C-ordered (`ordered`, c_ordered):
+    `np.dot(a, b, out=...)`, which computes the same product with less of the ufunc
+    machinery than np.matmul (1.7 against 2.2 us for 16x64 @ 64x64) but takes no other
+    layout of `out`."""
     if op(node) != "matmul" or len(node.shape) != 2 \
             or any(type(a) is not Node or len(a.shape) != 2 for a in node.args):
         return False
-    if type(out) is Slot:
-        return _contiguous(out)
-    return op(out) == "matmul" and len(out.shape) == 2
+    return _contiguous(out) if type(out) is Slot else out in ordered
+
+
+def c_ordered(graph, plan):
+    """The values whose buffers are C-ordered for certain: a matmul's own result, and
+    what is computed into one; an elementwise result takes its operands' layout (a
+    Fortran-ordered input's), so it is not."""
+    ordered = set()
+    for i, node in enumerate(graph.nodes):
+        into = plan.get(i)
+        if into is None and op(node) == "matmul" or type(into) is Node and into in ordered:
+            ordered.add(node)
+    return ordered
 
 
 def _contiguous(slot):

@@ -187,3 +187,70 @@ def test_a_long_chain_computed_in_place_into_its_slot():
     value, grad = ad.value_and_grad(f)(x)
     np.testing.assert_allclose(value, f(x), rtol=1e-12)
     _agree((value, (grad,)), _tape(f, (x,), 0)[:1] + ((_tape(f, (x,), 0)[1],),), 1e-10)
+
+
+# ---- layout for BLAS (emit_memory.contiguous_transposes, emit_slots.c_ordered_product) ----
+def tanh_chain(W, V, x):
+    """Several products by W.T (a backward reads it once per step, here the forward)."""
+    h = x
+    for _ in range(3):
+        h = np.tanh(h @ W.T + np.sin(h) @ V)
+    return np.sum(h * h)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_transpose_read_by_several_matmuls_is_made_contiguous_once(order, dtype):
+    rng = np.random.default_rng(3)
+    W = np.asarray(rng.normal(size=(4, 4)) * 0.5, dtype=dtype, order=order)
+    V = np.asarray(rng.normal(size=(4, 4)) * 0.5, dtype=dtype, order=order)
+    x = np.asarray(rng.normal(size=(5, 4)), dtype=dtype, order=order)  # F: pooled buffers too
+    source = ad.emit(tanh_chain, W, V, x, argnums=(0, 1, 2))
+    assert "np.ascontiguousarray(W.T)" in source
+    f = ad.value_and_grad(tanh_chain, argnums=(0, 1, 2))
+    rtol = 2e-5 if dtype == np.float32 else 1e-10
+    for seed in range(2):
+        args = [np.asarray(a * (1 + seed), order=order) for a in (W, V, x)]
+        got = f(*args)
+        _agree(got, _tape(tanh_chain, args, (0, 1, 2)), rtol)
+        assert all(g.dtype == dtype for g in got[1])
+    check_grads(tanh_chain, *(a.astype(np.float64) for a in (W, V, x)), argnums=(0, 1, 2))
+
+
+def test_a_product_into_a_c_ordered_buffer_is_np_dot():
+    """np.dot(..., out=) for a 2-D product into a contiguous slot or a dead product;
+    np.matmul into anything else (a ufunc's result may be Fortran-ordered)."""
+    w, v, xs = RNG.normal(size=(3, 3)), RNG.normal(size=(3, 3)), RNG.normal(size=(4, 2, 3))
+
+    def rnn(w, v, xs):
+        h = np.zeros(xs.shape[1:])
+        for t in range(xs.shape[0]):
+            h = np.tanh(xs[t] + h @ w)
+        return np.sum(h @ v)
+    source = ad.emit(rnn, w, v, xs, argnums=(0, 1, 2))
+    dots = [line for line in source.splitlines() if "np.dot(" in line]
+    assert dots and all("out=" in line for line in dots)
+    check_grads(rnn, w, v, xs, argnums=(0, 1, 2))
+    xf = np.asfortranarray(RNG.normal(size=(6, 6)))
+
+    def mixed(a, b):
+        s = np.sin(a)                  # Fortran-ordered, as a is
+        t = np.sum(s * b)              # s dies here: its buffer is pooled
+        return t + np.sum((a @ b) @ b)
+    got = ad.value_and_grad(mixed, argnums=(0, 1))(xf, xf.T.copy())
+    _agree(got, _tape(mixed, (xf, xf.T.copy()), (0, 1)), 1e-10)
+
+
+def test_a_product_written_into_a_fortran_ordered_buffer_is_not_c_ordered():
+    """A matmul computed into a dead elementwise result's buffer (Fortran-ordered, as the
+    inputs are) has that buffer's layout: a later product into it stays np.matmul."""
+    def f(a, b):
+        s = np.sin(a) * b                 # Fortran-ordered
+        t = np.sum(s)
+        m = a @ b                         # into s's buffer
+        u = np.sum(m * m)
+        return t + u + np.sum((m @ b) @ a)
+    a = np.asfortranarray(RNG.normal(size=(5, 5)))
+    b = np.asfortranarray(RNG.normal(size=(5, 5)))
+    got = ad.value_and_grad(f, argnums=(0, 1))(a, b)
+    _agree(got, _tape(f, (a, b), (0, 1)), 1e-10)
