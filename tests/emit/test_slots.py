@@ -7,12 +7,20 @@ import numpy as np
 import pytest
 
 import autodiffgen as ad
+from autodiffgen import passes
 from autodiffgen.emit_slots import Slot, _contiguous, _stacked_slots
 from autodiffgen.graph import Node
 from autodiffgen.rules import PRIMITIVES
 from autodiffgen.testing import check_grads
 
 RNG = np.random.default_rng(16)
+
+
+@pytest.fixture(autouse=True)
+def _with_passes(monkeypatch):
+    """The stacks these tests look for are made by the passes (accumulate, cse), so they
+    run with the passes on, also under AUTODIFFGEN_PASSES=0."""
+    monkeypatch.setattr(passes, "ENABLED", True)
 
 
 def _tape(f, args, argnums):
