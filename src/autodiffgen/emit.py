@@ -39,8 +39,18 @@ from .emit_ast import (
     symbolic_array_ast,
     wrap,
 )
-from .emit_memory import RECOMPUTED, VIEWS, one_name, rematerialized, reuse_plan, sunk, ufunc_of
+from .emit_memory import (
+    RECOMPUTED,
+    VIEWS,
+    contiguous_transposes,
+    one_name,
+    rematerialized,
+    reuse_plan,
+    sunk,
+    ufunc_of,
+)
 from .emit_scalar import SCALAR
+from .emit_slots import Slot, c_ordered, c_ordered_product, subscript_ast
 from .generated_helpers import HELPERS
 from .graph import NOTES, PYTHON_NUMBERS, Node, constant_key, op, recomputed
 from .naming import RESERVED, Namespace
@@ -239,9 +249,11 @@ class Emitter:
         body = self.captured_checks() + self.unpack_inputs()
         locs = {}  # body index -> the user's (file, line) the statement came from
         last_use = self.last_uses()
-        reuse = {}
+        reuse, self.joins, self.contiguous = {}, None, ()
         if not (self.scalar or self.pure):
-            reuse, last_use = reuse_plan(self.graph, last_use)
+            reuse, last_use, self.joins = reuse_plan(self.graph, last_use)
+            self.contiguous = contiguous_transposes(self.graph)
+            self.ordered = c_ordered(self.graph, reuse)
         self.shared = one_name(self.graph, {  # node -> whose name its buffer has
             i: b for i, b in reuse.items() if any(b is a for a in self.graph.nodes[i].args)})
         self.own = {}  # node -> its own name, which a gradient's name is made from
@@ -259,6 +271,12 @@ class Emitter:
             if node in self.inline_at:
                 self.inline_ast[node] = expression(node, [self.arg_ast(a) for a in node.args])
                 continue
+            if self.joins is not None and node in self.joins.slot:
+                body += self.allocation_lines(i)
+                if node.loc is not None:
+                    locs[len(body)] = node.loc
+                body += self.joined_lines(node) + self.dels(last_use.get(i, ()))
+                continue
             name = self.names[node] = self.node_name(node)
             kind = "# forward" if node.grad_of is None else \
                 "# tangents" if self.graph.kind == "jvp" else "# backward"
@@ -270,6 +288,8 @@ class Emitter:
             if NOTES.get(node, note) != note:  # the first line of a pass's group
                 note = NOTES[node]
                 body.append((f"# {note}", ""))
+            if self.joins is not None:
+                body += self.allocation_lines(i)
             value = self.value_ast(node, reuse.get(i))
             stmt = ast.Assign([ast.Name(name, ast.Store())], value)
             if i in reuse and self.shared.get(reuse[i]) is self.shared.get(node, False):
@@ -311,16 +331,45 @@ class Emitter:
             self.names[owner] = name
         return name
 
+    def allocation_lines(self, i):
+        """`g_xw = np.empty(...)`: the buffer of each join whose parts are computed into it
+        from statement i on (emit_slots.py)."""
+        lines = []
+        for join in self.joins.alloc.get(i, ()):
+            name = self.names[join] = self.node_name(join)
+            empty = call_ast("np.empty", [literal_ast(join.shape)],
+                             [ast.keyword("dtype", literal_ast(join.dtype))])
+            lines.append((render(ast.Assign([ast.Name(name, ast.Store())], empty)),
+                          f"{op(join)}: parts computed into it"))
+        return lines
+
+    def joined_lines(self, node):
+        """Where a join was: its other parts assigned into their slots, and its name for
+        a view when a join inside another is read by other statements."""
+        lines = [(render(ast.Assign([self.slot_ast(slot, ast.Store())], self.arg_ast(part))), "")
+                 for part, slot in self.joins.parts[node]]
+        if node in self.joins.bound:
+            self.names[node] = self.node_name(node)
+            lines.append((render(ast.Assign([ast.Name(self.names[node], ast.Store())],
+                                            self.slot_ast(self.joins.slot[node]))), ""))
+        return lines
+
+    def slot_ast(self, slot, ctx=None):
+        return subscript_ast(slot, self.names[slot.base], ctx or ast.Load())
+
     def value_ast(self, node, out):
         """The right-hand side of a node's statement; `out`: the dying operand whose
         buffer it writes into (emit_memory.py), or None."""
         args = [self.arg_ast(a) for a in node.args]
-        if out is not None:  # an operand dying here, or a buffer dead before
-            return call_ast(f"np.{ufunc_of(node.prim)}", args,
-                            [ast.keyword("out", self.arg_ast(out))])
+        if out is not None:  # an operand dying here, a buffer dead before, a join's slot
+            where = self.slot_ast(out) if type(out) is Slot else self.arg_ast(out)
+            func = "dot" if c_ordered_product(node, out, self.ordered) else ufunc_of(node.prim)
+            return call_ast(f"np.{func}", args, [ast.keyword("out", where)])
         if node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:
             # a Python number has no .astype: np.float32(t)
             return call_ast(render(literal_ast(node.params["dtype"])), args)
+        if node in self.contiguous:  # read by several matmuls (emit_memory.py)
+            return call_ast("np.ascontiguousarray", [expression(node, args, self.param_ast)])
         if self.numpy_on_numbers(node):  # as the trace computed it: a NumPy scalar
             return call_ast(f"np.{ufunc_of(node.prim)}", args)
         if node.prim.name == "getitem" and type(node.args[0]) is not Node \

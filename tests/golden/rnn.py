@@ -15,7 +15,9 @@ def rnn_loss_value_and_grad(params, xs, target):
     # forward
     # golden_models.py:33  h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
     getitem = xs[0]
-    matmul = getitem @ params_Wx
+    stack = np.empty((3, 2, 5), dtype=np.float32)  # stack: parts computed into it
+    matmul = np.dot(getitem, params_Wx, out=stack[0])
+    del getitem
     matmul_1 = zeros @ params_Wh
     add = np.add(matmul, matmul_1, out=matmul)
     del matmul
@@ -24,9 +26,10 @@ def rnn_loss_value_and_grad(params, xs, target):
     tanh = np.tanh(add_1, out=add_1)
     del add_1
     getitem_1 = xs[1]
-    matmul_2 = np.matmul(getitem_1, params_Wx, out=matmul_1)
+    matmul_2 = np.dot(getitem_1, params_Wx, out=stack[1])
+    del getitem_1
+    matmul_3 = np.dot(tanh, params_Wh, out=matmul_1)
     del matmul_1
-    matmul_3 = tanh @ params_Wh
     add_2 = np.add(matmul_2, matmul_3, out=matmul_2)
     del matmul_2
     add_3 = np.add(add_2, params_b, out=add_2)
@@ -34,9 +37,10 @@ def rnn_loss_value_and_grad(params, xs, target):
     tanh_1 = np.tanh(add_3, out=add_3)
     del add_3
     getitem_2 = xs[2]
-    matmul_4 = np.matmul(getitem_2, params_Wx, out=matmul_3)
+    matmul_4 = np.dot(getitem_2, params_Wx, out=stack[2])
+    del getitem_2
+    matmul_5 = np.dot(tanh_1, params_Wh, out=matmul_3)
     del matmul_3
-    matmul_5 = tanh_1 @ params_Wh
     add_4 = np.add(matmul_4, matmul_5, out=matmul_4)
     del matmul_4
     add_5 = np.add(add_4, params_b, out=add_4)
@@ -44,8 +48,8 @@ def rnn_loss_value_and_grad(params, xs, target):
     tanh_2 = np.tanh(add_5, out=add_5)
     del add_5
     getitem_3 = xs[3]
-    h = np.matmul(getitem_3, params_Wx, out=matmul_5)
-    del matmul_5
+    h = np.dot(getitem_3, params_Wx, out=matmul_5)
+    del getitem_3, matmul_5
     matmul_6 = tanh_2 @ params_Wh
     h += matmul_6
     h += params_b
@@ -56,10 +60,12 @@ def rnn_loss_value_and_grad(params, xs, target):
     power = np.power(subtract, 2, out=subtract)
     del subtract
     rnn_loss = np.mean(power)
+    del power
     # backward
     # saved by the forward: tanh, tanh_1, tanh_2, h
-    g_subtract = np.subtract(h, target, out=power)  # recomputed, not saved: golden_models.py:34
-    del power
+    stack_1 = np.empty((4, 2, 5), dtype=np.float32)  # stack: parts computed into it
+    # recomputed, not saved: golden_models.py:34
+    g_subtract = np.subtract(h, target, out=stack_1[3])
     g_subtract *= 2                       # grad of power
     g_subtract *= np.float32(0.10000000149011612)
     multiply = np.multiply(h, h, out=h)   # grad of tanh, golden_models.py:33
@@ -69,10 +75,11 @@ def rnn_loss_value_and_grad(params, xs, target):
     g_add = np.multiply(g_subtract, subtract_1, out=g_subtract)
     del g_subtract
     g_params_b = np.sum(g_add, axis=0)    # grad of add
-    transpose = params_Wh.T               # grad of matmul
-    g_tanh_2 = np.matmul(g_add, transpose, out=subtract_1)
-    del subtract_1
-    multiply_1 = tanh_2 * tanh_2          # grad of tanh
+    transpose = np.ascontiguousarray(params_Wh.T)  # grad of matmul
+    g_tanh_2 = np.dot(g_add, transpose, out=stack_1[2])
+    del g_add
+    multiply_1 = np.multiply(tanh_2, tanh_2, out=subtract_1)  # grad of tanh
+    del subtract_1, tanh_2
     subtract_2 = np.subtract(1, multiply_1, out=multiply_1)
     del multiply_1
     g_add_5 = np.multiply(g_tanh_2, subtract_2, out=g_tanh_2)
@@ -80,9 +87,10 @@ def rnn_loss_value_and_grad(params, xs, target):
     sum_1 = np.sum(g_add_5, axis=0)       # grad of add
     g_params_b += sum_1
     del sum_1
-    g_tanh_1 = np.matmul(g_add_5, transpose, out=subtract_2)  # grad of matmul
-    del subtract_2
-    multiply_2 = tanh_1 * tanh_1          # grad of tanh
+    g_tanh_1 = np.dot(g_add_5, transpose, out=stack_1[1])  # grad of matmul
+    del g_add_5
+    multiply_2 = np.multiply(tanh_1, tanh_1, out=subtract_2)  # grad of tanh
+    del subtract_2, tanh_1
     subtract_3 = np.subtract(1, multiply_2, out=multiply_2)
     del multiply_2
     g_add_3 = np.multiply(g_tanh_1, subtract_3, out=g_tanh_1)
@@ -90,9 +98,10 @@ def rnn_loss_value_and_grad(params, xs, target):
     sum_2 = np.sum(g_add_3, axis=0)       # grad of add
     g_params_b += sum_2
     del sum_2
-    g_tanh = np.matmul(g_add_3, transpose, out=subtract_3)  # grad of matmul
-    del subtract_3, transpose
-    multiply_3 = tanh * tanh              # grad of tanh
+    g_tanh = np.dot(g_add_3, transpose, out=stack_1[0])  # grad of matmul
+    del g_add_3, transpose
+    multiply_3 = np.multiply(tanh, tanh, out=subtract_3)  # grad of tanh
+    del subtract_3, tanh
     subtract_4 = np.subtract(1, multiply_3, out=multiply_3)
     del multiply_3
     g_add_1 = np.multiply(g_tanh, subtract_4, out=g_tanh)
@@ -101,17 +110,19 @@ def rnn_loss_value_and_grad(params, xs, target):
     g_params_b += sum_3
     del sum_3
     matmul_7 = zeros_1 @ g_add_1          # grad of matmul
-    concatenate = np.concatenate([tanh_2, tanh_1, tanh])
-    del tanh, tanh_1, tanh_2
-    concatenate_1 = np.concatenate([g_add, g_add_5, g_add_3])
-    g_params_Wh = concatenate.T @ concatenate_1
-    del concatenate, concatenate_1
+    del g_add_1
+    reshape = np.reshape(stack, (6, 5))
+    del stack
+    stack_2 = stack_1[1:]
+    reshape_1 = np.reshape(stack_2, (6, 5))
+    del stack_2
+    g_params_Wh = reshape.T @ reshape_1
+    del reshape, reshape_1
     g_params_Wh += matmul_7
     del matmul_7
-    concatenate_2 = np.concatenate([getitem_3, getitem_2, getitem_1, getitem])
-    del getitem, getitem_1, getitem_2, getitem_3
-    concatenate_3 = np.concatenate([g_add, g_add_5, g_add_3, g_add_1])
-    del g_add, g_add_1, g_add_3, g_add_5
-    g_params_Wx = concatenate_2.T @ concatenate_3
-    del concatenate_2, concatenate_3
+    reshape_2 = np.reshape(stack_1, (8, 5))
+    del stack_1
+    reshape_3 = np.reshape(xs, (8, 3))
+    g_params_Wx = reshape_3.T @ reshape_2
+    del reshape_2, reshape_3
     return (rnn_loss, {'Wx': g_params_Wx, 'Wh': g_params_Wh, 'b': g_params_b})

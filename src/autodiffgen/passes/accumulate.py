@@ -26,7 +26,7 @@ def accumulate(graph):
     """Rewrites add trees of like terms. Only nodes computed in this graph are looked
     into: a graph's inputs (a backward function's saved values) are opaque."""
     uses = _use_counts(graph)
-    computed = set(graph.nodes)
+    computed = {node: i for i, node in enumerate(graph.nodes)}  # and where each is computed
     replace = {}
     consumed = guard_reads(graph)  # a guard reads these as traced, in the traced order
     for node in reversed(graph.nodes):  # roots of add trees come last
@@ -188,7 +188,10 @@ def _recomputed(x):
 
 
 def _one_matmul(root, products, computed):
-    """sum_i A_i @ B_i as [A_1 ... A_n] @ [B_1; ...; B_n] (concatenated operands)."""
+    """sum_i A_i @ B_i as [A_1 ... A_n] @ [B_1; ...; B_n] (concatenated operands), the
+    terms in the order their left operands are computed (a loop's first step first, as
+    the stack of its rows has them: cse then finds the stack of the same rows once)."""
+    products = sorted(products, key=lambda p: _position(p.args[0], computed))
     lefts = [p.args[0] for p in products]
     rights = [p.args[1] for p in products]
     if all(_transposed(a, computed) for a in lefts):  # A_i = X_i.T: stack the X_i, transpose once
@@ -202,14 +205,45 @@ def _one_matmul(root, products, computed):
     return clone(root, (left, right), PRIMITIVES["matmul"], {})
 
 
+def _position(left, computed):
+    """Where a left operand (or what it transposes) is computed; -1 for an input."""
+    if _transposed(left, computed):
+        left = left.args[0]
+    return computed.get(left, -1)
+
+
 def _transposed(x, computed):
     return x in computed and op(x) == "transpose" and x.params["axes"] is None \
         and type(x.args[0]) is Node and len(x.shape) == 2
 
 
 def _concatenate(root, parts, axis):
+    """The parts joined along axis; along the first axis, parts of one shape are a stack,
+    reshaped: the memory plan writes each part into its row of the stack as it is
+    computed (emit_memory.destinations), at any batch size the code serves."""
+    if axis == 0 and len(parts) > 1 and len({(p.shape, p.dtype) for p in parts}) == 1 \
+            and parts[0].shape:
+        stacked = _whole(parts)
+        if stacked is None:
+            stacked = clone(root, parts, PRIMITIVES["stack"], {"axis": 0})
+            stacked.shape, stacked.dtype = (len(parts),) + parts[0].shape, parts[0].dtype
+        shape = (len(parts) * parts[0].shape[0],) + parts[0].shape[1:]
+        joined = clone(root, (stacked,), PRIMITIVES["reshape"], {"shape": shape})
+        joined.shape, joined.dtype = shape, parts[0].dtype
+        return joined
     joined = clone(root, parts, PRIMITIVES["concatenate"], {"axis": axis})
     shape = list(parts[0].shape)
     shape[axis] = sum(p.shape[axis] for p in parts)
     joined.shape, joined.dtype = tuple(shape), np.result_type(*[p.dtype for p in parts])
     return joined
+
+
+def _whole(parts):
+    """x when the parts are its rows x[0], x[1], ... in order (a loop's inputs `xs[t]`),
+    which stacked are x itself, not a copy; else None."""
+    base = parts[0].args[0] if op(parts[0]) == "getitem" and parts[0].args else None
+    for t, part in enumerate(parts):
+        if op(part) != "getitem" or len(part.args) != 1 or part.args[0] is not base \
+                or part.params["index"].items != (t,):
+            return None
+    return base if type(base) is Node and base.shape[:1] == (len(parts),) else None

@@ -1,0 +1,250 @@
+"""Joined values written in place: each part of a stack or concatenation computed into its
+slot of one buffer, instead of into an array of its own that the join then copies.
+
+A loop's backward joins one value per step: accumulate.py stacks the rows of a gradient
+indexed per step (`g_xw[t]`, a GRU's gates and candidate concatenated in each row) and
+the operands of one matmul over all steps (every step's state). Written as they are, each
+step's value gets a fresh array and is copied once per join it is in. Here the join's
+buffer is allocated once (`g_xw = np.empty(...)`), before its first part is computed, and
+each part that NumPy writes into a given array (an elementwise ufunc or a matmul, `out=`)
+is computed into its slot (`np.multiply(a, b, out=g_xw[0, :, :4])`), together with the
+values computed in place before it (a chain `np.subtract(h, n, out=...)`, `*= g`). A
+join that is a part of a join is a slot in its parent's buffer. Parts that are computed
+otherwise (an input, a part already in another join) are assigned into their slot where
+the join was (`g_xw[2] = h0`), as the join would have copied them.
+
+Slots are views, so the memory plan never gives a join's buffer or a part written into it
+to another value (`fixed`). Slot indices are static: a stack's row, and a concatenation's
+offsets along an axis whose sizes are numbers (not the batch size's formula), so the code
+serves every batch size it did before.
+"""
+
+import ast
+from dataclasses import dataclass
+
+from .graph import Node, op, recomputed
+from .tree import leaves
+
+
+@dataclass(frozen=True, eq=False)
+class Slot:
+    """A part of a join's buffer: per axis of `base`, an int (that index) or (start, stop),
+    stop None for the rest of the axis."""
+    base: Node
+    items: tuple
+
+    def kept(self):
+        """Positions in `items` of the axes the slot keeps (its own axes, in order)."""
+        return [k for k, item in enumerate(self.items) if type(item) is tuple]
+
+
+@dataclass
+class Joins:
+    slot: dict    # join node -> its Slot (a root join's: the whole of its own buffer)
+    alloc: dict   # statement index -> the root joins allocated just before it
+    parts: dict   # join node -> [(part, its Slot)] of the parts assigned where the join is
+    bound: set    # joins inside another join that other statements read: named as a view
+    fixed: set    # buffers and parts the memory plan leaves alone
+
+
+def subscript_ast(slot, name, ctx):
+    """`g_xw[0, :, :4]`, the base named `name`: trailing whole axes left out."""
+    items = [(i[0], None) if type(i) is tuple and i[1] == size else i
+             for i, size in zip(slot.items, slot.base.shape)]
+    while items and items[-1] == (0, None):
+        items.pop()
+    if not items:
+        return ast.Name(name, ctx)
+    parts = [ast.Constant(i) if type(i) is int else
+             ast.Slice(ast.Constant(i[0]) if i[0] else None,
+                       None if i[1] is None else ast.Constant(i[1]), None) for i in items]
+    index = parts[0] if len(parts) == 1 else ast.Tuple(parts, ast.Load())
+    return ast.Subscript(ast.Name(name, ast.Load()), index, ctx)
+
+
+def joins_in_place(graph, plan, writes_out):
+    """(plan with each placed part's statement writing into its Slot, Joins). `plan`:
+    {statement index: the dying operand it writes into} (emit_memory.reuse_plan);
+    `writes_out(node)`: NumPy computes the node into a given array of its shape."""
+    inputs = set(graph.inputs)
+    kept = inputs | {x for x in leaves(graph.outputs) if type(x) is Node}
+    at = {node: i for i, node in enumerate(graph.nodes)}
+    plan, placed = dict(plan), {}   # placed: value -> the Slot it is computed into
+    parent = {}                      # a join inside a join -> that join
+    order = []                       # what is placed or joined, in the order it is
+    joins = Joins({}, {}, {}, set(), set())
+
+    def open_(node, slot):
+        return type(node) is Node and node.prim is not None and node not in kept \
+            and node not in placed and node not in joins.slot and node in at \
+            and node.dtype == slot.base.dtype and not recomputed(node) \
+            and not graph.marks.get(node.stack)
+
+    def place(node, slot):
+        """Computes node into slot if it can be; whether it is."""
+        if not open_(node, slot):
+            return False
+        if _join(node) and _part_slots(node, slot) is not None:
+            join(node, slot)
+            return True
+        if not writes_out(node):
+            return False
+        while True:  # down the chain of values computed in place (a loop: chains are long)
+            placed[node] = slot
+            order.append(node)
+            operand = plan.get(at[node])  # the buffer it would be computed in place into
+            if not (type(operand) is Node and (operand.grad_of is None) == (node.grad_of is None)
+                    and _contiguous(slot) and open_(operand, slot)):
+                plan[at[node]] = slot
+                return True
+            if _join(operand) and _part_slots(operand, slot) is not None:
+                join(operand, slot)
+                return True
+            if not writes_out(operand):
+                plan[at[node]] = slot
+                return True
+            node = operand
+
+    def join(node, slot):
+        joins.slot[node] = slot
+        order.append(node)
+        joins.parts[node] = []
+        for part, sub in zip(node.args, _part_slots(node, slot)):
+            if _join(part) and open_(part, sub):
+                parent[part] = node
+            if not place(part, sub):
+                joins.parts[node].append((part, sub))
+
+    for node in reversed(graph.nodes):  # a join's parent comes after it: parents first
+        if _join(node) and node not in joins.slot and not graph.marks.get(node.stack) \
+                and node.shape != ():
+            view = _stacked_slots(node, [placed.get(p) or joins.slot.get(p)
+                                         if type(p) is Node else None for p in node.args])
+            if view is not None and node not in kept:  # its parts lie in a buffer already
+                joins.slot[node] = view
+                joins.parts[node] = []
+                continue
+            whole = Slot(node, ((0, None),) * len(node.shape))
+            subs = _part_slots(node, whole)
+            if subs is not None and any(open_(p, s) and (_join(p) or writes_out(p))
+                                        for p, s in zip(node.args, subs)):
+                before = len(order)
+                join(node, whole)
+                joins.alloc.setdefault(min(at[x] for x in order[before:]), []).append(node)
+    readers = {}
+    for node in graph.nodes:
+        for a in node.args:
+            if type(a) is Node and a in joins.slot:
+                readers.setdefault(a, set()).add(node)
+    for node, slot in joins.slot.items():
+        if slot.base is not node and (readers.get(node, set()) - {parent.get(node)} or node in kept):
+            joins.bound.add(node)
+    joins.fixed = set(placed) | set(joins.slot)
+    slot_of = {**placed, **joins.slot}
+    for i, operand in list(plan.items()):  # no other value written into a slot's buffer
+        if type(operand) is Node and operand in joins.fixed \
+                and slot_of.get(graph.nodes[i]) is not slot_of[operand]:
+            del plan[i]
+    return plan, joins
+
+
+def c_ordered_product(node, out, ordered):
+    """A 2-D matmul written into a buffer known to be C-ordered (`ordered`, c_ordered):
+    `np.dot(a, b, out=...)`, which computes the same product with less of the ufunc
+    machinery than np.matmul (1.7 against 2.2 us for 16x64 @ 64x64) but takes no other
+    layout of `out`."""
+    if op(node) != "matmul" or len(node.shape) != 2 \
+            or any(type(a) is not Node or len(a.shape) != 2 for a in node.args):
+        return False
+    return _contiguous(out) if type(out) is Slot else out in ordered
+
+
+def c_ordered(graph, plan):
+    """The values whose buffers are C-ordered for certain: a matmul's own result, and
+    what is computed into one; an elementwise result takes its operands' layout (a
+    Fortran-ordered input's), so it is not."""
+    ordered = set()
+    for i, node in enumerate(graph.nodes):
+        into = plan.get(i)
+        if into is None and op(node) == "matmul" or type(into) is Node and into in ordered:
+            ordered.add(node)
+    return ordered
+
+
+def _contiguous(slot):
+    """The slot is one contiguous run of its buffer (a stack's row): NumPy's loops run at
+    full speed on it, so values computed in place before the part may be computed there
+    too. Elsewhere (`g_xw[t, :, :4]`, every row strided) only the part itself is, one
+    strided loop instead of a contiguous one and a copy; nor is a forward value
+    computed into a backward join's buffer (which would hold it from the forward on)."""
+    items = list(zip(slot.items, slot.base.shape))
+    while items and type(items[-1][0]) is tuple and items[-1][0][0] == 0 \
+            and items[-1][0][1] in (None, items[-1][1]):
+        items.pop()
+    return all(type(item) is int for item, _ in items[:-1])
+
+
+def _join(node):
+    return op(node) in ("stack", "concatenate") and node.args \
+        and type(node.params.get("axis")) is int
+
+
+def _part_slots(node, slot):
+    """The Slot of each of a join's parts inside the join's `slot`, or None when an offset
+    is not a number."""
+    kept = slot.kept()
+    axis = node.params["axis"] % len(node.shape)
+    position = kept[axis]
+    start = slot.items[position][0]
+    slots = []
+    for k, part in enumerate(node.args):
+        if op(node) == "stack":
+            item = start + k
+        else:
+            size = part.shape[axis] if type(part) is Node and len(part.shape) > axis else None
+            if type(size) is not int:
+                return None
+            item, start = (start, start + size), start + size
+        slots.append(Slot(slot.base, slot.items[:position] + (item,) + slot.items[position + 1:]))
+    return slots
+
+
+def _stacked_slots(node, slots):
+    """The Slot that a stack of parts lying in those slots is (`g_xw[:, :, 8:12]`, the rows
+    8:12 of every step's stacked gradient), or None: the slots must differ in one index
+    alone, running on by one, at the stack's axis among the slots' own."""
+    if op(node) != "stack" or len(slots) < 2 or any(s is None for s in slots) \
+            or len({s.base for s in slots}) != 1 or len({len(s.items) for s in slots}) != 1:
+        return None
+    first = slots[0].items
+    varying = [k for k in range(len(first)) if any(s.items[k] != first[k] for s in slots)]
+    if len(varying) != 1 or type(first[varying[0]]) is not int:
+        return None
+    q = varying[0]
+    if [s.items[q] for s in slots] != list(range(first[q], first[q] + len(slots))) \
+            or sum(type(i) is tuple for i in first[:q]) != node.params["axis"] % len(node.shape):
+        return None
+    return Slot(slots[0].base, first[:q] + ((first[q], first[q] + len(slots)),) + first[q + 1:])
+
+
+def joins_last_use(graph, last_use, joins):
+    """last_use with each part in a join's buffer dying at its last read by a statement,
+    not at the join, which reads nothing of it (a step's state held as a name until the
+    end of the backward is an array object per step); a join inside another has no name
+    unless it is bound, so no `del`."""
+    last = {}
+    for i, node in enumerate(graph.nodes):
+        if node in joins.fixed and (node not in joins.slot or joins.slot[node].base is not node):
+            last.setdefault(node, i)
+        for a in node.args:
+            if type(a) is Node and a in last and (node not in joins.slot or any(
+                    a is p for p, _ in joins.parts[node])):
+                last[a] = i
+    out = {}
+    for i, nodes in last_use.items():
+        for n in nodes:
+            if n not in last:
+                out.setdefault(i, []).append(n)
+            elif n not in joins.slot or n in joins.bound:
+                out.setdefault(last[n], []).append(n)
+    return out
