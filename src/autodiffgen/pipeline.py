@@ -120,7 +120,11 @@ def optimize(graph, numexpr):
 
 
 def finish(graph):
-    """What the emitter takes as given: outputs that own their memory, guards first."""
+    """What the emitter takes as given: outputs that own their memory, guards first; when
+    the passes are on, powers of two multiplied into the constant factors they scale,
+    which needs the sizes' formulas (passes/exact_scales.py)."""
+    if passes.ENABLED:
+        graph, _ = passes.exact_scales(graph)
     return with_guards_first(passes.ensure_fresh(graph))
 
 

@@ -60,8 +60,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     # saved by the forward: tanh, tanh_1, tanh_2, h
     g_subtract = np.subtract(h, target, out=power)  # recomputed, not saved: golden_models.py:34
     del power
-    g_subtract *= 2                       # grad of power
-    g_subtract *= np.float32(0.10000000149011612)
+    g_subtract *= np.float32(0.20000000298023224)  # grad of power
     multiply = np.multiply(h, h, out=h)   # grad of tanh, golden_models.py:33
     del h
     subtract_1 = np.subtract(1, multiply, out=multiply)

@@ -1,0 +1,173 @@
+"""The sums pass (passes/sums.py): a full sum or mean of a sum, a scaled value, a
+negation or (1-D float64) a product, taken apart when nothing else reads what it reduces:
+no full-size temporary is written for the reduction. Values against the graph as traced,
+the tape and finite differences; float32 stays float32 (and keeps np.sum for products);
+batch sizes still generalize; second derivatives; what is not rewritten."""
+
+import numpy as np
+import pytest
+from graph_helpers import flat, run, traced
+
+import autodiffgen as ad
+from autodiffgen import passes, tape
+from autodiffgen.testing import check_grads
+
+RNG = np.random.default_rng(61)
+
+
+def softplus_minus_linear(w, X, y):  # a logistic regression's loss
+    z = X @ w + 0.1
+    return (np.logaddexp(0.0, z) - y * z).mean() + 0.5 * 1e-3 * (w * w).sum()
+
+
+def scaled_end(x):  # the end of an elementwise chain
+    n = np.sin(x) * x
+    return (np.tanh(n) * 0.5 + n).sum()
+
+
+def negated_quotient(x):
+    return np.sum(-(np.cos(x) / 3.0)) + np.mean(np.exp(x) - np.sin(x))
+
+
+def over_all_axes(x):
+    return np.sum(np.tanh(x) + x * x, axis=(0, 1)) + np.sum(np.sin(x) * 2.0, axis=(-1, 0))
+
+
+def forward_of(fun, *args, argnums=0):
+    source = ad.value_and_grad(fun, argnums=argnums).source(*args)
+    lines = source.split("# forward")[1].split("# backward")[0].splitlines()
+    return [line.split("  # ")[0].strip() for line in lines if not line.strip().startswith("#")]
+
+
+CASES = {
+    softplus_minus_linear: ((RNG.normal(size=5), RNG.normal(size=(12, 5)),
+                             (RNG.uniform(size=12) < 0.5).astype(float)), 0),
+    scaled_end: ((RNG.normal(size=30),), 0),
+    negated_quotient: ((RNG.normal(size=(3, 4)),), 0),
+    over_all_axes: ((RNG.normal(size=(3, 4)),), 0),
+}
+
+
+@pytest.mark.parametrize("fun", CASES, ids=lambda f: f.__name__)
+def test_the_pass_rewrites_and_keeps_the_values(fun):
+    args, argnums = CASES[fun]
+    graph = traced(fun, *args, argnums=argnums)
+    without = passes.optimize(graph, pipeline=tuple(p for p in passes.PIPELINE
+                                                    if p is not passes.sums))
+    assert passes.sums(without)[1]
+    rewritten = passes.optimize(graph)
+    assert passes.sums(rewritten)[1] is False  # a fixed point
+    for got, want in zip(flat(run(rewritten, *args)), flat(run(graph, *args))):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("fun", CASES, ids=lambda f: f.__name__)
+def test_gradients_agree_with_the_tape_and_finite_differences(fun, enabled, monkeypatch):
+    monkeypatch.setattr(passes, "ENABLED", enabled)
+    args, argnums = CASES[fun]
+    check_grads(fun, *args, argnums=argnums)
+    small = tuple(a.astype(np.float32) for a in args)
+    check_grads(fun, *small, argnums=argnums, rtol=1e-4, atol=1e-5, fd=False)
+    value, grad = ad.value_and_grad(fun, argnums=argnums)(*small)
+    assert value.dtype == grad.dtype == np.float32
+
+
+def test_no_temporary_for_a_logistic_loss_and_every_batch_size_served():
+    w, X = RNG.normal(size=5), RNG.normal(size=(40, 5))
+    y = (RNG.uniform(size=40) < 0.5).astype(float)
+    forward = forward_of(softplus_minus_linear, w, X, y)
+    assert "matmul = y @ z" in forward and "divide = matmul / n" in forward
+    assert not any("y * z" in line for line in forward)
+    assert "w @ w" in "\n".join(forward)
+    f, reference = ad.value_and_grad(softplus_minus_linear), tape.value_and_grad(softplus_minus_linear)
+    for rows in (40, 33, 7, 2):
+        args = (w + 0.1 * rows, X[:rows], y[:rows])
+        (v, g), (tv, tg) = f(*args), reference(*args)
+        np.testing.assert_allclose(v, tv, rtol=1e-13)
+        np.testing.assert_allclose(g, tg, rtol=1e-13)
+    assert f.cache_info().misses == 1
+    # float32: the product's sum stays np.sum (pairwise), in float32
+    forward = forward_of(softplus_minus_linear, w.astype(np.float32), X.astype(np.float32),
+                         y.astype(np.float32))
+    assert "y @ z" not in "\n".join(forward) and any("y * z" in line for line in forward)
+
+
+def test_the_end_of_a_chain_writes_no_full_array():
+    x = RNG.normal(size=30).astype(np.float32)
+    forward = forward_of(scaled_end, x)
+    assert "sum_1 = np.sum(tanh)" in forward and "multiply = sum_1 * 0.5" in forward
+    assert not any("tanh * 0.5" in line for line in forward)
+    value, grad = ad.value_and_grad(scaled_end)(x)
+    assert value.dtype == grad.dtype == np.float32
+
+
+def test_second_order():
+    args = CASES[softplus_minus_linear][0]
+    w, X, y = args
+    grad = ad.grad(softplus_minus_linear)
+
+    def outer(w):
+        return np.sum(np.sin(ad.grad(softplus_minus_linear)(w, X, y)))
+    v, eps = RNG.normal(size=w.shape), 1e-5
+    fd = (np.sum(np.sin(grad(w + eps * v, X, y)))
+          - np.sum(np.sin(grad(w - eps * v, X, y)))) / (2 * eps)
+    np.testing.assert_allclose(np.sum(ad.grad(outer)(w) * v), fd, rtol=1e-6)
+    fd = (grad(w + eps * v, X, y) - grad(w - eps * v, X, y)) / (2 * eps)
+    np.testing.assert_allclose(ad.hvp(softplus_minus_linear, (w, X, y), (v, None, None)), fd,
+                               rtol=1e-6, atol=1e-9)
+
+
+def test_zero_d_and_several_calls():
+    f = ad.value_and_grad(negated_quotient)
+    reference = tape.value_and_grad(negated_quotient)
+    for x in (np.float64(0.3), np.array(-1.2), np.array(2.0)):
+        (v, g), (tv, tg) = f(x), reference(x)
+        np.testing.assert_allclose(v, tv, rtol=1e-14)
+        np.testing.assert_allclose(g, tg, rtol=1e-14)
+        check_grads(negated_quotient, x)
+
+
+def partial_axis(x):
+    return np.sum(np.sum(np.tanh(x) + x, axis=1) ** 2)
+
+
+def broadcast(x, c):
+    return np.sum(np.tanh(x) + c)
+
+
+def read_twice(x):
+    s = np.tanh(x) + x
+    return np.sum(s) + np.sum(np.sin(s))
+
+
+def guarded(x):
+    if np.sum(np.tanh(x) + x) > 0:
+        return np.sum(np.sin(x))
+    return np.sum(x)
+
+
+def add_tree(x):  # y + x * c repeated: left to the adds, not one reduction per term
+    y = np.tanh(x)
+    for c in (0.5, 0.25, 2.0):
+        y = y + np.sin(x) * c
+    return np.sum(y)
+
+
+def mixed_precision(x):  # float32 * a float64 scalar is float64: not taken apart
+    return np.sum(np.tanh(x) * np.float64(0.3))
+
+
+@pytest.mark.parametrize("fun, args", [
+    (partial_axis, (RNG.normal(size=(3, 4)),)),
+    (broadcast, (RNG.normal(size=(3, 4)), RNG.normal(size=(1, 4)))),
+    (read_twice, (RNG.normal(size=5),)),
+    (guarded, (np.abs(RNG.normal(size=5)),)),
+    (mixed_precision, (RNG.normal(size=5).astype(np.float32),)),
+    (add_tree, (RNG.normal(size=5),)),
+], ids=lambda a: getattr(a, "__name__", ""))
+def test_what_is_left_as_it_is(fun, args):
+    graph = passes.optimize(traced(fun, *args), pipeline=tuple(
+        p for p in passes.PIPELINE if p is not passes.sums))
+    assert passes.sums(graph)[1] is False
+    check_grads(fun, *args, argnums=0)
