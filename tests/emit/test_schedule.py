@@ -83,3 +83,23 @@ def test_a_statement_that_others_need_stays():
     A, x = RNG.normal(size=(4, 3)), RNG.normal(size=(6, 4))
     check_grads(f, A, x, argnums=(0, 1))
     check_grads(f, np.float64(0.5) * np.ones((1, 1)), np.ones((2, 1)), argnums=(0, 1))
+
+
+def l2_logistic(w, X, y):
+    z = X @ w
+    return np.mean(np.logaddexp(0.0, z) - y * z) + 0.5 * LAM * np.sum(w * w)
+
+
+LAM = 0.01
+
+
+def test_a_penalty_gradient_is_made_where_it_is_read():
+    """(2 * 0.5 * lam) * w reads an input and a 0-d value only (emit_memory.sunk): it is
+    computed after the (n,) buffers die, not beside them at the start of the backward."""
+    w, X = RNG.normal(size=3), RNG.normal(size=(50, 3))
+    y = (RNG.uniform(size=50) < 0.5).astype(float)
+    backward = ad.value_and_grad(l2_logistic).source(w, X, y).split("# backward")[1]
+    assert backward.index("* w") > backward.index("@ X")
+    check_grads(l2_logistic, w, X, y)
+    value, grad = ad.value_and_grad(l2_logistic)(*(a.astype(np.float32) for a in (w, X, y)))
+    assert value.dtype == grad.dtype == np.float32
