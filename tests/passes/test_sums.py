@@ -171,3 +171,17 @@ def test_what_is_left_as_it_is(fun, args):
         p for p in passes.PIPELINE if p is not passes.sums))
     assert passes.sums(graph)[1] is False
     check_grads(fun, *args, argnums=0)
+
+
+def test_a_long_scaled_chain_is_not_taken_apart_round_by_round():
+    """sum(x * c * c ...): only a factor above a value that stays whole comes out, so the
+    pass changes nothing here and optimize does not run a round per factor."""
+    def f(x):
+        for _ in range(50):
+            x = x * 1.01
+        return x.sum()
+    x = RNG.normal(size=4)
+    graph = passes.optimize(traced(f, x))
+    assert passes.sums(graph)[1] is False
+    assert sum(n.prim.name == "sum" for n in graph.nodes if n.prim is not None) == 1
+    check_grads(f, x)

@@ -14,6 +14,7 @@ the caller allows numexpr in the code it emits.
 import os
 
 from .accumulate import accumulate
+from .affine import affine
 from .contract import contract
 from .cse import cse
 from .dce import dce
@@ -56,6 +57,6 @@ def optimize(graph, pipeline=PIPELINE, numexpr=False):
     return graph
 
 
-__all__ = ["ENABLED", "PIPELINE", "accumulate", "contract", "cse", "dce", "ensure_fresh",
+__all__ = ["ENABLED", "PIPELINE", "accumulate", "affine", "contract", "cse", "dce", "ensure_fresh",
            "exact_scales", "fold",
            "fuse", "optimize", "scalars", "signs", "simplify", "stable", "sums"]

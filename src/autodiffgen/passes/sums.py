@@ -8,8 +8,8 @@ mean over every axis (no dtype= given) of a value nothing else reads:
 
     sum(a + b),  sum(a - b)      ->  sum(a) + sum(b),  sum(a) - sum(b)   a, b of its shape,
                                                                          not sums themselves
-    sum(x * c),  sum(x / c)      ->  sum(x) * c,  sum(x) / c             c a number
-    sum(-x)                      ->  -sum(x)
+    sum(x * c),  sum(x / c)      ->  sum(x) * c,  sum(x) / c             c a number,
+    sum(-x)                      ->  -sum(x)                             x none of these
     sum(x * y)                   ->  x @ y                               1-D float64
     mean(...)                    ->  the same with means; mean(x * y) is (x @ y) / len(x)
 
@@ -65,12 +65,13 @@ def _apart(node, x, users):
     elif name in ("multiply", "divide"):
         a, b = x.args
         for inner, c in ((a, b), (b, a)) if name == "multiply" else ((a, b),):
-            if _same(inner, x) and _number(c) and np.result_type(inner.dtype, c) == x.dtype:
+            if _same(inner, x) and _number(c) and np.result_type(inner.dtype, c) == x.dtype \
+                    and not _splits(inner, users):
                 args = (_reduce(node, inner), c) if inner is a else (c, _reduce(node, inner))
                 return clone(node, args, x.prim, {})
         if name == "multiply" and _dot(node, x):
             return _dotted(node, a, b)
-    elif name == "negative" and _same(x.args[0], x):
+    elif name == "negative" and _same(x.args[0], x) and not _splits(x.args[0], users):
         return clone(node, (_reduce(node, x.args[0]),), x.prim, {})
     return None
 
@@ -79,6 +80,14 @@ def _sum(a, users):
     """a is itself a sum made for this reduction alone: a tree of adds (y + x*c repeated)
     is left to the adds, not turned into one reduction per term."""
     return op(a) in ("add", "subtract") and len(users.get(a, ())) == 1
+
+
+def _splits(a, users):
+    """a's reduction would be taken apart again (a sum, a scaled or negated value made for
+    it alone): a number's factor is taken out of a reduction only above a value that
+    stays whole, so that `(x * 1.0001) * 1.0001 ...` is not one reduction per round."""
+    return len(users.get(a, ())) == 1 and (_sum(a, users) or op(a) == "negative" or op(a) in (
+        "multiply", "divide") and any(_number(c) for c in a.args))
 
 
 def _same(a, x):
