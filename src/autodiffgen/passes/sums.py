@@ -13,6 +13,9 @@ mean over every axis (no dtype= given) of a value nothing else reads:
     sum(x * y)                   ->  x @ y                               1-D float64
     mean(...)                    ->  the same with means; mean(x * y) is (x @ y) / len(x)
 
+and the sum over axis 1 of a scatter at (np.arange(n), j), one value per row, is the
+values (`_row_values`: a log-softmax's backward of a cross-entropy's pick).
+
 The value is the same sum in another order (a few ulps; a value a guard reads is left as
 traced, rewrite.guard_reads). The dot product is used for float64 only: BLAS accumulates
 a float32 dot in float32 without np.sum's pairwise summation, less accurately. A
@@ -22,7 +25,7 @@ reduction stays in the precision it had.
 
 import numpy as np
 
-from ..graph import Node, op, users_of
+from ..graph import Node, Slot, op, users_of
 from ..rules import PRIMITIVES
 from .rewrite import clone, guard_reads, substitute
 
@@ -38,6 +41,10 @@ def sums(graph):
     replace = {}
     for node in reductions:
         x = node.args[0]
+        rows = _row_values(node, x) if op(x) == "scatter_add" and node not in opaque else None
+        if rows is not None:
+            replace[node] = rows
+            continue
         if node in opaque or type(x) is not Node or x in opaque or x.prim is None \
                 or users.get(x) != [node] or not _whole(node, x):
             continue
@@ -45,6 +52,34 @@ def sums(graph):
         if better is not None:
             replace[node] = better
     return substitute(graph, replace)
+
+
+def _row_values(node, x):
+    """The row sums of a scatter into zeros with one element per row: its values.
+
+    The backward of `log_probs[np.arange(n), y]` is a scatter of the cotangent at
+    (arange(n), y), and a log-softmax's backward sums it per row (`g - softmax * sum(g)`);
+    each row holds exactly one value, so the sum over axis 1 is the values themselves."""
+    v = x.args[0]
+    index, shape = x.params["index"].items, x.params["shape"]
+    if op(node) != "sum" or len(shape) != 2 or len(index) != 2 \
+            or not all(isinstance(i, Slot) for i in index) \
+            or node.params.get("axis") not in (1, -1, (1,), (-1,)) \
+            or node.params.get("dtype") is not None or node.dtype != x.dtype:
+        return None
+    rows, cols = (x.args[i.k] for i in index)
+    n = shape[0]
+    if not (type(rows) is np.ndarray and rows.shape == (n,) and rows.dtype.kind in "iu"
+            and np.array_equal(rows, np.arange(n))) or np.shape(cols) != (n,) \
+            or np.shape(v) != (n,) or (v.dtype if type(v) is Node else np.asarray(v).dtype) \
+            != node.dtype:
+        return None
+    if not node.params.get("keepdims"):
+        return v
+    kept = Node(node.id, PRIMITIVES["reshape"], (v,), {"shape": (n, 1)}, (n, 1), node.dtype,
+                node.loc, node.stack, node.grad_of)
+    kept.trace_id = node.trace_id
+    return kept
 
 
 def _whole(node, x):
