@@ -55,6 +55,7 @@ from .generated_helpers import HELPERS
 from .graph import NOTES, PYTHON_NUMBERS, Node, constant_key, op, recomputed
 from .naming import RESERVED, Namespace
 from .raising import Raised, errstate_code
+from .schedule import freeing_first
 from .size_formulas import Dim, Scale, SymArray
 from .tracer import RAISES, source_line
 from .tree import Child, Field, is_namedtuple, kind_of, leaves, registration
@@ -105,7 +106,7 @@ class Emitter:
     """Turns one Graph into the lines of one function (and its module-level constants)."""
 
     def __init__(self, graph, standalone=False, constants=None, pure=False):
-        self.graph = graph if pure or graph.marks else sunk(rematerialized(graph))
+        self.graph = graph if pure or graph.marks else freeing_first(sunk(rematerialized(graph)))
         self.standalone = standalone
         self.cotangent_of = self.graph.derivative_of
         self.ns = Namespace(list(graph.params) + list(HELPERS))

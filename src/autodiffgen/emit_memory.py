@@ -208,16 +208,18 @@ def contiguous_transposes(graph):
 
 # ---- the schedule: backward values made from inputs alone, computed where they are read ----
 def sunk(graph):
-    """The graph with each backward value that reads nothing but inputs and constants (the
-    gradient of a mean, `-(1/n) * y`) moved to just before its first reader: computed at
-    once, it would hold its buffer while the forward's saved values are still alive."""
+    """The graph with each backward value that reads nothing but inputs, constants and 0-d
+    values (the gradient of a mean, `-(1/n) * y`; of an L2 term, `(2 * lam) * w`) moved to
+    just before its first reader: computed at once, it would hold its buffer while the
+    forward's saved values are still alive."""
     inputs = set(graph.inputs) - graph.donated
     movable = set()
     for node in graph.nodes:
         if node.grad_of is not None and node.prim is not None and not is_guard(node) \
                 and not has_effect(node) and node not in graph.tried \
                 and not recomputed(node) and node.shape != () \
-                and all(a in inputs or a in movable for a in node.args if type(a) is Node):
+                and all(a in inputs or a in movable or a.shape == ()  # a 0-d value
+                        for a in node.args if type(a) is Node):            # costs nothing held
             movable.add(node)
     if not movable:
         return graph

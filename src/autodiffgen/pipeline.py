@@ -120,7 +120,12 @@ def optimize(graph, numexpr):
 
 
 def finish(graph):
-    """What the emitter takes as given: outputs that own their memory, guards first."""
+    """What the emitter takes as given: outputs that own their memory, guards first; when
+    the passes are on, the folds of numbers that need the sizes' formulas known: powers of
+    two multiplied into the factors they scale (passes/exact_scales.py), chains of
+    additions and multiplications by constants as one `u * a + b` (passes/affine.py)."""
+    if passes.ENABLED:
+        graph, _ = passes.affine(passes.exact_scales(graph)[0])
     return with_guards_first(passes.ensure_fresh(graph))
 
 

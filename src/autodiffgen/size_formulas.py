@@ -261,19 +261,25 @@ def _fit_float(values, ns, var):
     raise NoFit
 
 
+_NUMERATORS = (1.0, 2.0, 0.5, 4.0, 0.25, 8.0, 0.125)
+
+
 def _candidates(floats, ns, var):
-    """(k, power, m, b) to try, in this order: +-1/(m*n + b) with whole m and b (a mean
-    over m*n elements, 1/(n - 1)), k/n with k whole, any k/n, then k*n."""
+    """(k, power, m, b) to try, in this order: k/(m*n + b) with whole m and b and k = +-1
+    (a mean over m*n elements, 1/(n - 1)) or +-2, +-4, +-1/2... (passes/exact_scales.py
+    multiplies a power of two into such a factor, exactly: 2/(n - 1), and code traced
+    again reads it so), k/n with k whole, any k/n, then k*n."""
     if all(floats) and all(np.isfinite(floats)):
         sign = float(np.sign(floats[0]))
-        counts = [_tidy(sign / v) for v in floats]
-        if all(c == round(c) for c in counts):
+        for k in _NUMERATORS:
+            counts = [_tidy(sign * k / v) for v in floats]
+            if not all(c == round(c) for c in counts):
+                continue
             try:
                 count = _fit_linear([round(c) for c in counts], ns, var)
             except NoFit:
-                pass
-            else:
-                yield sign, -1, count.a, count.b
+                continue
+            yield sign * k, -1, count.a, count.b
     yield _tidy(floats[0] * ns[0]), -1, 1, 0
     yield _tidy(floats[0] / ns[0]), 1, 1, 0
     yield from _count_powers(floats, ns, var)

@@ -60,11 +60,11 @@ def mlp_loss_value_and_grad(params, x, y):
     # saved by the forward: h, h_1, exp, sum_1
     divide = np.divide(exp, sum_1, out=exp)  # grad of subtract, golden_models.py:14
     del exp, sum_1
+    multiply = np.multiply(divide, np.float32(-1.0 / n), out=divide)
+    del divide
     # grad of getitem, golden_models.py:15
     g_log_probs = _scatter_add(neg_inv_n, (rows, y), (n, 10), unique=True)
-    sum_2 = np.sum(g_log_probs, axis=1, keepdims=True)  # grad of subtract, golden_models.py:14
-    multiply = np.multiply(divide, sum_2, out=divide)
-    del divide, sum_2
+    # grad of subtract, golden_models.py:14
     g_shifted = np.subtract(g_log_probs, multiply, out=g_log_probs)
     del g_log_probs, multiply
     g_params_b3 = np.sum(g_shifted, axis=0)  # grad of add, golden_models.py:12

@@ -14,9 +14,11 @@ the caller allows numexpr in the code it emits.
 import os
 
 from .accumulate import accumulate
+from .affine import affine
 from .contract import contract
 from .cse import cse
 from .dce import dce
+from .exact_scales import exact_scales
 from .fold import fold
 from .fresh import ensure_fresh
 from .fuse import fuse
@@ -24,8 +26,9 @@ from .scalars import scalars
 from .signs import signs
 from .simplify import simplify
 from .stable import stable
+from .sums import sums
 
-PIPELINE = (stable, fold, simplify, scalars, signs, contract, cse, accumulate, dce)
+PIPELINE = (stable, fold, simplify, scalars, signs, sums, contract, cse, accumulate, dce)
 ENABLED = os.environ.get("AUTODIFFGEN_PASSES", "1") != "0"
 MAX_ROUNDS = 20
 
@@ -54,5 +57,6 @@ def optimize(graph, pipeline=PIPELINE, numexpr=False):
     return graph
 
 
-__all__ = ["ENABLED", "PIPELINE", "accumulate", "contract", "cse", "dce", "ensure_fresh", "fold",
-           "fuse", "optimize", "scalars", "signs", "simplify", "stable"]
+__all__ = ["ENABLED", "PIPELINE", "accumulate", "affine", "contract", "cse", "dce", "ensure_fresh",
+           "exact_scales", "fold",
+           "fuse", "optimize", "scalars", "signs", "simplify", "stable", "sums"]

@@ -1,0 +1,157 @@
+"""Full reductions taken apart where the array they reduce is made for them alone.
+
+`(np.logaddexp(0, z) - y * z).mean()` writes two full-size arrays (y * z, then the
+difference) that only the mean reads; a careful person writes `(sp.sum() - y @ z) / n`,
+which reads what exists and writes nothing. The same for the end of a chain,
+`(o * 0.5 + n).sum()`, which is `0.5 * o.sum() + n.sum()`. The rewrites, for a sum or
+mean over every axis (no dtype= given) of a value nothing else reads:
+
+    sum(a + b),  sum(a - b)      ->  sum(a) + sum(b),  sum(a) - sum(b)   a, b of its shape,
+                                                                         not sums themselves
+    sum(x * c),  sum(x / c)      ->  sum(x) * c,  sum(x) / c             c a number,
+    sum(-x)                      ->  -sum(x)                             x none of these
+    sum(x * y)                   ->  x @ y                               1-D float64
+    mean(...)                    ->  the same with means; mean(x * y) is (x @ y) / len(x)
+
+and the sum over axis 1 of a scatter at (np.arange(n), j), one value per row, is the
+values (`_row_values`: a log-softmax's backward of a cross-entropy's pick).
+
+The value is the same sum in another order (a few ulps; a value a guard reads is left as
+traced, rewrite.guard_reads). The dot product is used for float64 only: BLAS accumulates
+a float32 dot in float32 without np.sum's pairwise summation, less accurately. A
+number's dtype must not change the array's (float32 * a float64 scalar is float64): the
+reduction stays in the precision it had.
+"""
+
+import numpy as np
+
+from ..graph import Node, Slot, op, users_of
+from ..rules import PRIMITIVES
+from .rewrite import clone, guard_reads, substitute
+
+_REDUCTIONS = ("sum", "mean")
+
+
+def sums(graph):
+    reductions = [n for n in graph.nodes if op(n) in _REDUCTIONS and n.dtype.kind in "fc"]
+    if not reductions:
+        return graph, False
+    users = users_of(graph.nodes)
+    opaque = set(graph.inputs) | guard_reads(graph)
+    replace = {}
+    for node in reductions:
+        x = node.args[0]
+        rows = _row_values(node, x) if op(x) == "scatter_add" and node not in opaque else None
+        if rows is not None:
+            replace[node] = rows
+            continue
+        if node in opaque or type(x) is not Node or x in opaque or x.prim is None \
+                or users.get(x) != [node] or not _whole(node, x):
+            continue
+        better = _apart(node, x, users)
+        if better is not None:
+            replace[node] = better
+    return substitute(graph, replace)
+
+
+def _row_values(node, x):
+    """The row sums of a scatter into zeros with one element per row: its values.
+
+    The backward of `log_probs[np.arange(n), y]` is a scatter of the cotangent at
+    (arange(n), y), and a log-softmax's backward sums it per row (`g - softmax * sum(g)`);
+    each row holds exactly one value, so the sum over axis 1 is the values themselves."""
+    v = x.args[0]
+    index, shape = x.params["index"].items, x.params["shape"]
+    if op(node) != "sum" or len(shape) != 2 or len(index) != 2 \
+            or not all(isinstance(i, Slot) for i in index) \
+            or node.params.get("axis") not in (1, -1, (1,), (-1,)) \
+            or node.params.get("dtype") is not None or node.dtype != x.dtype:
+        return None
+    rows, cols = (x.args[i.k] for i in index)
+    n = shape[0]
+    if not (type(rows) is np.ndarray and rows.shape == (n,) and rows.dtype.kind in "iu"
+            and np.array_equal(rows, np.arange(n))) or np.shape(cols) != (n,) \
+            or np.shape(v) != (n,) or (v.dtype if type(v) is Node else np.asarray(v).dtype) \
+            != node.dtype:
+        return None
+    if not node.params.get("keepdims"):
+        return v
+    kept = Node(node.id, PRIMITIVES["reshape"], (v,), {"shape": (n, 1)}, (n, 1), node.dtype,
+                node.loc, node.stack, node.grad_of)
+    kept.trace_id = node.trace_id
+    return kept
+
+
+def _whole(node, x):
+    """node reduces every axis of x, in x's own dtype."""
+    axis = node.params.get("axis")
+    axes = range(len(x.shape)) if axis is None else \
+        [a % len(x.shape) for a in ((axis,) if type(axis) is int else axis)]
+    return node.params.get("dtype") is None and set(axes) == set(range(len(x.shape))) \
+        and x.dtype == node.dtype
+
+
+def _apart(node, x, users):
+    name = op(x)
+    if name in ("add", "subtract"):
+        a, b = x.args
+        if _same(a, x) and _same(b, x) and not (_sum(a, users) or _sum(b, users)):
+            return clone(node, (_reduce(node, a), _reduce(node, b)), x.prim, {})
+    elif name in ("multiply", "divide"):
+        a, b = x.args
+        for inner, c in ((a, b), (b, a)) if name == "multiply" else ((a, b),):
+            if _same(inner, x) and _number(c) and np.result_type(inner.dtype, c) == x.dtype \
+                    and not _splits(inner, users):
+                args = (_reduce(node, inner), c) if inner is a else (c, _reduce(node, inner))
+                return clone(node, args, x.prim, {})
+        if name == "multiply" and _dot(node, x):
+            return _dotted(node, a, b)
+    elif name == "negative" and _same(x.args[0], x) and not _splits(x.args[0], users):
+        return clone(node, (_reduce(node, x.args[0]),), x.prim, {})
+    return None
+
+
+def _sum(a, users):
+    """a is itself a sum made for this reduction alone: a tree of adds (y + x*c repeated)
+    is left to the adds, not turned into one reduction per term."""
+    return op(a) in ("add", "subtract") and len(users.get(a, ())) == 1
+
+
+def _splits(a, users):
+    """a's reduction would be taken apart again (a sum, a scaled or negated value made for
+    it alone): a number's factor is taken out of a reduction only above a value that
+    stays whole, so that `(x * 1.0001) * 1.0001 ...` is not one reduction per round."""
+    return len(users.get(a, ())) == 1 and (_sum(a, users) or op(a) == "negative" or op(a) in (
+        "multiply", "divide") and any(_number(c) for c in a.args))
+
+
+def _same(a, x):
+    return type(a) is Node and a.shape == x.shape and a.dtype == x.dtype
+
+
+def _number(c):
+    return type(c) in (int, float) or isinstance(c, np.generic) and c.dtype.kind in "fiu"
+
+
+def _reduce(node, a):
+    """node's reduction of a: a new node in node's place."""
+    new = Node(node.id, node.prim, (a,), node.params, node.shape, node.dtype, node.loc,
+               node.stack, node.grad_of)
+    new.trace_id = node.trace_id
+    return new
+
+
+def _dot(node, x):
+    a, b = x.args
+    return _same(a, x) and _same(b, x) and len(x.shape) == 1 and x.dtype == np.float64 \
+        and not node.params.get("keepdims")
+
+
+def _dotted(node, a, b):
+    """a @ b for sum(a * b), (a @ b) / len(a) for mean(a * b)."""
+    if op(node) == "sum":
+        return clone(node, (a, b), PRIMITIVES["matmul"], {})
+    dot = Node(node.id, PRIMITIVES["matmul"], (a, b), {}, (), node.dtype, node.loc,
+               node.stack, node.grad_of)
+    dot.trace_id = node.trace_id
+    return clone(node, (dot, a.shape[0]), PRIMITIVES["divide"], {})

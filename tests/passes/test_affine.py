@@ -1,0 +1,93 @@
+"""The affine pass (passes/affine.py): a chain of additions and multiplications by numbers
+on one array is written as `u * a + b`, in at most two operations. Values close to the
+graph as it was (two roundings in other places), the tape and finite differences; float32
+stays float32 and its numbers float32; sizes' formulas are not folded; chains whose
+intermediate values are read elsewhere are left."""
+
+import numpy as np
+import pytest
+from graph_helpers import flat, run, traced
+
+import autodiffgen as ad
+from autodiffgen import passes, tape
+from autodiffgen.testing import check_grads
+
+RNG = np.random.default_rng(23)
+
+
+def tanh_shifted(x):  # n's gradient: tanh's derivative scaled and shifted, (1 - o*o) * 0.5 + 1
+    n = np.sin(x) * x
+    return np.sum(np.tanh(n) * 0.5 + n)
+
+
+def forward_chain(x):
+    s = np.sin(x) * x
+    return np.sum(np.exp(((3.0 - s) * 2.5 + 1.0) * -0.1))
+
+
+def lines_of(fun, *args, part=1):
+    source = ad.value_and_grad(fun).source(*args)
+    text = source.split("# backward")[part] if part else \
+        source.split("# forward")[1].split("# backward")[0]
+    return [line.split("  # ")[0].strip() for line in text.splitlines()
+            if line.strip() and not line.strip().startswith(("#", "del "))]
+
+
+@pytest.mark.parametrize("fun", [tanh_shifted, forward_chain], ids=lambda f: f.__name__)
+def test_the_pass_folds_and_keeps_the_values(fun):
+    x = RNG.normal(size=(4, 6))
+    graph = passes.optimize(traced(fun, x))
+    after, changed = passes.affine(graph)
+    assert changed and len(after.nodes) < len(graph.nodes)
+    assert passes.affine(after)[1] is False  # a fixed point
+    for got, want in zip(flat(run(after, x)), flat(run(graph, x))):
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
+
+
+@pytest.mark.parametrize("fun", [tanh_shifted, forward_chain], ids=lambda f: f.__name__)
+def test_gradients_agree_with_the_tape_and_finite_differences(fun):
+    x = RNG.normal(size=(4, 6))
+    check_grads(fun, x)
+    check_grads(fun, np.float64(0.3))  # 0-d: left as it is
+    small = x.astype(np.float32)
+    check_grads(fun, small, rtol=1e-4, atol=1e-5, fd=False)
+    value, grad = ad.value_and_grad(fun)(small)
+    assert value.dtype == grad.dtype == np.float32
+
+
+def test_tanh_derivative_is_two_operations():
+    x = RNG.normal(size=50).astype(np.float32)
+    backward = lines_of(tanh_shifted, x)
+    assert "g_n *= np.float32(-0.5)" in backward and "g_n += np.float32(1.5)" in backward
+    assert not any("np.subtract(1," in line for line in backward)
+    forward = lines_of(forward_chain, RNG.normal(size=5), part=0)
+    assert "multiply = np.multiply(s, 0.25, out=s)" in forward  # (3 - s) * 2.5 + 1) * -0.1
+    assert "add = np.add(multiply, -0.8500000000000001, out=multiply)" in forward
+
+
+def test_a_batch_scale_is_not_folded_and_still_serves_every_size():
+    def loss(w, x):
+        d = np.tanh(x @ w)
+        return np.sum((1.0 - d * d) * 3.0) / x.shape[0] + np.sum(d * 2.0 + 1.0)
+    w = RNG.normal(size=(3, 2))
+    f, reference = ad.value_and_grad(loss), tape.value_and_grad(loss)
+    for rows in (9, 8, 5, 2):
+        x = RNG.normal(size=(rows, 3))
+        (v, g), (tv, tg) = f(w, x), reference(w, x)
+        np.testing.assert_allclose(v, tv, rtol=1e-12)
+        np.testing.assert_allclose(g, tg, rtol=1e-12)
+    assert f.cache_info().misses == 1
+    assert "/ n)" in f.source(w, RNG.normal(size=(9, 3)))
+
+
+def test_an_intermediate_read_elsewhere_stays():
+    def f(x):
+        a = np.sin(x) * 2.0
+        b = a + 1.0
+        return np.sum(b * 3.0) + np.sum(a * a)
+    x = RNG.normal(size=5)
+    graph = passes.optimize(traced(f, x))
+    after, _ = passes.affine(graph)
+    names = [n.prim.name for n in after.nodes if n.prim is not None]
+    assert names.count("multiply") >= 2  # a = sin * 2 kept for a * a
+    check_grads(f, x)
