@@ -29,10 +29,14 @@ def substitute(graph, replace):
     """`graph` with every use of a key of `replace` reading its value instead.
 
     A value is a node already in the graph, a constant, or a new node (made with `clone`)
-    that takes the replaced node's place in the order. Returns (graph, changed)."""
+    that takes the replaced node's place in the order. Returns (graph, changed).
+
+    Linear in the graph, and cheap per node left as it is (a pass often replaces a few
+    nodes of a large graph): a node none of whose arguments changed is kept without a
+    call, and the set of the graph's nodes is made only when a new node is inserted."""
     if not replace:
         return graph, False
-    present = set(graph.nodes) | set(graph.inputs)  # a backward function's inputs are nodes too
+    present = None  # the graph's nodes and inputs (a backward function's inputs are nodes)
     new_of = {}
 
     def resolve(arg):
@@ -42,12 +46,7 @@ def substitute(graph, replace):
 
     changed = set(replace)  # the nodes whose readers change: replaced ones, copied ones
 
-    def renew(node):
-        try:
-            if changed.isdisjoint(node.args):  # most nodes: nothing they read changed
-                return node
-        except TypeError:  # an unhashable constant (an array) among the arguments
-            pass
+    def renew(node):  # a node some argument of which may have changed
         args = tuple(resolve(a) for a in node.args)
         if any(a is not b for a, b in zip(args, node.args)):
             new_of[node] = clone(node, args)
@@ -55,26 +54,38 @@ def substitute(graph, replace):
         return new_of.get(node, node)
 
     nodes = []
+    append, untouched = nodes.append, changed.isdisjoint
 
     def insert(target):
         """A new node (and any new node it reads) in the place of the one it replaces."""
-        if type(target) is not Node or target.prim is None or target in present \
-                or target in new_of:
+        nonlocal present
+        if type(target) is not Node or target.prim is None or target in new_of:
+            return
+        if present is None:
+            present = set(graph.nodes)
+            present.update(graph.inputs)
+        if target in present:
             return
         for arg in target.args:
             insert(arg)
-        nodes.append(renew(target))
+        append(renew(target))
         new_of.setdefault(target, target)
 
     for node in graph.nodes:
         if node in replace:
             insert(replace[node])
-        else:
-            nodes.append(renew(node))
+            continue
+        try:
+            if untouched(node.args):  # most nodes: nothing they read changed
+                append(node)
+                continue
+        except TypeError:  # an unhashable constant (an array) among the arguments
+            pass
+        append(renew(node))
     outputs = map_tree(graph.outputs, lambda o: resolve(o) if type(o) is Node else o)
     derivative_of = {}
     for node, of in graph.derivative_of.items():
-        target = resolve(node)
+        target = resolve(node) if node in replace or node in new_of else node
         if type(target) is Node and target.grad_of is not None:  # forward values keep
             derivative_of.setdefault(target, of)                 # their own names
     return dataclasses.replace(graph, nodes=nodes, outputs=outputs,
