@@ -14,6 +14,7 @@ what they are (`rows = np.arange(n)`); no line over 100 characters (emit_ast.wra
 
 import ast
 import collections
+import functools
 import inspect
 import os
 import re
@@ -41,6 +42,7 @@ from .emit_ast import (
 )
 from .emit_memory import RECOMPUTED, VIEWS, one_name, rematerialized, reuse_plan, sunk, ufunc_of
 from .emit_scalar import SCALAR
+from .emit_text import Texts, statement
 from .generated_helpers import HELPERS
 from .graph import NOTES, PYTHON_NUMBERS, Node, constant_key, op, recomputed
 from .naming import RESERVED, Namespace
@@ -78,6 +80,7 @@ def _comment(node, kind="grad"):
     return where
 
 
+@functools.lru_cache(maxsize=4096)
 def _where(loc):
     return f"{os.path.basename(loc[0])}:{loc[1]}"
 
@@ -114,6 +117,7 @@ class Emitter:
         self.pure = pure  # no writes into dead buffers (code an enclosing trace will read)
         self.inline_at = _inlined(self.graph)  # `x.T` read once: written where it is read
         self.inline_ast = {}
+        self.texts = Texts(self)
 
     def arg_ast(self, arg):
         if type(arg) is Node and arg in self.inline_ast:
@@ -267,19 +271,22 @@ class Emitter:
                 section = kind
                 if kind == "# backward":
                     body += self.saved_line(i)
-            if NOTES.get(node, note) != note:  # the first line of a pass's group
+            if NOTES and NOTES.get(node, note) != note:  # the first line of a pass's group
                 note = NOTES[node]
                 body.append((f"# {note}", ""))
-            value = self.value_ast(node, reuse.get(i))
-            stmt = ast.Assign([ast.Name(name, ast.Store())], value)
-            if i in reuse and self.shared.get(reuse[i]) is self.shared.get(node, False):
-                stmt = _in_place(value, name)
+            in_place = i in reuse and self.shared.get(reuse[i]) is self.shared.get(node, False)
+            mark = self.graph.marks.get(node.stack) if node.grad_of is None else None
+            raises = node.prim.name in RAISES and node.grad_of is None
+            text = None if raises or mark is not None else \
+                self.texts.text(node, name, reuse.get(i), in_place)  # a layout seen before
+            if text is None:
+                value = self.value_ast(node, reuse.get(i))
+                stmt = statement(value, name, in_place)
             comment, run_loc = self.once(node, run_loc)
             body += self.pending
             self.pending = []
-            mark = self.graph.marks.get(node.stack) if node.grad_of is None else None
             dead = self.dels(n for n in last_use.get(i, ()) if self.names[n] != name)
-            if node.prim.name in RAISES and node.grad_of is None:
+            if raises:
                 body += self.raising(node, render(stmt), comment, locs, len(body)) + dead
             elif mark is not None:  # in a `try:` or an np.errstate (raising.py)
                 if node not in used:  # kept for its raise alone (`try: x[i]`)
@@ -288,7 +295,7 @@ class Emitter:
             else:
                 if node.loc is not None:
                     locs[len(body)] = node.loc
-                body.append((render(stmt), comment))
+                body.append((render(stmt) if text is None else text, comment))
                 body += dead
         returned = "return " + render(self.output_ast(self.graph.outputs))
         body += self.pending + [(returned, "")]
@@ -358,7 +365,7 @@ class Emitter:
         only `grad of add` when the rule changes at the same line, nothing when the
         comment would repeat the line before (but a fused numexpr line, which stands for
         much of the user's line, says where it is). Returns (comment, the run it starts)."""
-        comment = _comment(node, self.graph.kind)
+        comment = said = _comment(node, self.graph.kind)
         if node.loc is None:
             return comment, run
         key = (node.grad_of is None, node.loc)
@@ -369,7 +376,7 @@ class Emitter:
                 return comment.rsplit(", ", 1)[0], (key, comment)        # the same line
         if node.grad_of is None and (run is None or run[0] != key):
             comment = f"{comment}  {source_line(node.loc)}".rstrip()
-        return comment, (key, _comment(node, self.graph.kind))
+        return comment, (key, said)
 
     def saved_line(self, start):
         """`# saved by the forward: h, n, zr and 357 more`: the forward's arrays that the
@@ -800,16 +807,19 @@ class Emitter:
         return lines
 
 
-_MODULE_USE = re.compile(r"\b(np|math)\.")
+_MODULE_USE = {name: re.compile(rf"\b{name}\.") for name in ("np", "math")}
 
 
 def _names_used(parts):
-    """Which of np and math the code reads (not a comment quoting the user's source)."""
+    """Which of np and math the code reads (not a comment quoting the user's source): a
+    use before any `  # ` on its line. Each name's first such use ends its search."""
     used = set()
-    for part in parts:
-        for line in part.splitlines():
-            code = line.split("  # ", 1)[0]
-            used.update(_MODULE_USE.findall(code))
+    for name, pattern in _MODULE_USE.items():
+        for part in parts:
+            if any(part.find("  # ", part.rfind("\n", 0, m.start()) + 1, m.start()) < 0
+                   for m in pattern.finditer(part)):
+                used.add(name)
+                break
     return used
 
 

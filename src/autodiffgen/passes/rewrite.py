@@ -16,11 +16,11 @@ def clone(node, args=None, prim=None, params=None):
                 node.params if params is None else params, node.shape, node.dtype,
                 node.loc, node.stack, node.grad_of)
     copy.name, copy.trace_id = node.name, node.trace_id
-    if node in PYTHON_NUMBERS:
-        PYTHON_NUMBERS.add(copy)
-    if node in COPY_OF:
+    if PYTHON_NUMBERS and node in PYTHON_NUMBERS:  # (an empty one is not looked into:
+        PYTHON_NUMBERS.add(copy)                   # a weak look-up makes a weakref)
+    if COPY_OF and node in COPY_OF:
         COPY_OF[copy] = COPY_OF[node]
-    if node in NOTES:
+    if NOTES and node in NOTES:
         NOTES[copy] = NOTES[node]
     return copy
 
@@ -97,6 +97,8 @@ def unchanged(node, examined, replace):
     would leave it again: none of its arguments is replaced in this sweep (`replace`)."""
     if examined is None or node not in examined:
         return False
+    if not replace:
+        return True
     try:
         return replace.keys().isdisjoint(node.args)
     except TypeError:  # an unhashable constant (an array) among the arguments
