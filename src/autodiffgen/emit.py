@@ -816,8 +816,9 @@ def _names_used(parts):
     used = set()
     for name, pattern in _MODULE_USE.items():
         for part in parts:
-            if any(part.find("  # ", part.rfind("\n", 0, m.start()) + 1, m.start()) < 0
-                   for m in pattern.finditer(part)):
+            if name + "." in part and any(  # (a substring test first: most parts lack one)
+                    part.find("  # ", part.rfind("\n", 0, m.start()) + 1, m.start()) < 0
+                    for m in pattern.finditer(part)):
                 used.add(name)
                 break
     return used

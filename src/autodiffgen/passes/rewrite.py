@@ -46,12 +46,24 @@ def substitute(graph, replace):
 
     changed = set(replace)  # the nodes whose readers change: replaced ones, copied ones
 
+    plain = not (PYTHON_NUMBERS or COPY_OF or NOTES)  # a copy is then the fields alone
+
     def renew(node):  # a node some argument of which may have changed
-        args = tuple(resolve(a) for a in node.args)
-        if any(a is not b for a, b in zip(args, node.args)):
-            new_of[node] = clone(node, args)
-            changed.add(node)
-        return new_of.get(node, node)
+        args = tuple([resolve(a) for a in node.args])
+        for a, b in zip(args, node.args):
+            if a is not b:
+                break
+        else:
+            return new_of.get(node, node)
+        if plain:  # clone's work, less its look-ups in the (empty) weak tables
+            copy = Node(node.id, node.prim, args, node.params, node.shape, node.dtype,
+                        node.loc, node.stack, node.grad_of)
+            copy.name, copy.trace_id = node.name, node.trace_id
+        else:
+            copy = clone(node, args)
+        new_of[node] = copy
+        changed.add(node)
+        return copy
 
     nodes = []
     append, untouched = nodes.append, changed.isdisjoint
