@@ -118,6 +118,7 @@ class Emitter:
         self.inline_at = _inlined(self.graph)  # `x.T` read once: written where it is read
         self.inline_ast = {}
         self.texts = Texts(self)
+        self.paths_checked = {}  # path length -> whether path_text's is astor's text
 
     def arg_ast(self, arg):
         if type(arg) is Node and arg in self.inline_ast:
@@ -195,6 +196,17 @@ class Emitter:
         return [(f"{batch.var} = {rows[0]}.shape[0]", "the batch size"),
                 (f"if {' or '.join(tests)}:", ""),
                 (f"    raise GuardFailure(f{message!r})", "")]
+
+    def path_text(self, path):
+        """render(self.path_ast(path)); a path of int keys (`params[3][0]`, one per input
+        of a deep net) written out, each length's first checked against the rendering."""
+        if any(type(k) is not int or k < 0 for k in path[1:]):
+            return render(self.path_ast(path))
+        text = self.params[path[0]] + "".join(f"[{k}]" for k in path[1:])
+        same = self.paths_checked.get(len(path))
+        if same is None:
+            same = self.paths_checked[len(path)] = text == render(self.path_ast(path))
+        return text if same else render(self.path_ast(path))
 
     def path_ast(self, path):
         expr = ast.Name(self.params[path[0]], ast.Load())
@@ -688,11 +700,10 @@ class Emitter:
                 self.names[node] = name = self.params[path[0]]
                 self.ns.used.add(name)
                 continue
-            expr = self.path_ast(path)
             name = self.ns.fresh(node.name or (node.prim.name if node.prim else "v"))
             self.names[node] = name
             saved = node in self.graph.paths
-            lines.append((f"{name} = {render(expr)}",
+            lines.append((f"{name} = {self.path_text(path)}",
                           "saved by the forward pass" if saved else "unpack the argument"))
         return lines
 
