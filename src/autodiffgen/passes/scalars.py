@@ -32,7 +32,8 @@ from .rewrite import clone, guard_reads, op_here, substitute, unchanged
 
 def scalars(graph, examined=None):
     """`examined`: as simplify's, the nodes no rewrite applied to (not those a guard's
-    read kept as they were: a guard may go)."""
+    read kept as they were: a guard may go). Right while each rewrite reads the node, its
+    arguments and theirs alone, never its users."""
     guarded = None
     replace, opaque = {}, set(graph.inputs)
     for node in graph.nodes:
