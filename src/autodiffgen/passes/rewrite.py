@@ -46,7 +46,9 @@ def substitute(graph, replace):
 
     changed = set(replace)  # the nodes whose readers change: replaced ones, copied ones
 
-    plain = not (PYTHON_NUMBERS or COPY_OF or NOTES)  # a copy is then the fields alone
+    # clone's look-ups, made cheap: a weak one makes a weakref; the Python numbers are few
+    # (held here while it runs), and the other tables are most often empty
+    numbers, copies, notes = set(PYTHON_NUMBERS), bool(COPY_OF), bool(NOTES)
 
     def renew(node):  # a node some argument of which may have changed
         args = tuple([resolve(a) for a in node.args])
@@ -55,12 +57,15 @@ def substitute(graph, replace):
                 break
         else:
             return new_of.get(node, node)
-        if plain:  # clone's work, less its look-ups in the (empty) weak tables
-            copy = Node(node.id, node.prim, args, node.params, node.shape, node.dtype,
-                        node.loc, node.stack, node.grad_of)
-            copy.name, copy.trace_id = node.name, node.trace_id
-        else:
-            copy = clone(node, args)
+        copy = Node(node.id, node.prim, args, node.params, node.shape, node.dtype,
+                    node.loc, node.stack, node.grad_of)  # clone(node, args), as it does:
+        copy.name, copy.trace_id = node.name, node.trace_id
+        if node in numbers:
+            PYTHON_NUMBERS.add(copy)
+        if copies and node in COPY_OF:
+            COPY_OF[copy] = COPY_OF[node]
+        if notes and node in NOTES:
+            NOTES[copy] = NOTES[node]
         new_of[node] = copy
         changed.add(node)
         return copy
