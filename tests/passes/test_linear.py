@@ -171,6 +171,26 @@ def test_render_by_layout_writes_what_astor_writes(text):
         assert emit_ast.render(other) == emit_ast._source(other)
 
 
+@pytest.mark.parametrize("text", [
+    "x = a[123]",
+    "y = (7).real + a[0]",
+    "z = np.reshape(a, (8, 3))",
+    "k = a ** 2 * b[3, 4] - 2 ** c",
+    "j = -a[5]",
+    "s = np.sum(a, axis=1, keepdims=True)",
+    "t = f(0, 1, 2, 3, 0, 1)",
+    "v = a[1:10:2, 0] + 1.5",
+    "m = 'at 91827364500000009 91827364500000019' + a[0]",
+])
+def test_ints_are_slots_of_their_layout(text):
+    """A non-negative int constant fills a slot as a name does (an index of `x[123]`, a
+    shape): statements differing in them share a layout, and each renders as astor
+    writes it, in any place an int stands (`(7).real`)."""
+    for old, new in ((None, None), ("1", "12"), ("0", "40"), ("3", "0"), ("7", "8")):
+        tree = _statement(text if old is None else text.replace(old, new))
+        assert emit_ast.render(tree) == emit_ast._source(tree)
+
+
 def _at_commas_by_scanning(line, width):
     """emit_ast._at_commas as it was, scanning every break for each line (quadratic)."""
     text = line.lstrip()

@@ -48,7 +48,7 @@ def substitute(graph, replace):
 
     # clone's look-ups, made cheap: a weak one makes a weakref; the Python numbers are few
     # (held here while it runs), and the other tables are most often empty
-    numbers, copies, notes = set(PYTHON_NUMBERS), bool(COPY_OF), bool(NOTES)
+    numbers, copies, notes = _held(PYTHON_NUMBERS), bool(COPY_OF), bool(NOTES)
 
     def renew(node):  # a node some argument of which may have changed
         args = tuple([resolve(a) for a in node.args])
@@ -107,6 +107,17 @@ def substitute(graph, replace):
             derivative_of.setdefault(target, of)                 # their own names
     return dataclasses.replace(graph, nodes=nodes, outputs=outputs,
                                derivative_of=derivative_of), True
+
+
+def _held(weak):
+    """A WeakSet's members, as a set: those of this graph cannot come or go meanwhile (its
+    nodes are this thread's), but another thread's trace may add its own while the copy
+    is made, which makes the copy fail: then it is made again."""
+    while True:
+        try:
+            return set(weak)
+        except RuntimeError:  # "Set changed size during iteration"
+            continue
 
 
 def unchanged(node, examined, replace):
