@@ -14,6 +14,7 @@ what they are (`rows = np.arange(n)`); no line over 100 characters (emit_ast.wra
 
 import ast
 import collections
+import functools
 import inspect
 import os
 import re
@@ -51,6 +52,7 @@ from .emit_memory import (
 )
 from .emit_scalar import SCALAR
 from .emit_slots import Slot, c_ordered, c_ordered_product, subscript_ast
+from .emit_text import Texts, statement
 from .generated_helpers import HELPERS
 from .graph import NOTES, PYTHON_NUMBERS, Node, constant_key, op, recomputed
 from .naming import RESERVED, Namespace
@@ -89,6 +91,7 @@ def _comment(node, kind="grad"):
     return where
 
 
+@functools.lru_cache(maxsize=4096)
 def _where(loc):
     return f"{os.path.basename(loc[0])}:{loc[1]}"
 
@@ -125,6 +128,8 @@ class Emitter:
         self.pure = pure  # no writes into dead buffers (code an enclosing trace will read)
         self.inline_at = _inlined(self.graph)  # `x.T` read once: written where it is read
         self.inline_ast = {}
+        self.texts = Texts(self)
+        self.paths_checked = {}  # path length -> whether path_text's is astor's text
 
     def arg_ast(self, arg):
         if type(arg) is Node and arg in self.inline_ast:
@@ -202,6 +207,17 @@ class Emitter:
         return [(f"{batch.var} = {rows[0]}.shape[0]", "the batch size"),
                 (f"if {' or '.join(tests)}:", ""),
                 (f"    raise GuardFailure(f{message!r})", "")]
+
+    def path_text(self, path):
+        """render(self.path_ast(path)); a path of int keys (`params[3][0]`, one per input
+        of a deep net) written out, each length's first checked against the rendering."""
+        if any(type(k) is not int or k < 0 for k in path[1:]):
+            return render(self.path_ast(path))
+        text = self.params[path[0]] + "".join(f"[{k}]" for k in path[1:])
+        same = self.paths_checked.get(len(path))
+        if same is None:
+            same = self.paths_checked[len(path)] = text == render(self.path_ast(path))
+        return text if same else render(self.path_ast(path))
 
     def path_ast(self, path):
         expr = ast.Name(self.params[path[0]], ast.Load())
@@ -286,21 +302,24 @@ class Emitter:
                 section = kind
                 if kind == "# backward":
                     body += self.saved_line(i)
-            if NOTES.get(node, note) != note:  # the first line of a pass's group
+            if NOTES and NOTES.get(node, note) != note:  # the first line of a pass's group
                 note = NOTES[node]
                 body.append((f"# {note}", ""))
             if self.joins is not None:
                 body += self.allocation_lines(i)
-            value = self.value_ast(node, reuse.get(i))
-            stmt = ast.Assign([ast.Name(name, ast.Store())], value)
-            if i in reuse and self.shared.get(reuse[i]) is self.shared.get(node, False):
-                stmt = _in_place(value, name)
+            in_place = i in reuse and self.shared.get(reuse[i]) is self.shared.get(node, False)
+            mark = self.graph.marks.get(node.stack) if node.grad_of is None else None
+            raises = node.prim.name in RAISES and node.grad_of is None
+            text = None if raises or mark is not None else \
+                self.texts.text(node, name, reuse.get(i), in_place)  # a layout seen before
+            if text is None:
+                value = self.value_ast(node, reuse.get(i))
+                stmt = statement(value, name, in_place)
             comment, run_loc = self.once(node, run_loc)
             body += self.pending
             self.pending = []
-            mark = self.graph.marks.get(node.stack) if node.grad_of is None else None
             dead = self.dels(n for n in last_use.get(i, ()) if self.names[n] != name)
-            if node.prim.name in RAISES and node.grad_of is None:
+            if raises:
                 body += self.raising(node, render(stmt), comment, locs, len(body)) + dead
             elif mark is not None:  # in a `try:` or an np.errstate (raising.py)
                 if node not in used:  # kept for its raise alone (`try: x[i]`)
@@ -309,7 +328,7 @@ class Emitter:
             else:
                 if node.loc is not None:
                     locs[len(body)] = node.loc
-                body.append((render(stmt), comment))
+                body.append((render(stmt) if text is None else text, comment))
                 body += dead
         returned = "return " + render(self.output_ast(self.graph.outputs))
         body += self.pending + [(returned, "")]
@@ -408,7 +427,7 @@ class Emitter:
         only `grad of add` when the rule changes at the same line, nothing when the
         comment would repeat the line before (but a fused numexpr line, which stands for
         much of the user's line, says where it is). Returns (comment, the run it starts)."""
-        comment = _comment(node, self.graph.kind)
+        comment = said = _comment(node, self.graph.kind)
         if node.loc is None:
             return comment, run
         key = (node.grad_of is None, node.loc)
@@ -419,7 +438,7 @@ class Emitter:
                 return comment.rsplit(", ", 1)[0], (key, comment)        # the same line
         if node.grad_of is None and (run is None or run[0] != key):
             comment = f"{comment}  {source_line(node.loc)}".rstrip()
-        return comment, (key, _comment(node, self.graph.kind))
+        return comment, (key, said)
 
     def saved_line(self, start):
         """`# saved by the forward: h, n, zr and 357 more`: the forward's arrays that the
@@ -731,11 +750,10 @@ class Emitter:
                 self.names[node] = name = self.params[path[0]]
                 self.ns.used.add(name)
                 continue
-            expr = self.path_ast(path)
             name = self.ns.fresh(node.name or (node.prim.name if node.prim else "v"))
             self.names[node] = name
             saved = node in self.graph.paths
-            lines.append((f"{name} = {render(expr)}",
+            lines.append((f"{name} = {self.path_text(path)}",
                           "saved by the forward pass" if saved else "unpack the argument"))
         return lines
 
@@ -850,16 +868,20 @@ class Emitter:
         return lines
 
 
-_MODULE_USE = re.compile(r"\b(np|math)\.")
+_MODULE_USE = {name: re.compile(rf"\b{name}\.") for name in ("np", "math")}
 
 
 def _names_used(parts):
-    """Which of np and math the code reads (not a comment quoting the user's source)."""
+    """Which of np and math the code reads (not a comment quoting the user's source): a
+    use before any `  # ` on its line. Each name's first such use ends its search."""
     used = set()
-    for part in parts:
-        for line in part.splitlines():
-            code = line.split("  # ", 1)[0]
-            used.update(_MODULE_USE.findall(code))
+    for name, pattern in _MODULE_USE.items():
+        for part in parts:
+            if name + "." in part and any(  # (a substring test first: most parts lack one)
+                    part.find("  # ", part.rfind("\n", 0, m.start()) + 1, m.start()) < 0
+                    for m in pattern.finditer(part)):
+                used.add(name)
+                break
     return used
 
 

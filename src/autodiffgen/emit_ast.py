@@ -68,7 +68,8 @@ def render(tree):
 # A name is an atom wherever it stands, so the text around it does not depend on it.
 _RENDERED = {}
 _RENDERED_LIMIT = 1 << 14
-_STAND_IN = re.compile(r"_adg_name_(\d+)_")
+_INT_MARK = 9182736450  # an int stand-in's digits: _INT_MARK, the slot in six digits, 9
+_STAND_IN = re.compile(rf"_adg_name_(\d+)_|\b{_INT_MARK}(\d{{6}})9\b")
 
 
 def _layout(node, names):
@@ -80,6 +81,9 @@ def _layout(node, names):
         return kind
     if kind is ast.Constant:  # 1, 1.0 and True are equal keys: the type tells them apart
         value = node.value
+        if value.__class__ is int and value >= 0:  # a size or an index (`x[123]`): its
+            names.append(repr(value))               # digits, as a name's, in a slot
+            return _INT
         return kind, value.__class__, repr(value), node.kind
     if kind is list:
         return (list, *[_layout(item, names) for item in node])
@@ -108,11 +112,14 @@ def _layout(node, names):
 
 
 _FIELDS = {}  # class -> its _fields (() for an operator or a context), False: no ast node
+_INT = "int"  # the layout of a non-negative int constant, whose digits fill a slot
 
 
 def _names(node, found):
-    """The Name nodes of a tree, in the order _layout visits them."""
-    if type(node) is ast.Name:
+    """The Name nodes of a tree and its non-negative int constants, in the order _layout
+    visits them."""
+    if type(node) is ast.Name or type(node) is ast.Constant and \
+            node.value.__class__ is int and node.value >= 0:
         found.append(node)
     elif isinstance(node, ast.AST):
         for field in node._fields:
@@ -129,19 +136,21 @@ def _render_layout(tree):
     found = _names(tree, [])
     if not found:
         return _source(tree)
-    originals = [n.id for n in found]
+    # an int's stand-in is an int (so written as any non-negative int is, `(7).real` too)
+    field = ["id" if type(n) is ast.Name else "value" for n in found]
+    originals = [getattr(n, f) for n, f in zip(found, field)]
     try:
-        for k, n in enumerate(found):
-            n.id = f"_adg_name_{k}_"
+        for k, (n, f) in enumerate(zip(found, field)):
+            setattr(n, f, f"_adg_name_{k}_" if f == "id" else int(f"{_INT_MARK}{k:06d}9"))
         text = _source(tree)
     finally:
-        for n, original in zip(found, originals):
-            n.id = original
+        for n, f, original in zip(found, field, originals):
+            setattr(n, f, original)
     pieces = _STAND_IN.split(text)
-    slots = [int(k) for k in pieces[1::2]]
+    slots = [int(a if a is not None else b) for a, b in zip(pieces[1::3], pieces[2::3])]
     if sorted(slots) != list(range(len(found))):  # a stand-in in a string, or a name twice
         return _source(tree)
-    return pieces[0::2], slots
+    return pieces[0::3], slots
 
 
 def _source(tree):

@@ -8,6 +8,7 @@ top-level function is what the reader has in front of them.
 """
 
 import builtins
+import functools
 import keyword
 import linecache
 import re
@@ -61,9 +62,7 @@ class Namespace:
         self.counts = {}
 
     def fresh(self, base):
-        base = re.sub(r"\W", "_", base or "v").strip("_") or "v"
-        if base[0].isdigit():
-            base = "v" + base
+        base = _identifier(base)
         if base not in self.used:
             self.used.add(base)
             return base
@@ -75,3 +74,10 @@ class Namespace:
                 self.counts[base] = n
                 self.used.add(candidate)
                 return candidate
+
+
+@functools.lru_cache(maxsize=4096)
+def _identifier(base):
+    """`base` as an identifier: `v` for nothing, `_` for what is not a word character."""
+    base = re.sub(r"\W", "_", base or "v").strip("_") or "v"
+    return "v" + base if base[0].isdigit() else base

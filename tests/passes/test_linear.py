@@ -171,6 +171,26 @@ def test_render_by_layout_writes_what_astor_writes(text):
         assert emit_ast.render(other) == emit_ast._source(other)
 
 
+@pytest.mark.parametrize("text", [
+    "x = a[123]",
+    "y = (7).real + a[0]",
+    "z = np.reshape(a, (8, 3))",
+    "k = a ** 2 * b[3, 4] - 2 ** c",
+    "j = -a[5]",
+    "s = np.sum(a, axis=1, keepdims=True)",
+    "t = f(0, 1, 2, 3, 0, 1)",
+    "v = a[1:10:2, 0] + 1.5",
+    "m = 'at 91827364500000009 91827364500000019' + a[0]",
+])
+def test_ints_are_slots_of_their_layout(text):
+    """A non-negative int constant fills a slot as a name does (an index of `x[123]`, a
+    shape): statements differing in them share a layout, and each renders as astor
+    writes it, in any place an int stands (`(7).real`)."""
+    for old, new in ((None, None), ("1", "12"), ("0", "40"), ("3", "0"), ("7", "8")):
+        tree = _statement(text if old is None else text.replace(old, new))
+        assert emit_ast.render(tree) == emit_ast._source(tree)
+
+
 def _at_commas_by_scanning(line, width):
     """emit_ast._at_commas as it was, scanning every break for each line (quadratic)."""
     text = line.lstrip()
@@ -244,20 +264,34 @@ def simplifiable(n):
     return f
 
 
-@pytest.mark.parametrize("shape", [fanout, chain, rnn, simplifiable])
+def factored(n):
+    """Work for scalars and cse at every step: signs to fold into a factor, a common factor,
+    the same product computed twice."""
+    def f(x):
+        y = x
+        for _ in range(n):
+            y = np.sin(-(y * 0.5)) + (-np.cos(y)) + y * 0.3 + np.cos(y) * 0.3
+        return np.sum(np.tanh(y) * np.tanh(y))
+    return f
+
+
+@pytest.mark.parametrize("shape", [fanout, chain, rnn, simplifiable, factored])
 def test_examined_nodes_skipped_give_the_same_graph(shape):
-    """fold and simplify skip the nodes they left before (whose arguments did not change
-    since): the optimized graph is the one full sweeps give."""
-    args = _args(shape, 20) if shape is not simplifiable else (np.linspace(0.1, 0.9, 3),)
+    """fold, simplify and scalars skip the nodes they left before (whose arguments did not
+    change since), cse reuses the keys it computed: the optimized graph is the one full
+    sweeps give."""
+    args = _args(shape, 20) if shape not in (simplifiable, factored) \
+        else (np.linspace(0.1, 0.9, 3),)
     graph = traced(shape(20), *args, argnums=0)
     assert _structure(passes.optimize(graph)) == _structure(_full_sweeps(graph))
 
 
-@pytest.mark.parametrize("local", [passes.fold, passes.simplify])
+@pytest.mark.parametrize("local", [passes.fold, passes.simplify, passes.scalars])
 def test_a_sweep_over_an_unchanged_graph_looks_at_no_node(local):
     """After a sweep, every node left is examined: the next sweep over the same graph
     decides each by `unchanged` alone."""
-    graph = traced(simplifiable(10), np.linspace(0.1, 0.9, 3))
+    graph = traced((factored if local is passes.scalars else simplifiable)(10),
+                   np.linspace(0.1, 0.9, 3))
     examined = set()
     graph, changed = local(graph, examined)
     assert changed
@@ -265,3 +299,90 @@ def test_a_sweep_over_an_unchanged_graph_looks_at_no_node(local):
     while changed:
         graph, changed = local(graph, examined)
     assert set(graph.nodes) <= examined
+
+
+def test_cse_computes_no_key_again_for_a_node_it_keyed(monkeypatch):
+    """With optimize's `keys`, a sweep over the graph cse returned computes the key of no
+    node it keyed before: only the nodes its replacements copied are new."""
+    cse_module = importlib.import_module("autodiffgen.passes.cse")
+    computed = []
+    key = cse_module._key
+    monkeypatch.setattr(cse_module, "_key", lambda *a: computed.append(a[0]) or key(*a))
+    graph = traced(factored(10), np.linspace(0.1, 0.9, 3))
+    keys = {}
+    optimized, changed = passes.cse(graph, keys)
+    assert changed
+    assert len(computed) == len([n for n in graph.nodes if not n.prim.effect])
+    computed.clear()
+    keyed = set(keys)
+    again, changed = passes.cse(optimized, keys)
+    assert not changed and again is optimized
+    assert computed == [n for n in optimized.nodes if n not in keyed]  # the copies alone
+    computed.clear()
+    assert passes.cse(again, keys) == (again, False)
+    assert not computed  # a sweep over a graph it left: every key known
+
+
+def test_fuse_looks_no_further_without_a_large_array(monkeypatch):
+    """The users map and the guards' reads are made only when some array is large enough
+    for numexpr: a graph of small arrays costs one sweep."""
+    fuse_module = importlib.import_module("autodiffgen.passes.fuse")
+    made = []
+    users_of = fuse_module.users_of
+    monkeypatch.setattr(fuse_module, "users_of", lambda nodes: made.append(1) or users_of(nodes))
+    graph = traced(chain(50), np.linspace(0.1, 0.9, 8))
+    assert passes.fuse(graph) == (graph, False)
+    assert not made
+    passes.fuse(graph, min_elements=1)  # every array large enough: the usual walk
+    assert made
+
+
+@pytest.mark.parametrize("shape", [fanout, chain, rnn, factored])
+def test_statement_texts_by_layout_are_the_rendered_ones(shape, monkeypatch):
+    """emit_text reuses a statement's text for statements of its layout: the module is the
+    one every statement's tree rendered alone gives, and the trees built and rendered do
+    not grow with the graph."""
+    emit_text = importlib.import_module("autodiffgen.emit_text")
+    learned = []
+    learn = emit_text.Texts._learn
+    monkeypatch.setattr(emit_text.Texts, "_learn",
+                        lambda self, *a: learned.append(1) or learn(self, *a))
+    counts = []
+    for n in (40, 160):
+        args = _args(shape, n) if shape is not factored else (np.linspace(0.1, 0.9, 3),)
+        learned.clear()
+        reused = ad.emit(shape(n), *args)
+        counts.append(len(learned))
+        with monkeypatch.context() as m:
+            m.setattr(emit_text.Texts, "text", lambda self, *a: None)
+            assert reused == ad.emit(shape(n), *args)
+    assert counts[1] <= counts[0] + 2, counts
+
+
+def test_int_paths_are_written_as_rendered():
+    """An input at params[k][j] (a deep net's weights) is unpacked by text written out,
+    which is the text its tree renders to."""
+    emit = importlib.import_module("autodiffgen.emit")
+    emitter = emit.Emitter(traced(lambda p, x: np.sum(x), [np.ones(2)], np.ones(2)))
+    for path in [(0, 3), (0, 12, 0), (1, 0, 1, 2), (0, "W"), (0, -1), (0, True)]:
+        assert emitter.path_text(path) == emit_ast.render(emitter.path_ast(path))
+    assert emitter.paths_checked == {2: True, 3: True, 4: True}
+
+
+def test_the_pipeline_leaves_no_young_objects_behind():
+    """What the compile stages made and kept goes to the oldest generation when they end,
+    so the first collection after them (in the compile of the source) does not walk it;
+    objects the user froze stay frozen."""
+    import gc
+
+    from autodiffgen import pipeline
+
+    pipeline.compile_gradient(chain(200), (np.linspace(0.1, 0.9, 8),), (0,), ("x",))
+    assert gc.get_count()[0] < 100
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    try:
+        pipeline.compile_gradient(chain(50), (np.linspace(0.1, 0.9, 8),), (0,), ("x",))
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

@@ -39,11 +39,12 @@ def optimize(graph, pipeline=PIPELINE, numexpr=False):
 
     The passes run in turn, and the loop stops as soon as each has run once on the graph
     as it is without changing it (not at the end of a round): the graphs are the same as
-    round by round, without the passes that could not change anything. fold and simplify
-    look again only at the nodes that are new since they last ran, or read a node they
-    replace (`examined`)."""
+    round by round, without the passes that could not change anything. fold, simplify and
+    scalars look again only at the nodes that are new since they last ran, or read a node
+    they replace (`examined`); cse keeps each node's key."""
     clean = 0  # passes run in a row that changed nothing
-    examined = {fold: set(), simplify: set()}  # local passes: the nodes they need not revisit
+    # what a pass keeps across its runs: the nodes a local pass need not revisit, cse's keys
+    examined = {fold: set(), simplify: set(), scalars: set(), cse: {}}
     for k in range(MAX_ROUNDS * len(pipeline)):
         if clean == len(pipeline):
             break

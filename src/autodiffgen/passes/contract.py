@@ -25,15 +25,18 @@ from .rewrite import clone, guard_reads, substitute
 def contract(graph):
     replace = {}
     consumed = guard_reads(graph)
-    users = users_of(graph.nodes)
+    users = None  # made at the first transpose: most graphs' nodes are neither kind
     outputs = {o for o in leaves(graph.outputs) if type(o) is Node}
     touched = set()  # one swap per chain of products a round: each reads the graph as it is
     for node in graph.nodes:
-        swapped = _swapped_product(node, users, outputs, consumed | touched)
-        if swapped is not None:
-            replace[node] = swapped
-            touched.update((node, node.args[0], *node.args[0].args))
-        if op(node) != "einsum" or len(node.args) < 2 or node in consumed \
+        kind = op(node)
+        if kind == "transpose":
+            users = users_of(graph.nodes) if users is None else users
+            swapped = _swapped_product(node, users, outputs, consumed | touched)
+            if swapped is not None:
+                replace[node] = swapped
+                touched.update((node, node.args[0], *node.args[0].args))
+        if kind != "einsum" or len(node.args) < 2 or node in consumed \
                 or node.dtype not in BLAS_DTYPES \
                 or any(_dtype(a) != node.dtype for a in node.args):
             continue

@@ -8,28 +8,42 @@ from ..graph import Node, constant_key
 from .rewrite import substitute
 
 
-def cse(graph):
+def cse(graph, keys=None):
+    """`keys` (optimize's, across its rounds): node -> its key as computed before, which
+    holds as long as none of its arguments is replaced in this sweep (a node never
+    changes: a pass copies it instead), so a later round hashes what it looked at."""
     seen, replace, param_keys = {}, {}, {}
+    keys = {} if keys is None else keys
     for node in graph.nodes:
         if node.prim.effect:  # two draws are two draws
             continue
-        params = node.params
-        if not params:
-            pkey = ()
-        elif id(params) in param_keys:  # a copy made by a pass shares its original's
-            pkey = param_keys[id(params)][1]
-        else:
-            pkey = tuple((k, _param_key(v)) for k, v in sorted(params.items()))
-            param_keys[id(params)] = (params, pkey)  # params held: its id stays its own
-        # a node by identity, after the one it is replaced by (which is never replaced
-        # itself: it was seen first); a constant by value (no constant's key equals a Node)
-        key = (id(node.prim), tuple([replace.get(a, a) if type(a) is Node else constant_key(a)
-                                     for a in node.args]), pkey)
+        touched = replace and any(type(a) is Node and a in replace for a in node.args)
+        key = None if touched else keys.get(node)
+        if key is None:
+            key = _key(node, replace, param_keys)
+            if not touched:
+                keys[node] = key
         if key in seen:
             replace[node] = seen[key]
         else:
             seen[key] = node
     return substitute(graph, replace)
+
+
+def _key(node, replace, param_keys):
+    """(primitive, arguments, parameters): a node by identity, after the one it is replaced
+    by (which is never replaced itself: it was seen first); a constant by value (no
+    constant's key equals a Node)."""
+    params = node.params
+    if not params:
+        pkey = ()
+    elif id(params) in param_keys:  # a copy made by a pass shares its original's
+        pkey = param_keys[id(params)][1]
+    else:
+        pkey = tuple((k, _param_key(v)) for k, v in sorted(params.items()))
+        param_keys[id(params)] = (params, pkey)  # params held: its id stays its own
+    return (id(node.prim), tuple([replace.get(a, a) if type(a) is Node else constant_key(a)
+                                  for a in node.args]), pkey)
 
 
 def _param_key(value):

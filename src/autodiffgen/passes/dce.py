@@ -22,9 +22,10 @@ def dce(graph):
 def _reachable(roots):
     """The nodes the roots read, directly or not (a plain walk: no order is needed)."""
     live, stack = set(), list(roots)
-    while stack:
-        node = stack.pop()
-        if node not in live:
-            live.add(node)
-            stack.extend(a for a in node.args if type(a) is Node and a not in live)
+    push, pop, add = stack.extend, stack.pop, live.add
+    while stack:  # arguments pushed as they are (constants too), sorted out when popped
+        node = pop()
+        if type(node) is Node and node not in live:
+            add(node)
+            push(node.args)
     return live

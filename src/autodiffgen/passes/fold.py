@@ -28,14 +28,17 @@ def fold(graph, examined=None):
     for node in graph.nodes:
         if node.prim.effect or unchanged(node, examined, replace):
             continue
-        args = [replace.get(a, a) if type(a) is Node else a for a in node.args]
-        if any(type(a) is Node for a in args) or \
-                (node.prim.op == "broadcast_to" and any(type(a) is Node for a in node.args)):
-            continue
-        value = node.prim.impl(*args, **node.params)
-        if _foldable(value, node):
-            replace[node] = np.array(value, dtype=node.dtype) if np.ndim(value) == 0 \
-                and isinstance(value, np.ndarray) else value
+        for a in node.args:  # (a replaced argument is a constant: fold replaces by them)
+            if type(a) is Node and a not in replace:
+                break  # reads a value computed at run time: most nodes
+        else:
+            if node.prim.op == "broadcast_to" and any(type(a) is Node for a in node.args):
+                continue
+            args = [replace.get(a, a) if type(a) is Node else a for a in node.args]
+            value = node.prim.impl(*args, **node.params)
+            if _foldable(value, node):
+                replace[node] = np.array(value, dtype=node.dtype) if np.ndim(value) == 0 \
+                    and isinstance(value, np.ndarray) else value
     if examined is not None:
         examined.update(n for n in graph.nodes if n not in replace)
     return substitute(graph, replace)

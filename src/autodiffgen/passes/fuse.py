@@ -34,6 +34,7 @@ import ast
 import functools
 import importlib
 import importlib.util
+import math
 import os
 
 import numpy as np
@@ -66,6 +67,8 @@ def fuse(graph, min_elements=None):
     overrides the measured size threshold (tests fuse small arrays with it)."""
     if not ENABLED:
         return graph, False
+    if not any(_large(node, min_elements) for node in graph.nodes):
+        return graph, False  # no array large enough: the usual case, seen in one sweep
     kept = {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
     uses = {node: len(users) for node, users in users_of(graph.nodes).items()}
     absorbed = guard_reads(graph)  # what guards read stays as traced
@@ -85,8 +88,17 @@ def fuse(graph, min_elements=None):
     return substitute(graph, replace)
 
 
+def _large(node, min_elements):
+    """Whether a node is large enough for _pays_off to consider (numexpr not imported)."""
+    if not node.shape:
+        return False
+    least = min_elements if min_elements is not None else \
+        min(MIN_ELEMENTS.get(node.dtype, (None,)), default=None)
+    return least is not None and math.prod(node.shape) >= least
+
+
 def _pays_off(root, min_elements):
-    size = int(np.prod(root.shape))
+    size = int(math.prod(root.shape))
     if min_elements is not None:
         return size >= min_elements and _numexpr() is not None
     thresholds = MIN_ELEMENTS.get(root.dtype)

@@ -16,11 +16,11 @@ def clone(node, args=None, prim=None, params=None):
                 node.params if params is None else params, node.shape, node.dtype,
                 node.loc, node.stack, node.grad_of)
     copy.name, copy.trace_id = node.name, node.trace_id
-    if node in PYTHON_NUMBERS:
-        PYTHON_NUMBERS.add(copy)
-    if node in COPY_OF:
+    if PYTHON_NUMBERS and node in PYTHON_NUMBERS:  # (an empty one is not looked into:
+        PYTHON_NUMBERS.add(copy)                   # a weak look-up makes a weakref)
+    if COPY_OF and node in COPY_OF:
         COPY_OF[copy] = COPY_OF[node]
-    if node in NOTES:
+    if NOTES and node in NOTES:
         NOTES[copy] = NOTES[node]
     return copy
 
@@ -29,10 +29,14 @@ def substitute(graph, replace):
     """`graph` with every use of a key of `replace` reading its value instead.
 
     A value is a node already in the graph, a constant, or a new node (made with `clone`)
-    that takes the replaced node's place in the order. Returns (graph, changed)."""
+    that takes the replaced node's place in the order. Returns (graph, changed).
+
+    Linear in the graph, and cheap per node left as it is (a pass often replaces a few
+    nodes of a large graph): a node none of whose arguments changed is kept without a
+    call, and the set of the graph's nodes is made only when a new node is inserted."""
     if not replace:
         return graph, False
-    present = set(graph.nodes) | set(graph.inputs)  # a backward function's inputs are nodes too
+    present = None  # the graph's nodes and inputs (a backward function's inputs are nodes)
     new_of = {}
 
     def resolve(arg):
@@ -42,43 +46,78 @@ def substitute(graph, replace):
 
     changed = set(replace)  # the nodes whose readers change: replaced ones, copied ones
 
-    def renew(node):
-        try:
-            if changed.isdisjoint(node.args):  # most nodes: nothing they read changed
-                return node
-        except TypeError:  # an unhashable constant (an array) among the arguments
-            pass
-        args = tuple(resolve(a) for a in node.args)
-        if any(a is not b for a, b in zip(args, node.args)):
-            new_of[node] = clone(node, args)
-            changed.add(node)
-        return new_of.get(node, node)
+    # clone's look-ups, made cheap: a weak one makes a weakref; the Python numbers are few
+    # (held here while it runs), and the other tables are most often empty
+    numbers, copies, notes = _held(PYTHON_NUMBERS), bool(COPY_OF), bool(NOTES)
+
+    def renew(node):  # a node some argument of which may have changed
+        args = tuple([resolve(a) for a in node.args])
+        for a, b in zip(args, node.args):
+            if a is not b:
+                break
+        else:
+            return new_of.get(node, node)
+        copy = Node(node.id, node.prim, args, node.params, node.shape, node.dtype,
+                    node.loc, node.stack, node.grad_of)  # clone(node, args), as it does:
+        copy.name, copy.trace_id = node.name, node.trace_id
+        if node in numbers:
+            PYTHON_NUMBERS.add(copy)
+        if copies and node in COPY_OF:
+            COPY_OF[copy] = COPY_OF[node]
+        if notes and node in NOTES:
+            NOTES[copy] = NOTES[node]
+        new_of[node] = copy
+        changed.add(node)
+        return copy
 
     nodes = []
+    append, untouched = nodes.append, changed.isdisjoint
 
     def insert(target):
         """A new node (and any new node it reads) in the place of the one it replaces."""
-        if type(target) is not Node or target.prim is None or target in present \
-                or target in new_of:
+        nonlocal present
+        if type(target) is not Node or target.prim is None or target in new_of:
+            return
+        if present is None:
+            present = set(graph.nodes)
+            present.update(graph.inputs)
+        if target in present:
             return
         for arg in target.args:
             insert(arg)
-        nodes.append(renew(target))
+        append(renew(target))
         new_of.setdefault(target, target)
 
     for node in graph.nodes:
         if node in replace:
             insert(replace[node])
-        else:
-            nodes.append(renew(node))
+            continue
+        try:
+            if untouched(node.args):  # most nodes: nothing they read changed
+                append(node)
+                continue
+        except TypeError:  # an unhashable constant (an array) among the arguments
+            pass
+        append(renew(node))
     outputs = map_tree(graph.outputs, lambda o: resolve(o) if type(o) is Node else o)
     derivative_of = {}
     for node, of in graph.derivative_of.items():
-        target = resolve(node)
+        target = resolve(node) if node in replace or node in new_of else node
         if type(target) is Node and target.grad_of is not None:  # forward values keep
             derivative_of.setdefault(target, of)                 # their own names
     return dataclasses.replace(graph, nodes=nodes, outputs=outputs,
                                derivative_of=derivative_of), True
+
+
+def _held(weak):
+    """A WeakSet's members, as a set: those of this graph cannot come or go meanwhile (its
+    nodes are this thread's), but another thread's trace may add its own while the copy
+    is made, which makes the copy fail: then it is made again."""
+    while True:
+        try:
+            return set(weak)
+        except RuntimeError:  # "Set changed size during iteration"
+            continue
 
 
 def unchanged(node, examined, replace):
@@ -86,6 +125,8 @@ def unchanged(node, examined, replace):
     would leave it again: none of its arguments is replaced in this sweep (`replace`)."""
     if examined is None or node not in examined:
         return False
+    if not replace:
+        return True
     try:
         return replace.keys().isdisjoint(node.args)
     except TypeError:  # an unhashable constant (an array) among the arguments

@@ -27,20 +27,28 @@ import numpy as np
 
 from ..graph import Node, op
 from ..rules import PRIMITIVES
-from .rewrite import clone, guard_reads, op_here, substitute
+from .rewrite import clone, guard_reads, op_here, substitute, unchanged
 
 
-def scalars(graph):
+def scalars(graph, examined=None):
+    """`examined`: as simplify's, the nodes no rewrite applied to (not those a guard's
+    read kept as they were: a guard may go). Right while each rewrite reads the node, its
+    arguments and theirs alone, never its users."""
     guarded = None
     replace, opaque = {}, set(graph.inputs)
     for node in graph.nodes:
+        if unchanged(node, examined, replace):
+            continue
         impl = getattr(node.prim, "impl", None)
         if not isinstance(impl, np.ufunc) or impl.signature is not None or node.prim.effect \
                 or not node.shape or node.dtype.kind not in "fc":
-            continue
-        args = [replace.get(a, a) if type(a) is Node else a for a in node.args]
-        better = _rewrite(node, args, opaque)
+            better = None
+        else:
+            args = [replace.get(a, a) if type(a) is Node else a for a in node.args]
+            better = _rewrite(node, args, opaque)
         if better is None:
+            if examined is not None:
+                examined.add(node)
             continue
         guarded = guard_reads(graph) if guarded is None else guarded
         if node not in guarded:

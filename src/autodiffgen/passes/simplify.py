@@ -102,32 +102,32 @@ def _negated(node, x):
 
 def _multiply(node, args, opaque):
     a, b = args
-    for x, c in ((a, b), (b, a)):
-        if _fits(x, node) and _is(c, 1):
+    for x, c in ((a, b), (b, a)):  # (the constant first: it is seldom one)
+        if _is(c, 1) and _fits(x, node):
             return x
-        if _fits(x, node) and _is(c, -1):
+        if _is(c, -1) and _fits(x, node):
             return _negated(node, x)
     return None
 
 
 def _divide(node, args, opaque):
     a, b = args
-    return a if _fits(a, node) and _is(b, 1) else None
+    return a if _is(b, 1) and _fits(a, node) else None
 
 
 def _add(node, args, opaque):
     a, b = args
     for x, c in ((a, b), (b, a)):
-        if _fits(x, node) and _is(c, 0):
+        if _is(c, 0) and _fits(x, node):
             return x
     return None
 
 
 def _subtract(node, args, opaque):
     a, b = args
-    if _fits(a, node) and _is(b, 0):
+    if _is(b, 0) and _fits(a, node):
         return a
-    if _fits(b, node) and _is(a, 0):
+    if _is(a, 0) and _fits(b, node):
         return _negated(node, b)
     return None
 

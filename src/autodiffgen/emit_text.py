@@ -1,0 +1,101 @@
+"""A statement's text from an earlier statement of the same layout, without a syntax tree.
+
+Most statements of a large function differ from an earlier one in their names alone
+(`sin_3 = np.sin(multiply_2, out=multiply_2)`): the same primitive, the same constants,
+the same buffer decisions. Building each one's `ast` and rendering it is most of the
+emitter's time per node, so a statement of a plain node (no parameters, arguments that
+are values or scalar constants) is keyed by what its text depends on besides its names
+(the primitive, the constants, `out=` and whether it is `np.dot`'s, in place or not,
+which of its names are the same name; a write into a join's slot is built as usual),
+built and rendered once per key with stand-in names, and its text reused with the names
+put in. The text is exactly what emit.Emitter builds: the first statement of a key
+is built both ways, and a key whose two texts differ is not reused.
+"""
+
+import ast
+import re
+
+import numpy as np
+
+from .emit_ast import render
+from .emit_slots import c_ordered_product
+from .graph import Node
+
+_SLOT = re.compile(r"_adg_slot_(\d+)_")
+_NUMBERS = (int, float, bool)
+
+
+class Texts:
+    """The statement texts of one Emitter's function, by layout."""
+
+    def __init__(self, emitter):
+        self.emitter = emitter
+        self.known = {}  # layout key -> (text pieces, name slots), or None: not reused
+
+    def text(self, node, name, out, in_place):
+        """The statement binding `name` to node's value (written into `out` when not None;
+        as an update in place when `in_place`), or None: not a plain node, built as usual."""
+        emitter = self.emitter
+        if node.params or emitter.scalar or node in emitter.contiguous:
+            return None
+        names, constants = [name], []
+        for k, arg in enumerate(node.args):
+            if type(arg) is Node:
+                if arg in emitter.inline_ast:
+                    return None
+                names.append(emitter.names[arg])
+            elif type(arg) in _NUMBERS or isinstance(arg, np.generic) and \
+                    arg.dtype.kind in "biuf" and type(arg.item()) is not type(arg):
+                constants.append((k, type(arg), repr(arg)))  # written as its repr says
+            else:
+                return None
+        dot = False
+        if out is not None:  # a join's slot (emit_slots.py) is written as a subscript
+            if type(out) is not Node or out in emitter.inline_ast:
+                return None
+            names.append(emitter.names[out])
+            dot = c_ordered_product(node, out, emitter.ordered)  # np.dot, not np.matmul
+        first = {}
+        same = tuple([first.setdefault(n, j) for j, n in enumerate(names)])
+        key = (id(node.prim), in_place, out is not None, dot,
+               out is None and emitter.numpy_on_numbers(node), same, tuple(constants))
+        known = self.known.get(key, False)
+        if known is False:
+            known = self.known[key] = self._learn(node, out, in_place, names, same)
+        if known is None:
+            return None
+        pieces, slots = known
+        parts = [pieces[0]]
+        for k, slot in enumerate(slots):
+            parts.append(names[slot])
+            parts.append(pieces[k + 1])
+        return "".join(parts)
+
+    def _learn(self, node, out, in_place, names, same):
+        """(pieces, slots) of the statement rendered with stand-in names, checked against
+        the statement rendered with its own; None if they differ."""
+        emitter = self.emitter
+        valued = [a for a in node.args if type(a) is Node] + ([out] if out is not None else [])
+        own = {n: emitter.names[n] for n in valued}
+        stand_ins = [f"_adg_slot_{j}_" for j in same]
+        try:
+            for n, stand_in in zip(valued, stand_ins[1:]):
+                emitter.names[n] = stand_in
+            text = render(statement(emitter.value_ast(node, out), stand_ins[0], in_place))
+        finally:
+            emitter.names.update(own)
+        pieces = _SLOT.split(text)
+        known = pieces[0::2], [int(s) for s in pieces[1::2]]
+        real = render(statement(emitter.value_ast(node, out), names[0], in_place))
+        filled = [known[0][0]]
+        for k, slot in enumerate(known[1]):
+            filled += [names[slot], known[0][k + 1]]
+        return known if "".join(filled) == real else None
+
+
+def statement(value, name, in_place):
+    """`name = value`, or the update in place emit._in_place writes."""
+    if in_place:
+        from .emit import _in_place  # emit imports this module
+        return _in_place(value, name)
+    return ast.Assign([ast.Name(name, ast.Store())], value)
