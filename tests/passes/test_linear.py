@@ -45,9 +45,26 @@ def rnn(n):
     return f
 
 
+def gated(n):
+    """A GRU-like step: block reads of one projection per step, whose gradients are joined
+    in place (emit_slots.py), and 2-D products written by np.dot into their slots."""
+    def f(Wx, Wh, xs):
+        xw = xs @ Wx
+        h = np.zeros((2, 2))
+        for t in range(n):
+            z = np.tanh(xw[t, :, :2] + h @ Wh)
+            u = xs[t] @ Wx  # a product per step: np.dot into the slots of one stack
+            h = z * np.tanh(xw[t, :, 2:] + u[:, 2:]) + (1.0 - z) * h
+        return np.sum(h * h)
+    return f
+
+
 def _args(shape, n):
     if shape is rnn:
         return np.full((3, 3), 0.1), np.linspace(-1, 1, n * 6).reshape(n, 2, 3)
+    if shape is gated:
+        return (np.linspace(-0.5, 0.5, 12).reshape(3, 4), np.full((2, 2), 0.2),
+                np.linspace(-1, 1, n * 6).reshape(n, 2, 3))
     return (np.linspace(0.1, 0.9, 8),)
 
 
@@ -337,7 +354,7 @@ def test_fuse_looks_no_further_without_a_large_array(monkeypatch):
     assert made
 
 
-@pytest.mark.parametrize("shape", [fanout, chain, rnn, factored])
+@pytest.mark.parametrize("shape", [fanout, chain, rnn, factored, gated])
 def test_statement_texts_by_layout_are_the_rendered_ones(shape, monkeypatch):
     """emit_text reuses a statement's text for statements of its layout: the module is the
     one every statement's tree rendered alone gives, and the trees built and rendered do
