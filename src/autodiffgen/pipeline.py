@@ -34,14 +34,7 @@ def without_gc_pauses(stage):
     """A stage run with the cyclic garbage collector off (as it was before, after): a first
     call allocates hundreds of thousands of long-lived objects (nodes, trees, lines), and
     each full collection walks all of them, about a tenth of a large graph's first call.
-    Nothing is lost: what is garbage when the stage ends is collected as usual after it.
-
-    What the stage made and still holds would otherwise all be in the youngest generation
-    when it ends, and the first collection after it (inside the compile of the source that
-    follows) would walk every one of them (a second of a 100,000-op chain's first call):
-    gc.freeze() and gc.unfreeze() move them to the oldest generation at once, where the
-    full collections that come as usual look at them (not when the user has frozen objects
-    of their own: unfreeze would thaw those too)."""
+    Nothing is lost: what is garbage when the stage ends is collected as usual after it."""
     @functools.wraps(stage)
     def run(*args, **kwargs):
         if not gc.isenabled():  # off already: the user's choice, or an enclosing stage's
@@ -50,9 +43,6 @@ def without_gc_pauses(stage):
         try:
             return stage(*args, **kwargs)
         finally:
-            if not gc.get_freeze_count():  # (objects the user froze stay frozen)
-                gc.freeze()
-                gc.unfreeze()
             gc.enable()
     return run
 
