@@ -294,6 +294,8 @@ class Emitter:
             stmt = ast.Assign([ast.Name(name, ast.Store())], value)
             if i in reuse and self.shared.get(reuse[i]) is self.shared.get(node, False):
                 stmt = _in_place(value, name)
+            elif self.joins is not None and node in self.joins.unread:
+                stmt = ast.Expr(value)  # computed into its join's slot, read by nothing else
             comment, run_loc = self.once(node, run_loc)
             body += self.pending
             self.pending = []
