@@ -308,13 +308,14 @@ class Emitter:
             if self.joins is not None:
                 body += self.allocation_lines(i)
             in_place = i in reuse and self.shared.get(reuse[i]) is self.shared.get(node, False)
+            unread = not in_place and self.joins is not None and node in self.joins.unread
             mark = self.graph.marks.get(node.stack) if node.grad_of is None else None
             raises = node.prim.name in RAISES and node.grad_of is None
-            text = None if raises or mark is not None else \
+            text = None if raises or unread or mark is not None else \
                 self.texts.text(node, name, reuse.get(i), in_place)  # a layout seen before
             if text is None:
                 value = self.value_ast(node, reuse.get(i))
-                stmt = statement(value, name, in_place)
+                stmt = ast.Expr(value) if unread else statement(value, name, in_place)
             comment, run_loc = self.once(node, run_loc)
             body += self.pending
             self.pending = []

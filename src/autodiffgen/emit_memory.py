@@ -201,9 +201,14 @@ def contiguous_transposes(graph):
         if op(node) == "matmul":
             for a in node.args:
                 if op(a) == "transpose" and a.params["axes"] in (None, (1, 0)) \
-                        and len(a.shape) == 2:
+                        and len(a.shape) == 2 and not _checkpointed(a.args[0]):
                     readers[a] = readers.get(a, 0) + 1
     return {a for a, count in readers.items() if count >= 2}
+
+
+def _checkpointed(x):
+    """A checkpoint's recomputed value: its segment trades time for memory, so no copy."""
+    return type(x) is Node and (recomputed(x) or op(x) == "recompute_from")
 
 
 # ---- the schedule: backward values made from inputs alone, computed where they are read ----

@@ -45,6 +45,7 @@ class Joins:
     parts: dict   # join node -> [(part, its Slot)] of the parts assigned where the join is
     bound: set    # joins inside another join that other statements read: named as a view
     fixed: set    # buffers and parts the memory plan leaves alone
+    unread: set = None  # parts no statement reads (only their join): computed, not named
 
 
 def subscript_ast(slot, name, ctx):
@@ -240,11 +241,13 @@ def joins_last_use(graph, last_use, joins):
             if type(a) is Node and a in last and (node not in joins.slot or any(
                     a is p for p, _ in joins.parts[node])):
                 last[a] = i
+    at = {node: i for i, node in enumerate(graph.nodes)}
+    joins.unread = {n for n, i in last.items() if i == at[n] and n not in joins.slot}
     out = {}
     for i, nodes in last_use.items():
         for n in nodes:
             if n not in last:
                 out.setdefault(i, []).append(n)
-            elif n not in joins.slot or n in joins.bound:
+            elif n not in joins.unread and (n not in joins.slot or n in joins.bound):
                 out.setdefault(last[n], []).append(n)
     return out

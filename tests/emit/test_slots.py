@@ -145,6 +145,7 @@ def test_inputs_and_parts_of_two_joins_are_assigned_into_their_slots():
     lines = [line.split("#")[0].strip() for line in source.splitlines()]
     assert "s1[1] = y" in lines and "s1[2] = cos" in lines  # copied where s1 was
     assert "sin = np.sin(x, out=s1[0])" in lines and "cos = np.cos(x, out=s2[:, :3])" in lines
+    assert "np.multiply(sin, 2.0, out=s2[:, 3:])" in lines  # read by s2 alone: not named
     check_grads(f, x, y, argnums=(0, 1))
     value, _ = ad.value_and_grad(f, argnums=(0, 1))(x, y)
     np.testing.assert_allclose(value, f(x, y), rtol=1e-12)
