@@ -124,3 +124,16 @@ def test_a_shift_not_exact_leaves_the_chain():
                             "multiply_1 = np.multiply(add, 2.0, out=add)"]
     check_grads(f, x.astype(np.float64))
     check_grads(f, x, rtol=1e-4, atol=1e-5, fd=False)
+
+
+def test_a_zero_factor_is_kept():
+    """u * 0 + 1 is not 1 where u is inf: the chain stays, and nothing warns."""
+    def f(x):
+        return np.sum(np.exp(x) * 0.0 + 1.0) + np.sum((np.sin(x) * 0.0) * 3.0 - 2.0)
+    x = RNG.normal(size=4)
+    graph = passes.optimize(traced(f, x))
+    with np.errstate(all="raise"):
+        after, _ = passes.affine(graph)
+    with np.errstate(all="ignore"):
+        for got, want in zip(flat(run(after, x)), flat(run(graph, x))):
+            np.testing.assert_array_equal(got, want)

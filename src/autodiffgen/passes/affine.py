@@ -34,7 +34,8 @@ def affine(graph):
     forms, absorbed = {}, set()  # node -> (u, a, b, steps); the nodes a later step extends
     for node in chains:  # in order: a step's operand has its form already
         if node not in opaque:
-            form = _form(node, users, opaque, forms)
+            with np.errstate(all="ignore"):  # a product that overflows: _cost refuses it
+                form = _form(node, users, opaque, forms)
             if form is not None:
                 forms[node] = form
                 x = _step(node)[0]
@@ -96,12 +97,16 @@ def _cost(a, b, dtype):
     cancels (1 - t*t at a saturated tanh) must be taken before the scaling, where it is
     exact, not after it (t*t * -k + k loses the digits); so b/a must be exact in the
     array's dtype, or the chain is left as it is."""
+    if a == 0 or not (np.isfinite(a) and np.isfinite(b)):
+        return _NEVER  # u * 0 is nan at an inf: kept as written
     if b == 0:
         return int(a != 1)  # u * a, -u
     if a in (1, -1):
         return 1  # u + b, b - u
-    shift = b / a
-    return 2 if shift * a == b and float(dtype.type(shift)) == float(shift) else _NEVER
+    with np.errstate(all="ignore"):
+        shift = b / a
+        exact = shift * a == b and float(dtype.type(shift)) == float(shift)
+    return 2 if exact else _NEVER
 
 
 _NEVER = 1 << 30
