@@ -17,6 +17,12 @@ from autodiffgen.testing import check_grads
 RNG = np.random.default_rng(16)
 
 
+@pytest.fixture(autouse=True)
+def passes_on(monkeypatch):
+    """The tests read the optimized code (CI also runs the suite with AUTODIFFGEN_PASSES=0)."""
+    monkeypatch.setattr(passes, "ENABLED", True)
+
+
 def half_squared_error(w, x):  # the attention workload's last line, on a smaller model
     d = np.tanh(x @ w)
     return 0.5 * np.sum(d * d) / x.shape[0]

@@ -15,6 +15,12 @@ from autodiffgen.testing import check_grads
 RNG = np.random.default_rng(61)
 
 
+@pytest.fixture(autouse=True)
+def passes_on(monkeypatch):
+    """The tests read the optimized code (CI also runs the suite with AUTODIFFGEN_PASSES=0)."""
+    monkeypatch.setattr(passes, "ENABLED", True)
+
+
 def softplus_minus_linear(w, X, y):  # a logistic regression's loss
     z = X @ w + 0.1
     return (np.logaddexp(0.0, z) - y * z).mean() + 0.5 * 1e-3 * (w * w).sum()

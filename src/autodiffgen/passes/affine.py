@@ -1,10 +1,12 @@
-"""A chain of additions and multiplications by numbers on one array, as one `u * a + b`.
+"""A chain of additions and multiplications by numbers on one array, as one shift and
+one scale.
 
 tanh's derivative scaled and shifted, `(1 - o*o) * 0.5 + 1`, is three full-size passes
-over `o*o` where `o*o * -0.5 + 1.5` is two. Each step of such a chain (x + c, x - c,
+over `o*o` where `(o*o - 3) * -0.5` is two. Each step of such a chain (x + c, x - c,
 c - x, x * c, -x, for a number c, the intermediate values read by the next step alone)
 is `u * a + b` with a and b numbers; the chain is written as the one or two operations
-that form needs when that is fewer than it has.
+that form needs, `(u + b/a) * a` (the shift first: see `_cost`), when that is fewer than
+it has.
 
 The numbers are combined as the code would combine them (a float32 scalar stays one), and
 only numbers that are constants: this runs after generalization (pipeline.finish), where
@@ -32,7 +34,8 @@ def affine(graph):
     forms, absorbed = {}, set()  # node -> (u, a, b, steps); the nodes a later step extends
     for node in chains:  # in order: a step's operand has its form already
         if node not in opaque:
-            form = _form(node, users, opaque, forms)
+            with np.errstate(all="ignore"):  # a product that overflows: _cost refuses it
+                form = _form(node, users, opaque, forms)
             if form is not None:
                 forms[node] = form
                 x = _step(node)[0]
@@ -40,7 +43,7 @@ def affine(graph):
                     absorbed.add(x)
     replace = {}
     for node, (u, a, b, steps) in forms.items():
-        if node in absorbed or steps <= _cost(a, b) \
+        if node in absorbed or steps <= _cost(a, b, node.dtype) \
                 or np.result_type(u.dtype, a, b) != node.dtype:
             continue
         replace[node] = _written(node, u, a, b)
@@ -89,10 +92,24 @@ def _form(node, users, opaque, forms):
     return u, -a, c - b, steps + 1  # c - x
 
 
-def _cost(a, b):
-    if a == -1 and b != 0:
-        return 1  # -u + b is b - u: one step
-    return int(a != 1) + int(b != 0)
+def _cost(a, b, dtype):
+    """The steps `u * a + b` takes, written shift first: (u + b/a) * a. A difference that
+    cancels (1 - t*t at a saturated tanh) must be taken before the scaling, where it is
+    exact, not after it (t*t * -k + k loses the digits); so b/a must be exact in the
+    array's dtype, or the chain is left as it is."""
+    if a == 0 or not (np.isfinite(a) and np.isfinite(b)):
+        return _NEVER  # u * 0 is nan at an inf: kept as written
+    if b == 0:
+        return int(a != 1)  # u * a, -u
+    if a in (1, -1):
+        return 1  # u + b, b - u
+    with np.errstate(all="ignore"):
+        shift = b / a
+        exact = shift * a == b and float(dtype.type(shift)) == float(shift)
+    return 2 if exact else _NEVER
+
+
+_NEVER = 1 << 30
 
 
 def _written(node, u, a, b):
@@ -104,7 +121,7 @@ def _written(node, u, a, b):
         return clone(node, (u, b), PRIMITIVES["add"], {})
     if a == -1:
         return clone(node, (b, u), PRIMITIVES["subtract"], {})
-    scaled = Node(node.id, PRIMITIVES["multiply"], (u, a), {}, node.shape, node.dtype,
-                  node.loc, node.stack, node.grad_of)
-    scaled.trace_id = node.trace_id
-    return clone(node, (scaled, b), PRIMITIVES["add"], {})
+    shifted = Node(node.id, PRIMITIVES["add"], (u, b / a), {}, node.shape, node.dtype,
+                   node.loc, node.stack, node.grad_of)
+    shifted.trace_id = node.trace_id
+    return clone(node, (shifted, a), PRIMITIVES["multiply"], {})
