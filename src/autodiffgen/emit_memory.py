@@ -191,18 +191,20 @@ def one_name(graph, plan):
 
 # ---- layout: a transposed matrix that several matmuls read, made C-contiguous once ----
 def contiguous_transposes(graph):
-    """The 2-D transposes (`Wh.T`) that two or more matmuls read: emitted as
-    `np.ascontiguousarray(Wh.T)`. OpenBLAS multiplies by a transposed (Fortran-ordered)
-    operand markedly slower than by a C-ordered one on small left operands (a recurrent
-    step's `g @ W.T`: 39 against 25 us for 32x256 @ 256x128, float32, here), and one
-    copy is cheaper than the second product's difference."""
+    """The 2-D transposes (`Wh.T`) that two or more matmuls read as their right operand:
+    emitted as `np.ascontiguousarray(Wh.T)`. OpenBLAS multiplies by a transposed
+    (Fortran-ordered) right operand markedly slower than by a C-ordered one on small left
+    operands (a recurrent step's `g @ W.T`: 39 against 25 us for 32x256 @ 256x128,
+    float32, here), and one copy is cheaper than the second product's difference. A
+    transposed left operand (`x.T @ g`, a weight's gradient) costs BLAS nothing: copying
+    it would only add its size to the peak."""
     readers = {}
     for node in graph.nodes:
-        if op(node) == "matmul":
-            for a in node.args:
-                if op(a) == "transpose" and a.params["axes"] in (None, (1, 0)) \
-                        and len(a.shape) == 2 and not _checkpointed(a.args[0]):
-                    readers[a] = readers.get(a, 0) + 1
+        if op(node) == "matmul" and len(node.args) == 2:
+            a = node.args[1]
+            if op(a) == "transpose" and a.params["axes"] in (None, (1, 0)) \
+                    and len(a.shape) == 2 and not _checkpointed(a.args[0]):
+                readers[a] = readers.get(a, 0) + 1
     return {a for a, count in readers.items() if count >= 2}
 
 

@@ -226,6 +226,18 @@ def test_a_transpose_read_by_several_matmuls_is_made_contiguous_once(order, dtyp
     check_grads(tanh_chain, *(a.astype(np.float64) for a in (W, V, x)), argnums=(0, 1, 2))
 
 
+def test_a_transpose_read_as_the_left_operand_is_not_copied():
+    """x.T @ g (weights' gradients sharing one input) is a flag to BLAS: no copy, which
+    would only add x's size to the peak."""
+    def shared_input(A, B, x):
+        return np.sum(np.tanh(x @ A) * (x @ B))
+    rng = np.random.default_rng(4)
+    args = (rng.normal(size=(4, 3)), rng.normal(size=(4, 3)), rng.normal(size=(6, 4)))
+    source = ad.emit(shared_input, *args, argnums=(0, 1))
+    assert "ascontiguousarray" not in source
+    check_grads(shared_input, *args, argnums=(0, 1))
+
+
 def test_a_product_into_a_c_ordered_buffer_is_np_dot():
     """np.dot(..., out=) for a 2-D product into a contiguous slot or a dead product;
     np.matmul into anything else (a ufunc's result may be Fortran-ordered)."""
