@@ -208,9 +208,14 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
                 if parent in needs:
                     cots.add(parent, contribution)
                 continue
+            piece = None if node.prim.pieces is None else \
+                node.prim.pieces(g, args, node.params)  # one argument's rule, given all once
             for i, parent in enumerate(node.args):
                 if type(parent) is not Node or parent not in needs or (
                         i == 1 and node in shifted):
+                    continue
+                if piece is not None:
+                    cots.add(parent, unbroadcast(piece(i), parent.shape, parent.dtype))
                     continue
                 if node.prim is getitem and i == 0 and result_dtype(g) == parent.dtype and (
                         type(g) is Box or trace.eager):

@@ -78,6 +78,10 @@ class Primitive:
         # batch(ctx, *args, **params): the primitive applied to a batch of examples at
         # once, the batch on axis 0 of the batched arguments (batching.py; batched.py runs it)
         self.batch = None
+        # pieces(g, args, params) -> piece(i), the rule for argument i: for primitives of
+        # many arguments (stack, concatenate), whose per-argument rule would be called with
+        # all of them each time (quadratic in the argument count); set by the rule's module
+        self.pieces = None
 
     def __call__(self, *args, **params):
         return bind(self, args, params)

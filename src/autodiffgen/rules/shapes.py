@@ -56,6 +56,18 @@ stack = defprimitive("stack", lambda *xs, axis: np.stack(xs, axis=axis), "np.sta
                      {"axis": 0}, variadic_vjp=_stack_vjp, linear_in="all")
 
 
+def _concatenate_pieces(g, arrays, params):
+    """_concatenate_vjp for every argument, the offsets summed once."""
+    axis = params["axis"]
+    stops = np.cumsum([np.shape(a)[axis] for a in arrays]).tolist()
+    return lambda i: getitem(g, index=Index((slice(None),) * axis + (
+        slice(stops[i - 1] if i else 0, stops[i]),)))
+
+
+concatenate.pieces = _concatenate_pieces
+stack.pieces = lambda g, arrays, params: lambda i: _stack_vjp(i, g, None, axis=params["axis"])
+
+
 # ---- buffers: np.zeros_like(r), np.ones_like(r), np.full_like(r, v) in the user's code --------
 # A traced array (no derivative reaches r), so that a buffer filled by writes (`out =
 # np.zeros_like(r); out[m] = r[m] ** 2`) records them as traced writes (numpy_api/writes.py).
