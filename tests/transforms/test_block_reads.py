@@ -126,3 +126,23 @@ def test_a_partial_sum_is_never_read():
         stand_in + 1.0
     with pytest.raises(RuntimeError, match="partial sum of cotangents"):
         np.sum(stand_in)
+
+
+@pytest.mark.parametrize("join", ["stack", "concatenate"])
+def test_a_join_of_many_values_gives_each_its_piece_once(join, monkeypatch):
+    """The backward of np.stack / np.concatenate of n values: each value's piece of the
+    cotangent, made without handing a rule all n arguments (n rules of n arguments were
+    quadratic in n: the wide first-call shape)."""
+    from autodiffgen.rules import PRIMITIVES
+    seen, prim = [], PRIMITIVES[join]
+    vjp = prim.variadic_vjp
+    monkeypatch.setattr(prim, "variadic_vjp", lambda i, g, ans, *arrays, **p:
+                        seen.append(len(arrays)) or vjp(i, g, ans, *arrays, **p))
+
+    def f(x):
+        parts = [np.sin(x[i:i + 1 + i % 2]) * x[i] for i in range(x.shape[0] - 1)]
+        return np.sum(np.stack([p.sum() for p in parts]) if join == "stack"
+                      else np.concatenate(parts) ** 2)
+    x = RNG.uniform(0.1, 0.9, 9)
+    check_grads(f, x)
+    assert max(seen, default=0) <= 1, seen
