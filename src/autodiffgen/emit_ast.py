@@ -54,7 +54,11 @@ def render(tree):
                 rendered[key] = pieces
     if type(pieces) is str:
         return pieces
-    text, slots = pieces
+    return filled_text(*pieces, names)
+
+
+def filled_text(text, slots, names):
+    """A layout's text with its names put in: text[0], names[slots[0]], text[1], ..."""
     parts = [text[0]]
     for k, slot in enumerate(slots):
         parts.append(names[slot])

@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-from .emit_ast import render
+from .emit_ast import filled_text, render
 from .emit_slots import c_ordered_product
 from .graph import Node
 
@@ -64,12 +64,7 @@ class Texts:
             known = self.known[key] = self._learn(node, out, in_place, names, same)
         if known is None:
             return None
-        pieces, slots = known
-        parts = [pieces[0]]
-        for k, slot in enumerate(slots):
-            parts.append(names[slot])
-            parts.append(pieces[k + 1])
-        return "".join(parts)
+        return filled_text(*known, names)
 
     def _learn(self, node, out, in_place, names, same):
         """(pieces, slots) of the statement rendered with stand-in names, checked against
@@ -87,10 +82,7 @@ class Texts:
         pieces = _SLOT.split(text)
         known = pieces[0::2], [int(s) for s in pieces[1::2]]
         real = render(statement(emitter.value_ast(node, out), names[0], in_place))
-        filled = [known[0][0]]
-        for k, slot in enumerate(known[1]):
-            filled += [names[slot], known[0][k + 1]]
-        return known if "".join(filled) == real else None
+        return known if filled_text(*known, names) == real else None
 
 
 def statement(value, name, in_place):
