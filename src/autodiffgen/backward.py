@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from .checkpointing import lookup_for
-from .cotangent_sums import Cotangents
+from .cotangent_sums import Cotangents, plain
 from .errors import ArgumentError, OutputError, at, def_site, function_name
 from .graph import Graph, Node, toposort
 from .rules import PRIMITIVES, missing_rule, unbroadcast
@@ -143,7 +143,7 @@ def cotangent_like(out, g, loc):
                                        f"{structure_text(o)}"))
             return rebuild(o, [walk(c, tc, path + _step(o, k)) for (k, c), tc
                                in zip(items(o), matching_children(o, t))])
-        o, shape = _plain(o), np.shape(_plain(t))
+        o, shape = plain(o), np.shape(plain(t))
         dtype = result_dtype(o)
         if not np.issubdtype(dtype, np.inexact):
             return None
@@ -154,10 +154,6 @@ def cotangent_like(out, g, loc):
                                    f"function returned shape {np.shape(o)}"))
         return t if type(t) in (np.ndarray, Box) else np.asarray(t, dtype)
     return walk(out, g, "")
-
-
-def _plain(x):
-    return x.value if type(x) is Box else x
 
 
 def _step(container, key):

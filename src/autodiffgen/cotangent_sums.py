@@ -28,9 +28,6 @@ class Cotangents:
         self.sums = {}
         self.terms = {}  # node -> what its stand-in sum adds up: ("block", ...) or ("dense", v)
 
-    def __contains__(self, node):
-        return node in self.sums
-
     def add(self, node, contribution):
         if node not in self.sums:
             self.sums[node] = contribution
@@ -43,7 +40,7 @@ class Cotangents:
         """Add scatter_add(g, *arrays, **params), which `index` puts in an array of
         shape `shape`, without computing it now."""
         block = ("block", g, arrays, params)
-        dtype = result_dtype(_value(g))
+        dtype = result_dtype(plain(g))
         if type(g) is Box:
             term = _recorded(self.trace, PRIMITIVES["scatter_add"], (g, *arrays), params,
                              _stand_in(params["shape"], dtype))
@@ -59,8 +56,8 @@ class Cotangents:
 
     def _grow(self, node, term, what):
         before = self.sums[node]
-        shape = np.shape(_value(before))
-        dtype = np.result_type(_value(before), _value(term))
+        shape = np.shape(plain(before))
+        dtype = np.result_type(plain(before), plain(term))
         if type(before) is Box or type(term) is Box:
             self.sums[node] = _recorded(self.trace, PRIMITIVES["add"], (before, term),
                                         {}, _stand_in(shape, dtype))
@@ -74,7 +71,7 @@ class Cotangents:
         terms = self.terms.pop(node, None)
         if terms is None:
             return total
-        value = _summed(terms, np.shape(_value(total)), result_dtype(_value(total)))
+        value = _summed(terms, np.shape(plain(total)), result_dtype(plain(total)))
         if type(total) is Box:
             total.value = value
             return total
@@ -87,11 +84,11 @@ def _summed(terms, shape, dtype):
     out = np.zeros(shape, dtype)
     for term in terms:
         if term[0] == "dense":
-            np.add(out, _value(term[1]), out=out)
+            np.add(out, plain(term[1]), out=out)
             continue
         _, g, arrays, params = term
-        g = _value(g)
-        index = params["index"].fill((g,) + tuple(_value(a) for a in arrays))
+        g = plain(g)
+        index = params["index"].fill((g,) + tuple(plain(a) for a in arrays))
         if params.get("unique", False):
             out[index] += g
         else:
@@ -99,7 +96,8 @@ def _summed(terms, shape, dtype):
     return out
 
 
-def _value(x):
+def plain(x):
+    """A Box's value, anything else as it is."""
     return x.value if type(x) is Box else x
 
 
