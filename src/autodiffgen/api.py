@@ -14,6 +14,7 @@ import numpy as np
 from . import pipeline
 from ._typing import ArgNums, Fun
 from .arguments import MAX_ARGS, Differentiated, caller, decorator, single
+from .cache.dispatch import MISS
 from .cache.entries import FunctionCache
 from .cache.keys import signature_key
 from .cache.loader import load
@@ -74,6 +75,8 @@ class GradFunction(Differentiated):
     function per path its arguments take, at most `max_variants` per signature. At most
     `max_entries` signatures are kept, the least recently used dropped first."""
 
+    __slots__ = ("_cache", "has_aux")  # read by every cached call (Differentiated's note)
+
     def __init__(self, fun, argnums=0, with_value=True, example=None, max_variants=None,
                  max_entries=None, has_aux=False):
         super().__init__(fun, argnums, with_value)
@@ -107,16 +110,16 @@ class GradFunction(Differentiated):
         return ()
 
     def __call__(self, *args, **kwargs):
-        """The hot path: a call with the last call's signature runs its entry after one
-        generated test of the arguments' types, shapes and dtypes (cache/dispatch.py);
-        another call binds keywords and defaults, keys its arguments and looks them up."""
+        """The hot path: a call with the last call's signature runs its entry from one
+        generated function that tests the arguments' types, shapes and dtypes
+        (cache/dispatch.py); another call binds keywords and defaults, keys its arguments
+        and looks them up."""
         cache = self._cache
-        same, entry = cache.last
-        if kwargs or not same(*args):
+        if kwargs or (out := cache.last(*args)) is MISS:
             args, entry = self._look_up(args, kwargs)
+            out = entry(*args)  # (value, grads), or ((value, aux), grads) with has_aux
         else:
             cache.hits += 1
-        out = entry(*args)  # (value, grads), or ((value, aux), grads) with has_aux
         if self.with_value:
             return out
         return (out[1], out[0][1]) if self.has_aux else out[1]

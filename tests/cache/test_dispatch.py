@@ -45,7 +45,8 @@ def _types(args):
 @given(calls, calls, flags)
 def test_same_and_key_agree_with_the_signature_key(first, then, diff):
     """`key` is signature_key for arguments of its types; `same` holds exactly when the
-    types and the keys are the same (never when the types differ)."""
+    types and the keys are the same (never when the types differ), and `run` runs its
+    entry exactly then."""
     key = signature_key(first, diff)
     assert dispatch.keyer(first, diff)(*first) == key
     if _types(then) == _types(first):
@@ -54,6 +55,9 @@ def test_same_and_key_agree_with_the_signature_key(first, then, diff):
     assert same(*first)
     expected = _types(then) == _types(first) and signature_key(then, diff) == key
     assert same(*then) == expected
+    run = dispatch.runner(dispatch.condition(first, diff, key), lambda *args: args)
+    assert run(*first) == first
+    assert (run(*then) is not dispatch.MISS) == expected
 
 
 def test_same_refuses_other_arities_and_a_key_the_arguments_do_not_have():
@@ -118,8 +122,21 @@ def test_two_floats_run_the_last_entry_and_count_hits():
         assert (g1, g2) == pytest.approx((1 / x + 5.0, x - math.cos(5.0)))
         assert type(value) is float and type(g1) is float
     assert f.cache_info() == (2, 1, 1)
-    same = f._cache.last[0]
-    assert same(1.0, 1.0) and not same(np.float64(1.0), 1.0) and not same(1, 1.0)
+    run = f._cache.last
+    assert run(1.0, 5.0) == f(1.0, 5.0)
+    for args in [(np.float64(1.0), 1.0), (1, 1.0), (1.0,), (1.0, 1.0, 1.0)]:
+        assert run(*args) is dispatch.MISS
+
+
+def test_calls_alternating_between_signatures_reuse_each_signature_s_run():
+    f = ad.grad(lambda x, y: np.sin(x) * y)
+    f(1.0, 2.0)
+    run = f._cache.last
+    f(np.float64(1.0), 2.0)
+    assert f._cache.last is not run and f._cache.last(1.0, 2.0) is dispatch.MISS
+    assert f(0.5, 2.0) == pytest.approx(2 * math.cos(0.5))
+    assert f._cache.last is run  # made once per signature and entry
+    assert f.cache_info().misses == 2
 
 
 def test_an_int_too_large_for_int64_takes_its_own_code():
@@ -168,6 +185,6 @@ def test_numbers_made_static_forget_every_grad_s_last_call():
     for t in (1.0, 0.25, 0.75, 0.1, 0.9, 0.2):
         assert first(3.0, t) == pytest.approx(math.exp(t))
     assert first._diff[1] is None  # t is static now
-    assert second._cache.last[0] is dispatch.never
+    assert second._cache.last is dispatch.no_run
     for t in (1.0, 0.3, 0.3):
         assert second(2.0, t) == pytest.approx(math.exp(t))

@@ -7,15 +7,15 @@ size (shared.py), or `compile(args, pure)` -> (source, namespace, graph, locs), 
 compile path the decorator passes in, whose source `load` turns into a function.
 
 - At most `max_entries` signatures are kept, the least recently used dropped first. A
-  view (view.py) keeps its last call's entry with that signature's `same` test
-  (dispatch.py), so a run of calls with one signature costs no look-up nor reordering.
+  view (view.py) keeps its last call's entry inside that signature's generated test
+  (dispatch.runner), so a run of calls with one signature costs no look-up nor reordering.
 - A signature whose code has guards (data-dependent branches, values read from globals, a
   batch range) gets a `Variants` entry: one generated function per path its arguments
   take, at most `max_variants`; when no variant's guards hold, `grow` traces the path
   these arguments take. Python numbers that a guard keeps failing on become static (keyed
   by value, the `diff` flag None: the decorator's key sees the same list).
 - Two functions generated per signature decide a call without its key (dispatch.py):
-  `same(args, key)` for a view's last call, `key(args)` for the others. They follow the
+  `runner(args, key, entry)` for a view's last call, `key(args)` for the others. They follow the
   `diff` flags, so a change of flags drops them all and every view's `last`.
 - One lock serializes misses (a miss may trace code that misses again: reentrant); hits
   take no lock.
@@ -76,7 +76,7 @@ class FunctionCache:
         self.hits = self.misses = 0
         self.traced = set()  # keys whose code was traced here, not loaded nor shared (view.py)
         self.keyers = {}  # exact types of the arguments -> their `key` (dispatch.py)
-        self.checks = {}  # signature key -> its `same` (dispatch.py)
+        self.checks = {}  # signature key -> (entry, its run, its test): dispatch.runner
         self.views = weakref.WeakSet()  # the views whose `last` holds one of those
 
     def look_up(self, args, key):
@@ -104,21 +104,24 @@ class FunctionCache:
             _bound(keyers, self.max_entries)
         return keyer(*args)
 
-    def same(self, args, key):
-        """The generated test that arguments have the signature `key` (of `args`)."""
-        checks = self.checks
-        same = checks.get(key)
-        if same is None:
-            same = checks[key] = dispatch.checker(args, self.diff, key)
-            _bound(checks, self.max_entries)
-        return same
+    def runner(self, args, key, entry):
+        """The generated call of `entry` for arguments with the signature `key` (of
+        `args`), MISS for others: a view's last call (dispatch.runner)."""
+        made = self.checks.get(key)
+        if made is not None and made[0] is entry:  # calls alternating between signatures
+            return made[1]
+        test = dispatch.condition(args, self.diff, key) if made is None else made[2]
+        run = dispatch.runner(test, entry)
+        self.checks[key] = (entry, run, test)
+        _bound(self.checks, self.max_entries)
+        return run
 
     def flags_changed(self):
         """The `diff` flags changed, and with them the keys of some arguments: drop the
         functions made for the old flags and every view's last call (it may hold one)."""
         self.keyers, self.checks = {}, {}
         for view in list(self.views):
-            view.last = (dispatch.never, None)
+            view.last = dispatch.no_run
 
     def clear(self):
         with self.lock:

@@ -18,7 +18,8 @@ reads the same whether or not another grad(f) ran before:
 cache_clear() empties the shared cache (every grad of f traces again) and this object's
 counts. Functions without a `__dict__` of their own, bound methods and subclasses of
 GradFunction (jvp, vjp, ...) keep a cache per object. The hot path: a call runs `last`,
-this view's last (same, entry), when `same` (dispatch.py) holds for its arguments.
+which runs this view's last entry when its arguments have that call's signature
+(dispatch.runner).
 """
 
 import threading
@@ -26,7 +27,7 @@ import types
 from collections import OrderedDict
 
 from ..generated_helpers import GuardFailure
-from .dispatch import never
+from .dispatch import no_run
 from .entries import Variants
 
 _LOCK = threading.RLock()  # threads making grad(f) at once share one cache (reentrant:
@@ -41,7 +42,7 @@ class View:
     def __init__(self, store, shared):
         self.store, self.shared = store, shared  # shared: kept in the function's __dict__
         self.entries = OrderedDict()  # key -> entry, least recently used first
-        self.last = (never, None)  # (same, entry): `same` holds for the last call's signature
+        self.last = no_run  # runs the last call's entry on arguments of its signature
         self.hits = self.misses = 0
         store.views.add(self)  # forgets `last` when the keys change (flags_changed)
         self.key = store.key  # key(args): signature_key(args, the store's flags)
@@ -56,7 +57,7 @@ class View:
                 self.store.entries.move_to_end(key)
             except KeyError:  # dropped meanwhile by another thread's miss: it runs anyway
                 return entry
-            self.last = (self.store.same(args, key), entry)
+            self.last = self.store.runner(args, key, entry)
             return entry
         return self._miss(args, key)
 
@@ -78,7 +79,7 @@ class View:
             self.misses += store.misses - traces
             self.entries[key] = entry
             self.entries.move_to_end(key)
-            self.last = (store.same(args, key), entry)
+            self.last = store.runner(args, key, entry)
             while len(self.entries) > max(store.max_entries, 1):
                 self.entries.popitem(last=False)
         return entry
@@ -105,7 +106,7 @@ class View:
         with self.store.lock:
             self.store.clear()
             self.entries.clear()
-            self.last = (never, None)
+            self.last = no_run
             self.hits = self.misses = 0
 
 
