@@ -1,13 +1,18 @@
-"""What the pass tests (test_passes.py, test_fuse.py, test_stable.py) share: a function's
-value-and-grad graph as traced, before any pass, and a graph emitted as it is and called."""
+"""What the pass tests (test_passes.py, test_fuse.py, test_stable.py, ...) share: a
+function's value-and-grad graph as traced, before any pass, a graph emitted as it is and
+called, and the gradient check every pass's cases get."""
 
 import inspect
 
+import numpy as np
+
+import autodiffgen as ad
 from autodiffgen import passes
 from autodiffgen.arguments import normalize_argnums
 from autodiffgen.cache.loader import load
 from autodiffgen.emit import emit_module
 from autodiffgen.pipeline import finish, gradient_graph
+from autodiffgen.testing import check_grads
 
 
 def traced(fun, *args, argnums=0):
@@ -36,3 +41,14 @@ def flat(out):
     """(value, gradient or tuple of gradients) as one list."""
     value, grads = out
     return [value] + list(grads if isinstance(grads, tuple) else [grads])
+
+
+def check_both_precisions(fun, args, argnums):
+    """The generated gradient against the tape and central differences in float64, and
+    against the tape in float32, where the value and every gradient stay float32."""
+    check_grads(fun, *args, argnums=argnums)
+    small = tuple(a.astype(np.float32) for a in args)
+    check_grads(fun, *small, argnums=argnums, rtol=1e-4, atol=1e-5, fd=False)
+    value, grads = ad.value_and_grad(fun, argnums=argnums)(*small)
+    assert value.dtype == np.float32
+    assert all(g.dtype == np.float32 for g in (grads if isinstance(grads, tuple) else [grads]))

@@ -15,7 +15,6 @@ from .cotangent_sums import Cotangents, plain
 from .errors import ArgumentError, OutputError, at, def_site, function_name
 from .graph import Graph, Node, toposort
 from .rules import PRIMITIVES, missing_rule, unbroadcast
-from .rules.indexing import block_cotangent, getitem
 from .shift_invariance import dead_shifts
 from .tracer import Box, result_dtype
 from .tree import (
@@ -213,9 +212,9 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
                 if piece is not None:
                     cots.add(parent, unbroadcast(piece(i), parent.shape, parent.dtype))
                     continue
-                if node.prim is getitem and i == 0 and result_dtype(g) == parent.dtype and (
-                        type(g) is Box or trace.eager):
-                    cots.add_block(parent, g, args[1:], block_cotangent(*args, **node.params))
+                if i == 0 and node.prim.block is not None and \
+                        result_dtype(g) == parent.dtype and (type(g) is Box or trace.eager):
+                    cots.add_block(parent, g, args[1:], node.prim.block(*args, **node.params))
                     continue
                 rule = node.prim.vjp(i, sole=bool(node.prim.sole_vjps) and _sole(node, i, needs))
                 if rule is None and node.prim.strict:

@@ -7,7 +7,7 @@ Each rewrite on small inline functions: the pass changes the graph, the values s
 
 import numpy as np
 import pytest
-from graph_helpers import run, traced
+from graph_helpers import check_both_precisions, flat, run, traced
 
 import autodiffgen as ad
 from autodiffgen import passes
@@ -73,7 +73,7 @@ def test_the_pass_rewrites_and_keeps_the_values(fun):
     without = passes.optimize(graph, pipeline=tuple(
         p for p in passes.PIPELINE if p not in (passes.scalars, passes.signs)))
     assert passes.scalars(without)[1] and len(rewritten.nodes) <= len(without.nodes)
-    for got, want in zip(_flat(run(rewritten, *args)), _flat(run(graph, *args))):
+    for got, want in zip(flat(run(rewritten, *args)), flat(run(graph, *args))):
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
     assert passes.scalars(rewritten)[1] is False  # a fixed point
 
@@ -83,12 +83,7 @@ def test_the_pass_rewrites_and_keeps_the_values(fun):
 def test_gradients_agree_with_the_tape_and_finite_differences(fun, enabled, monkeypatch):
     monkeypatch.setattr(passes, "ENABLED", enabled)
     args, argnums = CASES[fun]
-    check_grads(fun, *args, argnums=argnums)
-    small = tuple(a.astype(np.float32) for a in args)
-    check_grads(fun, *small, argnums=argnums, rtol=1e-4, atol=1e-5, fd=False)
-    value, grads = ad.value_and_grad(fun, argnums=argnums)(*small)
-    assert value.dtype == np.float32
-    assert all(g.dtype == np.float32 for g in (grads if isinstance(grads, tuple) else [grads]))
+    check_both_precisions(fun, args, argnums)
 
 
 def test_constant_arrays_are_scalars_and_broadcasts_go():
@@ -140,11 +135,6 @@ def test_values_a_guard_reads_stay_as_traced():
     products = [n for n in guarded if n.prim is not None and n.prim.name == "multiply"]
     assert len(products) == 2
     check_grads(f, x)
-
-
-def _flat(out):
-    value, grads = out
-    return [value] + list(grads if isinstance(grads, tuple) else [grads])
 
 
 def test_a_common_factor_is_applied_once():

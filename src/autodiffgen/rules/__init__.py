@@ -82,6 +82,10 @@ class Primitive:
         # many arguments (stack, concatenate), whose per-argument rule would be called with
         # all of them each time (quadratic in the argument count); set by the rule's module
         self.pieces = None
+        # block(*args, **params) -> scatter_add's params for argument 0's cotangent: for a
+        # read of part of an array (getitem), whose cotangents backward.py sums without
+        # making each one array-sized (cotangent_sums.py); set by the rule's module
+        self.block = None
 
     def __call__(self, *args, **params):
         return bind(self, args, params)

@@ -43,6 +43,7 @@ def _scatter_add_vjp(i, g, ans, g_in, *arrays, index, shape, unique):
 
 getitem = defprimitive("getitem", _getitem_impl, "{0}[{index}]", variadic_vjp=_getitem_vjp,
                        linear_in=(0,))
+getitem.block = block_cotangent
 scatter_add = defprimitive(
     "scatter_add",
     lambda g, *arrays, index, shape, unique: _scatter_add_impl(
