@@ -13,8 +13,8 @@ operation over (T, B, H), and each step reads its row `F[k]`:
 
 Conditions, so the rewrite computes the same values, at no more memory:
 - the subgraphs are the same up to the part: the same primitives, parameters, constants,
-  dtypes and shapes (`_key`), made of elementwise ufuncs on the part and constants, none
-  of them broadcast beyond the part's shape; one value (the root) leaves the subgraph,
+  dtypes and shapes (`_key`), made of elementwise ufuncs on the part, constants and 0-d
+  values (the same node for every part), none broadcast beyond the part's shape; one value (the root) leaves the subgraph,
   and nothing but the subgraph reads its other values;
 - a run of at least two consecutive parts of one stack (axis 0), computed before the
   first root is (so the batched value is computed where the first root was);
@@ -44,21 +44,20 @@ def stepwise(graph):
     at = {n: i for i, n in enumerate(graph.nodes)}
     opaque = set(graph.inputs) | guard_reads(graph) | \
         {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
-    replace, done = {}, set()
+    replace = {}
     for stack in stacks:
-        families = [_family(p, users, opaque) if type(p) is Node and p not in done else None
-                    for p in stack.args]
-        for a, b in _runs(families):
-            run = [families[k] for k in range(a, b)]
+        found = [_families(p, users, opaque) if type(p) is Node else {} for p in stack.args]
+        for a, b, key in _runs(found):
+            run = [found[k][key] for k in range(a, b)]
             parts = list(stack.args[a:b])
             if max(at.get(p, -1) for p in parts) >= min(at[f.root] for f in run) \
-                    or len(set(parts)) != len(parts) or not _in_order(run, users):
+                    or len(set(parts)) != len(parts) or not _in_order(run, users) \
+                    or any(f.root in replace for f in run):  # (a part of two stacks)
                 continue
             rows = _batched(stack, parts, run[0])
             for k, family in enumerate(run):
                 row = clone(family.root, (rows,), PRIMITIVES["getitem"], {"index": Index((k,))})
                 replace[family.root] = row
-            done.update(parts)
     return substitute(graph, replace)
 
 
@@ -71,31 +70,55 @@ class _Family:
         self.key = _key(part, nodes)
 
 
-def _family(part, users, opaque):
-    """The elementwise subgraph hanging off `part` that leaves it through one value, read
-    by one elementwise value (not of the subgraph) that is a part of a join; or None."""
+def _families(part, users, opaque):
+    """{key: family} of the elementwise subgraphs hanging off `part` (each connected apart
+    from the part and 0-d values) that leave it through one value, read by one
+    elementwise value (not of the subgraph) that is a part of a join."""
     if part.shape == () or part.prim is None:
-        return None
+        return {}
     inside, members, pending = {part}, [], list(users.get(part, ()))
     grown = True
     while grown and len(members) < MAX_NODES:  # a node joins once all it reads is inside
         grown = False
         for node in list(dict.fromkeys(pending)):
             if node not in inside and node not in opaque and _pointwise(node, part) \
-                    and all(type(a) is not Node or a in inside for a in node.args):
+                    and all(type(a) is not Node or a in inside or a.shape == ()
+                            for a in node.args):  # a 0-d value: the same for every row
                 inside.add(node)
                 members.append(node)
                 pending.extend(users.get(node, ()))
                 grown = True
-    leaving = [n for n in members if any(u not in inside for u in users.get(n, ()))]
-    if len(leaving) != 1 or any(not users.get(n) for n in members):
+    found = {}
+    for nodes in _components(members, part):
+        family = _family(part, nodes, users)
+        if family is not None:
+            found.setdefault(family.key, family)
+    return found
+
+
+def _components(members, part):
+    """The members split into the groups connected through what they read (not through the
+    part or a 0-d value), each in the members' order (each after what it reads)."""
+    group = {}
+    for node in members:
+        linked = {group[a] for a in node.args if type(a) is Node and a in group}
+        mine = set().union(*linked, {node}) if linked else {node}
+        for n in mine:
+            group[n] = frozenset(mine)
+    return [[n for n in members if n in g] for g in dict.fromkeys(group[n] for n in members)]
+
+
+def _family(part, nodes, users):
+    inside = set(nodes)
+    leaving = [n for n in nodes if any(u not in inside for u in users.get(n, ()))]
+    if len(leaving) != 1 or any(not users.get(n) for n in nodes):
         return None
     root = leaving[0]
     readers = users.get(root, ())
     if len(readers) != 1 or not _pointwise(readers[0], part) \
             or not any(_join(j) for j in users.get(readers[0], ())):
         return None
-    return _Family(part, members, root)  # members: each after what it reads
+    return _Family(part, nodes, root)
 
 
 def _pointwise(node, part):
@@ -112,23 +135,24 @@ def _key(part, nodes):
     position = {n: i for i, n in enumerate(nodes)}
     position[part] = "part"
     return tuple((n.prim.name, repr(sorted(n.params.items())), str(n.dtype), n.shape,
-                  tuple(("node", position[a]) if type(a) is Node
-                        else ("const", constant_key(a)) for a in n.args))
+                  tuple(("node", position[a]) if a in position else ("0-d", id(a))
+                        if type(a) is Node else ("const", constant_key(a)) for a in n.args))
                  for n in nodes)
 
 
-def _runs(families):
-    """(start, stop) of each maximal run of consecutive parts with one key."""
-    k = 0
-    while k < len(families):
-        stop = k + 1
-        if families[k] is not None:
-            while stop < len(families) and families[stop] is not None \
-                    and families[stop].key == families[k].key:
+def _runs(found):
+    """(start, stop, key) of each maximal run of consecutive parts with a family of one key
+    (each part's families by key: `found`)."""
+    keys = list(dict.fromkeys(key for families in found for key in families))
+    for key in keys:
+        k = 0
+        while k < len(found):
+            stop = k
+            while stop < len(found) and key in found[stop]:
                 stop += 1
             if stop - k >= MIN_RUN:
-                yield k, stop
-        k = stop
+                yield k, stop, key
+            k = max(stop, k + 1)
 
 
 def _in_order(run, users):
