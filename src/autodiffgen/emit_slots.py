@@ -191,7 +191,8 @@ def _row_readers(graph, kept, writes_out):
                 break
             rows[items[0]] = readers[0]
         else:
-            if sorted(rows) == list(range(value.shape[0])):
+            if sorted(rows) == list(range(value.shape[0])) \
+                    and len(set(rows.values())) == len(rows):
                 found.update((reader, (value, k)) for k, reader in rows.items())
     return found
 

@@ -3,6 +3,7 @@ the stack, each step reading its row, written into the rows of the join its read
 parts of (emit_slots._row_readers), so no buffer is added."""
 
 import importlib
+import re
 import tracemalloc
 
 import numpy as np
@@ -240,3 +241,45 @@ def test_second_order_through_the_batched_rows():
 
 
 XS, H0 = RNG.normal(size=(4, 3, 2)), RNG.normal(size=(3, 4))
+
+
+def test_a_value_read_row_by_row_by_a_joins_parts_is_computed_into_the_join():
+    """Written so by the user (no pass needed): t's rows are read once each, by the parts
+    of qs in order, so t is computed into qs's buffer and each part overwrites its row
+    (sin's backward reads x, not t; w's gradient, which would read t's rows again, is
+    not asked for)."""
+    def f(x, w):
+        t = np.sin(x)
+        qs = np.stack([w[i] * t[i] for i in range(x.shape[0])])
+        return np.sum(qs * qs)
+    x, w = RNG.normal(size=(4, 3)), RNG.normal(size=(4, 3))
+    source = ad.emit(f, x, w)
+    assert re.search(r"np\.sin\(x, out=\w+\)", source)  # the join's whole buffer
+    check_grads(f, x, w)
+    check_grads(f, x, w, argnums=(0, 1))
+
+
+def test_rows_read_out_of_order_or_twice_keep_their_own_buffer():
+    def f(x, w):
+        t = np.sin(x)
+        qs = np.stack([w[i] * t[(i + 1) % 4] for i in range(4)])
+        return np.sum(qs * qs) + np.sum(t[0] * w[1])
+    x, w = RNG.normal(size=(4, 3)), RNG.normal(size=(4, 3))
+    source = ad.emit(f, x, w)
+    assert re.search(r"np\.sin\(x\)", source)
+    check_grads(f, x, w, argnums=(0, 1))
+
+
+def test_rows_slot():
+    from autodiffgen.emit_slots import Slot, _rows_slot
+    from autodiffgen.graph import Node
+    base = Node(0, None, (), {}, (5, 2, 6), np.dtype(np.float64))
+    value = Node(1, None, (), {}, (3, 2, 2), np.dtype(np.float64))
+    rows = [(k, Slot(base, (k + 1, (0, None), (4, 6)))) for k in range(3)]
+    assert _rows_slot(value, rows).items == ((1, 4), (0, None), (4, 6))
+    assert _rows_slot(value, rows[::-1]).items == ((1, 4), (0, None), (4, 6))  # by row
+    backwards = [(k, Slot(base, (3 - k, (0, None), (4, 6)))) for k in range(3)]
+    assert _rows_slot(value, backwards) is None
+    assert _rows_slot(value, rows[:2]) is None  # a row not in a slot
+    across = [(k, Slot(base, ((0, None), k, (4, 6)))) for k in range(3)]
+    assert _rows_slot(value, across) is None  # the rows' axis is not the value's first

@@ -22,11 +22,12 @@ Conditions, so the rewrite computes the same values, at no more memory:
   a join, in the same order as the stack's: the emitter (emit_slots.py) computes the
   batched value into the rows of that join's buffer, which each reader then overwrites
   in place with its own result, so no buffer is added (peak memory as before);
-- no output, guard-read or input value is touched.
+- no output, guard-read or input value is touched, nor a checkpoint's recomputed value
+  or a statement in a `try:` or under np.errstate.
 The values are the same elementwise operations on the same numbers: bit for bit equal.
 """
 
-from ..graph import NOTES, Index, Node, constant_key, op, users_of
+from ..graph import NOTES, Index, Node, constant_key, op, recomputed, users_of
 from ..rules import PRIMITIVES
 from ..tree import leaves
 from .rewrite import clone, guard_reads, substitute
@@ -44,9 +45,13 @@ def stepwise(graph):
     at = {n: i for i, n in enumerate(graph.nodes)}
     opaque = set(graph.inputs) | guard_reads(graph) | \
         {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
+    # left as they are: a checkpoint's recomputed values (a stack of them would keep them
+    # all), statements in a `try:` or under np.errstate (raising.py)
+    marked = {n for n in graph.nodes if recomputed(n) or graph.marks.get(n.stack)}
     replace = {}
     for stack in stacks:
-        found = [_families(p, users, opaque) if type(p) is Node else {} for p in stack.args]
+        found = [_families(p, users, opaque | marked) if type(p) is Node and p not in marked
+                 else {} for p in stack.args]
         for a, b, key in _runs(found):
             run = [found[k][key] for k in range(a, b)]
             parts = list(stack.args[a:b])
@@ -90,7 +95,7 @@ def _families(part, users, opaque):
                 grown = True
     found = {}
     for nodes in _components(members, part):
-        family = _family(part, nodes, users)
+        family = _family(part, nodes, users, opaque)
         if family is not None:
             found.setdefault(family.key, family)
     return found
@@ -108,14 +113,14 @@ def _components(members, part):
     return [[n for n in members if n in g] for g in dict.fromkeys(group[n] for n in members)]
 
 
-def _family(part, nodes, users):
+def _family(part, nodes, users, opaque):
     inside = set(nodes)
     leaving = [n for n in nodes if any(u not in inside for u in users.get(n, ()))]
     if len(leaving) != 1 or any(not users.get(n) for n in nodes):
         return None
     root = leaving[0]
     readers = users.get(root, ())
-    if len(readers) != 1 or not _pointwise(readers[0], part) \
+    if len(readers) != 1 or not _pointwise(readers[0], part) or readers[0] in opaque \
             or not any(_join(j) for j in users.get(readers[0], ())):
         return None
     return _Family(part, nodes, root)
