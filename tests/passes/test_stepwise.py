@@ -150,6 +150,17 @@ def test_a_forward_written_pattern_batches_and_agrees(dtype):
         check_grads(rows, xs, w, c, argnums=(0, 1))
 
 
+def test_array_constants_batch_when_equal():
+    """A 0-d array constant, the same at every step (compared by value)."""
+    def f(xs, w):
+        ps = [np.tanh(xs[t]) for t in range(xs.shape[0])]
+        qs = np.stack([w[t] * (np.array(0.5) + 2.0 * ps[t]) for t in range(xs.shape[0])])
+        return np.sum(np.stack(ps) * qs)
+    xs, w = RNG.normal(size=(4, 3, 2)), RNG.normal(size=(4, 3, 2))
+    assert ad.emit(f, xs, w).count(BATCHED) == 2
+    check_grads(f, xs, w, argnums=(0, 1))
+
+
 def test_subgraphs_that_differ_are_not_batched():
     """Each step's constant differs: no two subgraphs are the same."""
     def f(xs, w):

@@ -14,8 +14,8 @@ operation over (T, B, H), and each step reads its row `F[k]`:
 Conditions, so the rewrite computes the same values, at no more memory:
 - the subgraphs are the same up to the part: the same primitives, parameters, constants,
   dtypes and shapes (`_key`), made of elementwise ufuncs on the part, constants and 0-d
-  values (the same node for every part), none broadcast beyond the part's shape; one value (the root) leaves the subgraph,
-  and nothing but the subgraph reads its other values;
+  values (the same node for every part), none broadcast beyond the part's shape; one
+  value (the root) leaves the subgraph, and nothing but the subgraph reads its others;
 - a run of at least two consecutive parts of one stack (axis 0), computed before the
   first root is (so the batched value is computed where the first root was);
 - each root is read once, by an elementwise value of its shape and dtype that is a part of
@@ -38,7 +38,7 @@ MAX_NODES = 16  # nodes of one subgraph (a bound on the work per part)
 
 def stepwise(graph):
     stacks = [n for n in graph.nodes if op(n) == "stack" and n.args and n.shape
-              and n.params.get("axis") in (0, -len(n.shape))]
+              and n.params.get("axis") == 0]
     if not stacks:
         return graph, False
     users = users_of(graph.nodes)
@@ -137,12 +137,18 @@ def _pointwise(node, part):
 
 
 def _key(part, nodes):
+    """What the subgraph computes from its part: per node, the primitive, parameters,
+    dtype, shape, and each argument as a member (by position), the part, a 0-d value (the
+    same node) or a constant (by value)."""
     position = {n: i for i, n in enumerate(nodes)}
     position[part] = "part"
+
+    def arg(a):
+        if type(a) is not Node:
+            return ("const", constant_key(a))
+        return ("node", position[a]) if a in position else ("0-d", id(a))
     return tuple((n.prim.name, repr(sorted(n.params.items())), str(n.dtype), n.shape,
-                  tuple(("node", position[a]) if a in position else ("0-d", id(a))
-                        if type(a) is Node else ("const", constant_key(a)) for a in n.args))
-                 for n in nodes)
+                  tuple(arg(a) for a in n.args)) for n in nodes)
 
 
 def _runs(found):
