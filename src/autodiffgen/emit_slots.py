@@ -176,7 +176,8 @@ def _row_readers(graph, kept, writes_out):
             if type(a) is Node:
                 users.setdefault(a, []).append(node)
     for value, reads in users.items():
-        if value in kept or value.prim is None or not writes_out(value) or not value.shape:
+        if value in kept or value.prim is None or not writes_out(value) or not value.shape \
+                or type(value.shape[0]) is not int:  # (a batch size's formula: not rows)
             continue
         rows = {}
         for row in reads:
