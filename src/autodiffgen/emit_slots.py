@@ -170,31 +170,38 @@ def _row_readers(graph, kept, writes_out):
     (passes/stepwise.py's batched values), each row read by one elementwise value of its
     shape and dtype that NumPy writes into a given array: computed into that reader's
     slot, the value is overwritten row by row by its readers, in place of a buffer."""
-    found, users = {}, {}
+    rows_of = {}  # value -> its rows read by a getitem of one int, in a row's place
+    for node in graph.nodes:
+        if op(node) == "getitem" and len(node.args) == 1 and type(node.args[0]) is Node:
+            items = node.params["index"].items
+            if len(items) == 1 and type(items[0]) is int:
+                rows_of.setdefault(node.args[0], []).append(node)
+    candidates = {v for v in rows_of if v not in kept and v.prim is not None and v.shape
+                  and type(v.shape[0]) is int and writes_out(v)}  # (n rows, not a formula)
+    if not candidates:
+        return {}
+    rows = {r for v in candidates for r in rows_of[v]}
+    users = {}  # of the candidates and of their rows alone
     for node in graph.nodes:
         for a in node.args:
-            if type(a) is Node:
+            if type(a) is Node and (a in candidates or a in rows):
                 users.setdefault(a, []).append(node)
-    for value, reads in users.items():
-        if value in kept or value.prim is None or not writes_out(value) or not value.shape \
-                or type(value.shape[0]) is not int:  # (a batch size's formula: not rows)
-            continue
-        rows = {}
-        for row in reads:
-            index = row.params.get("index") if op(row) == "getitem" else None
-            items = index.items if index is not None else ()
+    found = {}
+    for value in candidates:
+        read = {}
+        for row in users.get(value, ()):
             readers = users.get(row, ())
-            if len(row.args) != 1 or len(items) != 1 or type(items[0]) is not int \
-                    or items[0] in rows or row in kept or len(readers) != 1 \
+            k = row.params["index"].items[0] if row in rows and row.args[0] is value else None
+            if k is None or k in read or row in kept or len(readers) != 1 \
                     or sum(a is row for a in readers[0].args) != 1 or readers[0] in found \
                     or not writes_out(readers[0]) or op(readers[0]) == "matmul" \
                     or readers[0].shape != row.shape or readers[0].dtype != row.dtype:
                 break
-            rows[items[0]] = readers[0]
+            read[k] = readers[0]
         else:
-            if sorted(rows) == list(range(value.shape[0])) \
-                    and len(set(rows.values())) == len(rows):
-                found.update((reader, (value, k)) for k, reader in rows.items())
+            if sorted(read) == list(range(value.shape[0])) \
+                    and len(set(read.values())) == len(read):
+                found.update((reader, (value, k)) for k, reader in read.items())
     return found
 
 

@@ -37,20 +37,18 @@ MAX_NODES = 16  # nodes of one subgraph (a bound on the work per part)
 
 
 def stepwise(graph):
-    stacks = [n for n in graph.nodes if op(n) == "stack" and n.args and n.shape
+    stacks = [n for n in graph.nodes if op(n) == "stack" and len(n.args) >= MIN_RUN
               and n.params.get("axis") == 0]
     if not stacks:
         return graph, False
     users = users_of(graph.nodes)
     at = {n: i for i, n in enumerate(graph.nodes)}
-    opaque = set(graph.inputs) | guard_reads(graph) | \
-        {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
-    # left as they are: a checkpoint's recomputed values (a stack of them would keep them
-    # all), statements in a `try:` or under np.errstate (raising.py)
-    marked = {n for n in graph.nodes if recomputed(n) or graph.marks.get(n.stack)}
+    opaque = _Opaque(set(graph.inputs) | guard_reads(graph) |
+                     {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node},
+                     graph.marks)
     replace = {}
     for stack in stacks:
-        found = [_families(p, users, opaque | marked) if type(p) is Node and p not in marked
+        found = [_families(p, users, opaque) if type(p) is Node and p not in opaque
                  else {} for p in stack.args]
         for a, b, key in _runs(found):
             run = [found[k][key] for k in range(a, b)]
@@ -64,6 +62,19 @@ def stepwise(graph):
                 row = clone(family.root, (rows,), PRIMITIVES["getitem"], {"index": Index((k,))})
                 replace[family.root] = row
     return substitute(graph, replace)
+
+
+class _Opaque:
+    """What the pass leaves as it is: inputs, outputs, what a guard reads (`fixed`), a
+    checkpoint's recomputed values (a stack of them would keep them all), statements in
+    a `try:` or under np.errstate (`marks`, raising.py)."""
+
+    def __init__(self, fixed, marks):
+        self.fixed, self.marks = fixed, marks
+
+    def __contains__(self, node):
+        return node in self.fixed or recomputed(node) or bool(self.marks) \
+            and bool(self.marks.get(node.stack))
 
 
 class _Family:
