@@ -74,6 +74,9 @@ def joins_in_place(graph, plan, writes_out):
     parent = {}                      # a join inside a join -> that join
     order = []                       # what is placed or joined, in the order it is
     joins = Joins({}, {}, {}, set(), set())
+    readers = _row_readers(graph, kept, writes_out)  # reader -> (batched value, its row)
+    rows = {}                        # batched value -> [(row, the Slot its reader is in)]
+    first = {}                       # root join -> the first statement written into it
 
     def open_(node, slot):
         return type(node) is Node and node.prim is not None and node not in kept \
@@ -93,6 +96,10 @@ def joins_in_place(graph, plan, writes_out):
         while True:  # down the chain of values computed in place (a loop: chains are long)
             placed[node] = slot
             order.append(node)
+            if node in readers:  # it reads a row of a value that may lie in this slot:
+                plan[at[node]] = slot  # nothing is computed into the slot before it
+                rows.setdefault(readers[node][0], []).append((readers[node][1], slot))
+                return True
             operand = plan.get(at[node])  # the buffer it would be computed in place into
             if not (type(operand) is Node and (operand.grad_of is None) == (node.grad_of is None)
                     and _contiguous(slot) and open_(operand, slot)):
@@ -131,7 +138,16 @@ def joins_in_place(graph, plan, writes_out):
                                         for p, s in zip(node.args, subs)):
                 before = len(order)
                 join(node, whole)
-                joins.alloc.setdefault(min(at[x] for x in order[before:]), []).append(node)
+                first[node] = min(at[x] for x in order[before:])
+    for value, got in rows.items():  # a batched value computed into its readers' slots
+        union = _rows_slot(value, got)
+        if union is not None and union.base in first and open_(value, union) \
+                and writes_out(value):
+            before = len(order)
+            place(value, union)
+            first[union.base] = min(first[union.base], *(at[x] for x in order[before:]))
+    for node, i in first.items():
+        joins.alloc.setdefault(i, []).append(node)
     readers = {}
     for node in graph.nodes:
         for a in node.args:
@@ -147,6 +163,65 @@ def joins_in_place(graph, plan, writes_out):
                 and slot_of.get(graph.nodes[i]) is not slot_of[operand]:
             del plan[i]
     return plan, joins
+
+
+def _row_readers(graph, kept, writes_out):
+    """{reader: (value, k)} for each value whose every reader reads one row `value[k]`
+    (passes/stepwise.py's batched values), each row read by one elementwise value of its
+    shape and dtype that NumPy writes into a given array: computed into that reader's
+    slot, the value is overwritten row by row by its readers, in place of a buffer."""
+    rows_of = {}  # value -> its rows read by a getitem of one int, in a row's place
+    for node in graph.nodes:
+        if op(node) == "getitem" and len(node.args) == 1 and type(node.args[0]) is Node:
+            items = node.params["index"].items
+            if len(items) == 1 and type(items[0]) is int:
+                rows_of.setdefault(node.args[0], []).append(node)
+    candidates = {v for v in rows_of if v not in kept and v.prim is not None and v.shape
+                  and type(v.shape[0]) is int and writes_out(v)}  # (n rows, not a formula)
+    if not candidates:
+        return {}
+    rows = {r for v in candidates for r in rows_of[v]}
+    users = {}  # of the candidates and of their rows alone
+    for node in graph.nodes:
+        for a in node.args:
+            if type(a) is Node and (a in candidates or a in rows):
+                users.setdefault(a, []).append(node)
+    found = {}
+    for value in candidates:
+        read = {}
+        for row in users.get(value, ()):
+            readers = users.get(row, ())
+            k = row.params["index"].items[0] if row in rows and row.args[0] is value else None
+            if k is None or k in read or row in kept or len(readers) != 1 \
+                    or sum(a is row for a in readers[0].args) != 1 or readers[0] in found \
+                    or not writes_out(readers[0]) or op(readers[0]) == "matmul" \
+                    or readers[0].shape != row.shape or readers[0].dtype != row.dtype:
+                break
+            read[k] = readers[0]
+        else:
+            if sorted(read) == list(range(value.shape[0])) \
+                    and len(set(read.values())) == len(read):
+                found.update((reader, (value, k)) for k, reader in read.items())
+    return found
+
+
+def _rows_slot(value, got):
+    """The Slot that holds value's rows when row k lies in the k-th of the slots `got`
+    [(k, slot)]: they differ in one index, running on by one, before any axis they keep;
+    or None."""
+    slots = [slot for _, slot in sorted(got, key=lambda kg: kg[0])]
+    if sorted(k for k, _ in got) != list(range(value.shape[0])) \
+            or len({s.base for s in slots}) != 1 or len({len(s.items) for s in slots}) != 1:
+        return None
+    first = slots[0].items
+    varying = [q for q in range(len(first)) if any(s.items[q] != first[q] for s in slots)]
+    if len(slots) < 2 or len(varying) != 1 or type(first[varying[0]]) is not int \
+            or any(type(i) is tuple for i in first[:varying[0]]):
+        return None
+    q = varying[0]
+    if [s.items[q] for s in slots] != list(range(first[q], first[q] + len(slots))):
+        return None
+    return Slot(slots[0].base, first[:q] + ((first[q], first[q] + len(slots)),) + first[q + 1:])
 
 
 def c_ordered_product(node, out, ordered):

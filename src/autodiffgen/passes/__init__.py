@@ -26,9 +26,11 @@ from .scalars import scalars
 from .signs import signs
 from .simplify import simplify
 from .stable import stable
+from .stepwise import stepwise
 from .sums import sums
 
-PIPELINE = (stable, fold, simplify, scalars, signs, sums, contract, cse, accumulate, dce)
+PIPELINE = (stable, fold, simplify, scalars, signs, sums, contract, cse, accumulate, stepwise,
+            dce)
 ENABLED = os.environ.get("AUTODIFFGEN_PASSES", "1") != "0"
 MAX_ROUNDS = 20
 
@@ -60,4 +62,4 @@ def optimize(graph, pipeline=PIPELINE, numexpr=False):
 
 __all__ = ["ENABLED", "PIPELINE", "accumulate", "affine", "contract", "cse", "dce", "ensure_fresh",
            "exact_scales", "fold",
-           "fuse", "optimize", "scalars", "signs", "simplify", "stable", "sums"]
+           "fuse", "optimize", "scalars", "signs", "simplify", "stable", "stepwise", "sums"]
