@@ -8,6 +8,9 @@ one name (`h = x @ W`, `h += b`, `np.tanh(h, out=h)`): see `one_name`. Only buff
 training step's params and state), a saved value, an output, a constant, or an array that
 some view still looks into.
 
+A dense value plus a scatter (passes/add_at.py) is updated at the index in the dense
+value's buffer when that dies there: `p[rows, y] += v`.
+
 Beyond the operand dying at the statement, a buffer dead earlier in the function serves
 any later result of its shape and dtype (`np.matmul(h, W, out=add_3)`, a recurrent step's
 temporaries reused by the next step): `pooled` keeps the dead buffers, and the dead
@@ -27,7 +30,7 @@ from .passes.rewrite import clone, substitute
 from .tree import leaves
 
 # primitives whose result is a new array of its own (a view would share its buffer)
-_OWNERS = {"matmul", "scatter_add", "copy", "concatenate", "stack", "sum", "mean", "prod",
+_OWNERS = {"matmul", "scatter_add", "add_at", "copy", "concatenate", "stack", "sum", "mean", "prod",
            "where", "clip", "astype", "tile", "repeat", "pad", "cumsum", "cumprod",
            "angle", "fftn", "ifftn", "rfftn", "irfftn", "eig_values", "eig_vectors"}
 VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast_to",
@@ -67,6 +70,11 @@ def reuse_plan(graph, last_use):
                         and arg.shape == node.shape and arg.dtype == node.dtype:
                     plan[i] = arg
                     break
+        elif op(node) == "add_at":  # `x[index] += v` in x's buffer (passes/add_at.py)
+            x = node.args[0]
+            if any(x is d for d in last_use.get(i, ())) and free(x) and x is not node.args[1] \
+                    and x.shape == node.shape and x.dtype == node.dtype:
+                plan[i] = x
     plan, joins = joins_in_place(graph, plan, _writes_out)
     return (*_pooled(graph, joins_last_use(graph, last_use, joins), plan, free), joins)
 
