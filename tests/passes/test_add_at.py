@@ -168,6 +168,12 @@ def test_a_mask_and_a_slice():
     m = RNG.uniform(size=(5, 6)) < 0.4
     assert "_scatter_add(" not in backward_of(ad.value_and_grad(masked).source(x, m))
     check_grads(masked, x, m)
+    f, reference = ad.value_and_grad(masked), tape.value_and_grad(masked)
+    for p in (0.4, 0.7, 0.1):  # other masks, other counts: the cached code
+        m = RNG.uniform(size=(5, 6)) < p
+        (v, g), (tv, tg) = f(x, m), reference(x, m)
+        np.testing.assert_allclose(v, tv, rtol=1e-12)
+        np.testing.assert_allclose(g, tg, rtol=1e-12, atol=1e-14)
     assert "_scatter_add(" not in backward_of(ad.value_and_grad(sliced).source(x))
     check_grads(sliced, x)
     check_grads(sliced, x.astype(np.float32), rtol=1e-4, atol=1e-5, fd=False)
