@@ -32,10 +32,11 @@ def mlp_loss_value_and_grad(params, x, y):
     # golden_models.py:13  shifted = logits - logits.max(axis=1, keepdims=True)
     max_1 = np.max(logits, axis=1, keepdims=True)
     shifted = np.subtract(logits, max_1, out=logits)
-    del logits, max_1
+    del logits
     # golden_models.py:14  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     exp = np.exp(shifted)
-    sum_1 = np.sum(exp, axis=1, keepdims=True)
+    sum_1 = np.sum(exp, axis=1, keepdims=True, out=max_1)
+    del max_1
     log = np.log(sum_1)
     log_probs = np.subtract(shifted, log, out=shifted)
     del log, shifted
