@@ -32,10 +32,14 @@ from .rewrite import clone, guard_reads, substitute
 
 
 def add_at(graph):
-    sums = [n for n in graph.nodes if op(n) in ("add", "subtract") and n.shape != ()
-            and any(op(a) == "scatter_add" for a in n.args)]
-    # an add_at whose values became a constant after it was made (fold runs on)
-    filled = [n for n in graph.nodes if op(n) == "add_at" and _scalar(n.args[1]) is not n.args[1]]
+    sums, filled = [], []  # (one walk over the nodes: this pass runs in every round)
+    for n in graph.nodes:
+        name = n.prim.op if n.prim is not None else None
+        if name == "add" or name == "subtract":
+            if n.shape != () and any(op(a) == "scatter_add" for a in n.args):
+                sums.append(n)
+        elif name == "add_at" and _scalar(n.args[1]) is not n.args[1]:
+            filled.append(n)  # its values became a constant after it was made (fold)
     if not (sums or filled):
         return graph, False
     users = users_of(graph.nodes)
