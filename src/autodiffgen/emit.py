@@ -35,6 +35,7 @@ from .emit_ast import (
     copied,
     docstring,
     expression,
+    indexed_update,
     literal_ast,
     render,
     symbolic_array_ast,
@@ -384,6 +385,10 @@ class Emitter:
         args = [self.arg_ast(a) for a in node.args]
         if out is not None:  # an operand dying here, a buffer dead before, a join's slot
             where = self.slot_ast(out) if type(out) is Slot else self.arg_ast(out)
+            if ufunc_of(node.prim) is None:  # a helper that writes into out= (add_at)
+                tree = expression(node, args, self.param_ast)
+                tree.keywords.append(ast.keyword("out", where))
+                return tree
             func = "dot" if c_ordered_product(node, out, self.ordered) else ufunc_of(node.prim)
             return call_ast(f"np.{func}", args, [ast.keyword("out", where)])
         if node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:
@@ -917,6 +922,8 @@ _AUGMENTED = {"add": ast.Add, "subtract": ast.Sub, "multiply": ast.Mult, "divide
 
 def _in_place(call, name):
     """`np.add(h, b, out=h)` as a statement: `h += b`; `np.tanh(h, out=h)` as it is."""
+    if isinstance(call.func, ast.Name):  # _add_at(h, np.s_[i], v, out=h): h[i] += v
+        return indexed_update(call, name)
     kind = call.func.attr
     args = call.args
     if kind in _AUGMENTED and len(args) == 2:
@@ -1086,6 +1093,8 @@ def emit_module(graphs, standalone=False, pure=False, extra=()):
         helpers |= emitter.helpers
         imports |= emitter.imports
     constant_lines = emitter.constant_lines()  # the module's constants, shared by its functions
+    helpers = {h for h in helpers  # not a helper whose call became a statement (`h[i] += v`)
+               if any(h in text for text in functions) or any(h in text for text in extra)}
     injected = emitter.injected
     with PARSE_LOCK:  # getsource of a class parses its module (see emit_ast.PARSE_LOCK)
         parts = [inspect.getsource(HELPERS[name]).rstrip() for name in sorted(helpers)]

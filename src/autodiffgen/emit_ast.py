@@ -352,6 +352,16 @@ def _bound(value, args=()):
     return symbol_ast(value) if type(value) is Dim else ast.Constant(value)
 
 
+def indexed_update(call, name):
+    """`_add_at(h, np.s_[i], v, unique=True, out=h)` as the statement it stands for,
+    `h[i] += v`; `np.add.at(h, np.s_[i], v)` for an index that may repeat an element."""
+    _, index, v = call.args
+    if any(k.arg == "unique" and getattr(k.value, "value", None) is True for k in call.keywords):
+        return ast.AugAssign(ast.Subscript(ast.Name(name, ast.Load()), index.slice, ast.Store()),
+                             ast.Add(), v)
+    return ast.Expr(call_ast("np.add.at", [ast.Name(name, ast.Load()), index, v]))
+
+
 def call_ast(func, args, keywords=()):
     return ast.Call(_dotted(func), list(args), list(keywords))
 

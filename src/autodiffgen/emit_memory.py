@@ -8,12 +8,16 @@ one name (`h = x @ W`, `h += b`, `np.tanh(h, out=h)`): see `one_name`. Only buff
 training step's params and state), a saved value, an output, a constant, or an array that
 some view still looks into.
 
+A dense value plus a scatter (passes/add_at.py) is updated at the index in the dense
+value's buffer when that dies there: `p[rows, y] += v`.
+
 Beyond the operand dying at the statement, a buffer dead earlier in the function serves
-any later result of its shape and dtype (`np.matmul(h, W, out=add_3)`, a recurrent step's
-temporaries reused by the next step): `pooled` keeps the dead buffers, and the dead
-value's `del` moves to the statement that reuses its buffer, so the source shows where
-each buffer goes. Shapes are compared as the graph has them: a batch-polymorphic graph's
-(generalize_batch.py) are formulas in n, so a reuse holds at every size the code serves.
+any later result of its shape and dtype (`np.matmul(h, W, out=add_3)`, `np.sum(e, axis=1,
+keepdims=True, out=sum_2)`, a recurrent step's temporaries reused by the next step):
+`pooled` keeps the dead buffers, and the dead value's `del` moves to the statement that
+reuses its buffer, so the source shows where each buffer goes. Shapes are compared as
+the graph has them: a batch-polymorphic graph's (generalize_batch.py) are formulas in n,
+so a reuse holds at every size the code serves.
 """
 
 import weakref
@@ -27,9 +31,11 @@ from .passes.rewrite import clone, substitute
 from .tree import leaves
 
 # primitives whose result is a new array of its own (a view would share its buffer)
-_OWNERS = {"matmul", "scatter_add", "copy", "concatenate", "stack", "sum", "mean", "prod",
+_OWNERS = {"matmul", "scatter_add", "add_at", "copy", "concatenate", "stack", "sum", "mean", "prod",
+           "max", "min",
            "where", "clip", "astype", "tile", "repeat", "pad", "cumsum", "cumprod",
            "angle", "fftn", "ifftn", "rfftn", "irfftn", "eig_values", "eig_vectors"}
+REDUCTIONS = {"sum", "mean", "max", "min", "prod"}  # take out= of their result's shape
 VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast_to",
           "stop_gradient", "recompute_from", "einsum", "diagonal", "real", "imag"}
 
@@ -67,6 +73,11 @@ def reuse_plan(graph, last_use):
                         and arg.shape == node.shape and arg.dtype == node.dtype:
                     plan[i] = arg
                     break
+        elif op(node) == "add_at":  # `x[index] += v` in x's buffer (passes/add_at.py)
+            x = node.args[0]
+            if any(x is d for d in last_use.get(i, ())) and free(x) and x is not node.args[1] \
+                    and x.shape == node.shape and x.dtype == node.dtype:
+                plan[i] = x
     plan, joins = joins_in_place(graph, plan, _writes_out)
     return (*_pooled(graph, joins_last_use(graph, last_use, joins), plan, free), joins)
 
@@ -132,10 +143,14 @@ def _key(node):
 
 
 def _writes_out(node):
-    """A result that NumPy writes into a given buffer of its shape and dtype (out=)."""
+    """A result that NumPy writes into a given buffer of its shape and dtype (out=): an
+    elementwise ufunc's, a matmul's, a reduction's over some axes (`np.mean(h, axis=1,
+    keepdims=True, out=mean_1)`, a recurrent step's layer norm; a 0-d one stays a new
+    NumPy scalar, as cheap as anything)."""
     if node.shape == () or node.prim is None:
         return False
-    return _elementwise(node.prim) or (op(node) == "matmul" and ufunc_of(node.prim) == "matmul")
+    return _elementwise(node.prim) or (op(node) == "matmul" and ufunc_of(node.prim) == "matmul") \
+        or op(node) in REDUCTIONS
 
 
 def _moved_dels(last_use, moved):

@@ -17,6 +17,21 @@ def _scatter_add(g, index, shape, unique=False):
     return out
 
 
+def _add_at(x, index, g, unique=False, out=None):
+    """x with g added at `index`: x plus the scatter of g there, without its array of
+    zeros. Written into `out` when given (x itself: the memory plan found x dead here),
+    else into a copy of x, which is left as it is."""
+    if out is None:
+        out = np.copy(x)
+    elif out is not x:
+        np.copyto(out, x)
+    if unique:
+        out[index] += g
+    else:
+        np.add.at(out, index, g)
+    return out
+
+
 def _setitem(x, index, v):
     """A copy of x with x[index] = v: assignment as a function, so the array it is given
     (perhaps the caller's) is never written. np.copy keeps x's memory layout, so views
@@ -49,5 +64,5 @@ def _stop_gradient(x):
 
 scatter_add = _scatter_add  # for importers; generated code calls the _ names
 stop_gradient = _stop_gradient
-HELPERS = {"GuardFailure": GuardFailure, "_getitem": _getitem, "_layout": _layout,
+HELPERS = {"GuardFailure": GuardFailure, "_add_at": _add_at, "_getitem": _getitem, "_layout": _layout,
            "_scatter_add": _scatter_add, "_setitem": _setitem, "_stop_gradient": _stop_gradient}

@@ -3,6 +3,21 @@
 import numpy as np
 
 
+def _add_at(x, index, g, unique=False, out=None):
+    """x with g added at `index`: x plus the scatter of g there, without its array of
+    zeros. Written into `out` when given (x itself: the memory plan found x dead here),
+    else into a copy of x, which is left as it is."""
+    if out is None:
+        out = np.copy(x)
+    elif out is not x:
+        np.copyto(out, x)
+    if unique:
+        out[index] += g
+    else:
+        np.add.at(out, index, g)
+    return out
+
+
 def _scatter_add(g, index, shape, unique=False):
     """Zeros of `shape` with `g` added at `index` (the transpose of indexing)."""
     out = np.zeros(shape, dtype=np.result_type(g))
@@ -23,19 +38,16 @@ def hessian_fn_fwd(x):
     getitem_1 = x[1:]
     scatter_add = _scatter_add(getitem, (slice(1, None),), (4,), unique=True)
     del getitem
-    scatter_add_1 = _scatter_add(getitem_1, (slice(-1),), (4,), unique=True)
-    del getitem_1
-    add = np.add(scatter_add, scatter_add_1, out=scatter_add)
-    del scatter_add
-    multiply = np.multiply(2, tanh, out=scatter_add_1)
-    del scatter_add_1
+    add_at = _add_at(scatter_add, np.s_[:-1], getitem_1, unique=True, out=scatter_add)
+    del getitem_1, scatter_add
+    multiply = 2 * tanh
     multiply_1 = tanh * tanh
     subtract = np.subtract(1, multiply_1, out=multiply_1)
     del multiply_1
     multiply_2 = multiply * subtract
-    add_1 = np.add(add, multiply_2, out=add)
-    del add, multiply_2
-    return (add_1, (tanh, multiply, subtract))
+    add = np.add(add_at, multiply_2, out=add_at)
+    del add_at, multiply_2
+    return (add, (tanh, multiply, subtract))
 
 
 def hessian_fn_bwd(residuals, g):
@@ -51,19 +63,17 @@ def hessian_fn_bwd(residuals, g):
     del g_subtract
     g_tanh = np.multiply(g_multiply, 2, out=g_multiply)
     del g_multiply
-    add_2 = np.add(multiply_4, multiply_4, out=multiply_4)
+    add_1 = np.add(multiply_4, multiply_4, out=multiply_4)
     del multiply_4
-    g_tanh -= add_2
-    del add_2
-    g_getitem = g[:-1]                    # grad of scatter_add
-    g_getitem_1 = g[1:]
+    g_tanh -= add_1
+    g_getitem = g[:-1]                    # grad of add_at
+    g_getitem_1 = g[1:]                   # grad of scatter_add
     g_x = _scatter_add(g_getitem, (slice(1, None),), (4,), unique=True)  # grad of getitem
     del g_getitem
-    scatter_add_2 = _scatter_add(g_getitem_1, (slice(-1),), (4,), unique=True)
+    g_x[:-1] += g_getitem_1
     del g_getitem_1
-    g_x += scatter_add_2
-    multiply_5 = np.multiply(tanh_1, tanh_1, out=scatter_add_2)  # grad of tanh
-    del scatter_add_2
+    multiply_5 = np.multiply(tanh_1, tanh_1, out=add_1)  # grad of tanh
+    del add_1
     subtract_2 = np.subtract(1, multiply_5, out=multiply_5)
     del multiply_5
     multiply_6 = np.multiply(g_tanh, subtract_2, out=g_tanh)

@@ -85,7 +85,6 @@ def rnn_loss_value_and_grad(params, xs, target):
     del g_tanh_2
     sum_1 = np.sum(g_add_5, axis=0)       # grad of add
     g_params_b += sum_1
-    del sum_1
     g_tanh_1 = np.dot(g_add_5, transpose, out=stack_1[1])  # grad of matmul
     del g_add_5
     multiply_2 = np.multiply(tanh_1, tanh_1, out=subtract_2)  # grad of tanh
@@ -94,9 +93,9 @@ def rnn_loss_value_and_grad(params, xs, target):
     del multiply_2
     g_add_3 = np.multiply(g_tanh_1, subtract_3, out=g_tanh_1)
     del g_tanh_1
-    sum_2 = np.sum(g_add_3, axis=0)       # grad of add
+    sum_2 = np.sum(g_add_3, axis=0, out=sum_1)  # grad of add
+    del sum_1
     g_params_b += sum_2
-    del sum_2
     g_tanh = np.dot(g_add_3, transpose, out=stack_1[0])  # grad of matmul
     del g_add_3, transpose
     multiply_3 = np.multiply(tanh, tanh, out=subtract_3)  # grad of tanh
@@ -105,7 +104,8 @@ def rnn_loss_value_and_grad(params, xs, target):
     del multiply_3
     g_add_1 = np.multiply(g_tanh, subtract_4, out=g_tanh)
     del g_tanh, subtract_4
-    sum_3 = np.sum(g_add_1, axis=0)       # grad of add
+    sum_3 = np.sum(g_add_1, axis=0, out=sum_2)  # grad of add
+    del sum_2
     g_params_b += sum_3
     del sum_3
     matmul_7 = zeros_1 @ g_add_1          # grad of matmul

@@ -14,6 +14,7 @@ the caller allows numexpr in the code it emits.
 import os
 
 from .accumulate import accumulate
+from .add_at import add_at
 from .affine import affine
 from .contract import contract
 from .cse import cse
@@ -29,8 +30,8 @@ from .stable import stable
 from .stepwise import stepwise
 from .sums import sums
 
-PIPELINE = (stable, fold, simplify, scalars, signs, sums, contract, cse, accumulate, stepwise,
-            dce)
+PIPELINE = (stable, fold, simplify, scalars, signs, sums, contract, cse, accumulate, add_at,
+            stepwise, dce)
 ENABLED = os.environ.get("AUTODIFFGEN_PASSES", "1") != "0"
 MAX_ROUNDS = 20
 
@@ -60,6 +61,6 @@ def optimize(graph, pipeline=PIPELINE, numexpr=False):
     return graph
 
 
-__all__ = ["ENABLED", "PIPELINE", "accumulate", "affine", "contract", "cse", "dce", "ensure_fresh",
-           "exact_scales", "fold",
-           "fuse", "optimize", "scalars", "signs", "simplify", "stable", "stepwise", "sums"]
+__all__ = ["ENABLED", "PIPELINE", "accumulate", "add_at", "affine", "contract", "cse", "dce",
+           "ensure_fresh", "exact_scales", "fold", "fuse", "optimize", "scalars", "signs",
+           "simplify", "stable", "stepwise", "sums"]

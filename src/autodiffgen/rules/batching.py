@@ -339,6 +339,15 @@ def setitem(ctx, x, v, *arrays, index):
     return ctx.prim(layout.x, v, *layout.args, index=index)
 
 
+def add_at(ctx, x, v, *arrays, index, unique):
+    """x + scatter_add(v, index): the scatter's rule, then the sum (x broadcasts when it
+    is shared by the examples)."""
+    sub = Context(_p("scatter_add"), ctx.size, ctx.batched[1:], ctx.examples[1:], ctx.shape)
+    shifted = Index(_renumbered(i, -1) for i in index.items)
+    scattered = scatter_add(sub, v, *arrays, index=shifted, shape=ctx.shape, unique=unique)
+    return _p("add")(x, scattered)
+
+
 def _with_first(ctx, example):
     """ctx with the first argument's example replaced (scatter_add: the array written)."""
     return Context(ctx.prim, ctx.size, (True, *ctx.batched[1:]), (example, *ctx.examples[1:]),
@@ -366,7 +375,7 @@ FAMILIES = {
     squeeze: ("squeeze",), expand_dims: ("expand_dims",), full_like: ("full_like",),
     tile: ("tile",), pad: ("pad",), matmul: ("matmul",), einsum: ("einsum",),
     solve: ("solve",), getitem: ("getitem",), scatter_add: ("scatter_add",),
-    setitem: ("setitem",),
+    setitem: ("setitem",), add_at: ("add_at",),
 }
 
 

@@ -115,7 +115,7 @@ defjvp(PRIMITIVES["sign"], _sign_jvp)
 # holomorphic or linear (their rules need no conjugate), or with rules of their own above;
 # max and min pass the cotangent to the element NumPy picks (complex: lexicographic order)
 COMPLEX_OK = frozenset((
-    "getitem", "scatter_add", "setitem", "tile", "repeat", "pad", "triu", "tril", "ones",
+    "getitem", "scatter_add", "setitem", "add_at", "tile", "repeat", "pad", "triu", "tril", "ones",
     "astype", "copy", "conj", "real", "imag", "angle", "absolute", "sign", "add", "subtract",
     "multiply", "divide", "negative", "positive", "power", "square", "reciprocal", "exp",
     "expm1", "log", "log1p", "sqrt", "exp2", "log2", "log10", "sin", "cos", "tan", "tanh",

@@ -1,5 +1,6 @@
 """Indexing: getitem (basic slicing, integer arrays, boolean masks), its transpose
-scatter_add, and setitem, the functional form of a write `x[index] = v`.
+scatter_add, setitem, the functional form of a write `x[index] = v`, and add_at, a dense
+value plus a scatter without the zeros (`x[index] += v` as a function).
 
 The cotangent of `x[index]` is `scatter_add`: zeros of x's shape with the cotangent added
 at `index`. Repeated integer indices accumulate, as np.add.at does; when the index can
@@ -12,6 +13,7 @@ numpy_api/views.py, how x[...] keys become an Index numpy_api/indexing.py.
 
 import numpy as np
 
+from ..generated_helpers import _add_at as _add_at_impl
 from ..generated_helpers import _setitem as _setitem_impl
 from ..generated_helpers import scatter_add as _scatter_add_impl
 from ..graph import Index, Slot
@@ -108,3 +110,21 @@ def _kept_writes(g, x, arrays, index):
 
 setitem = defprimitive("setitem", _setitem_fill, "_setitem({0}, np.s_[{index}], {1})",
                        variadic_vjp=_setitem_vjp, helper="_setitem", linear_in=(0, 1))
+
+
+# ---- add_at: x + scatter_add(v, index), made by passes/add_at.py ----------------------------
+def _add_at_fill(x, v, *arrays, index, unique):
+    return _add_at_impl(x, index.fill((x, v) + arrays), v, unique)
+
+
+def _add_at_vjp(i, g, ans, x, v, *arrays, index, unique):
+    if i == 0:
+        return g
+    if i == 1:  # repeated indices: each occurrence of an element gets its cotangent
+        return getitem(g, *arrays, index=shifted(index, -1))
+    return None
+
+
+add_at = defprimitive("add_at", _add_at_fill, "_add_at({0}, np.s_[{index}], {1})",
+                      {"unique": False}, variadic_vjp=_add_at_vjp, helper="_add_at",
+                      linear_in=(0, 1))

@@ -7,7 +7,7 @@ A traced mask selects as many elements as the data says (generalize_counts.py de
 count is read at run time or guarded); a slice bound that is a traced int argument is
 read, and guarded, unless the slice's length is all that the bounds decide (`X[i * bs:(i + 1)
 * bs]`): then the bounds are inputs of the code, and its guards check the length
-(_dynamic_slice). `_getitem`, `_scatter_add` and `_setitem` are runtime helpers of
+(_dynamic_slice). `_getitem`, `_scatter_add`, `_setitem` and `_add_at` are runtime helpers of
 generated code: called on Boxes by an enclosing trace (grad of grad, hessian) they record
 their primitive again.
 """
@@ -18,13 +18,14 @@ import numpy as np
 
 from ... import count_sources
 from ...errors import TracingError, at
+from ...generated_helpers import _add_at as _add_at_impl
 from ...generated_helpers import _getitem as _getitem_helper
 from ...generated_helpers import _setitem as _setitem_impl
 from ...generated_helpers import scatter_add as _scatter_add_impl
 from ...graph import Index, Slot
 from ...tracer import Box, _holds_box, concrete, current_trace, result_dtype, user_loc
 from .. import register_helper
-from ..indexing import getitem, scatter_add, setitem, shifted
+from ..indexing import add_at, getitem, scatter_add, setitem, shifted
 from . import boxmethod
 
 
@@ -157,3 +158,16 @@ def _traceable_setitem(x, index, v):
 
 
 register_helper("_setitem", _setitem_impl, _traceable_setitem)
+
+
+def _traceable_add_at(x, index, v, unique=False, out=None):
+    """generated_helpers._add_at for generated code, recorded as a primitive when traced
+    (where the code is traced, it writes into nothing: `out` is not given)."""
+    key = index if type(index) is tuple else (index,)
+    if not _holds_box((x, v) + key):
+        return _add_at_impl(x, index, v, unique, out)
+    parsed, arrays = parse_index(index, np.shape(x))
+    return add_at(x, v, *arrays, index=shifted(parsed, 1), unique=unique)
+
+
+register_helper("_add_at", _add_at_impl, _traceable_add_at)
