@@ -244,6 +244,7 @@ def sunk(graph):
     for node in graph.nodes:  # read by no statement: an output, computed last
         if node not in placed:
             place(node)
+    place = None  # it calls itself: a cycle that would hold every node until a collection
     return replace(graph, nodes=order)
 
 

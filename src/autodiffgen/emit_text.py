@@ -28,14 +28,12 @@ _NUMBERS = (int, float, bool)
 class Texts:
     """The statement texts of one Emitter's function, by layout."""
 
-    def __init__(self, emitter):
-        self.emitter = emitter
+    def __init__(self):  # the emitter is passed, not kept: no cycle for the collector
         self.known = {}  # layout key -> (text pieces, name slots), or None: not reused
 
-    def text(self, node, name, out, in_place):
+    def text(self, emitter, node, name, out, in_place):
         """The statement binding `name` to node's value (written into `out` when not None;
         as an update in place when `in_place`), or None: not a plain node, built as usual."""
-        emitter = self.emitter
         if node.params or emitter.scalar or node in emitter.contiguous:
             return None
         names, constants = [name], []
@@ -61,15 +59,14 @@ class Texts:
                out is None and emitter.numpy_on_numbers(node), same, tuple(constants))
         known = self.known.get(key, False)
         if known is False:
-            known = self.known[key] = self._learn(node, out, in_place, names, same)
+            known = self.known[key] = self._learn(emitter, node, out, in_place, names, same)
         if known is None:
             return None
         return filled_text(*known, names)
 
-    def _learn(self, node, out, in_place, names, same):
+    def _learn(self, emitter, node, out, in_place, names, same):
         """(pieces, slots) of the statement rendered with stand-in names, checked against
         the statement rendered with its own; None if they differ."""
-        emitter = self.emitter
         valued = [a for a in node.args if type(a) is Node] + ([out] if out is not None else [])
         own = {n: emitter.names[n] for n in valued}
         stand_ins = [f"_adg_slot_{j}_" for j in same]

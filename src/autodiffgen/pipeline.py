@@ -98,7 +98,7 @@ def gradient_graph(fun, args, argnums, names, static=(), capture=True, has_aux=F
     grads, cotangent_of = backward.traced_gradients(trace, out, wrt)
     signature = signature_text(args, names)
     arrays = [leaf for leaf in leaves(args) if isinstance(leaf, (np.ndarray, np.generic))]
-    return backward.fused_graph(
+    graph = backward.fused_graph(
         f"{function_name(fun)}_value_and_grad", names, trace,
         ((out, aux), grads) if has_aux else (out, grads),
         signature=signature,
@@ -111,6 +111,9 @@ def gradient_graph(fun, args, argnums, names, static=(), capture=True, has_aux=F
         derivative_of=cotangent_of,
         fresh_from=1,  # (value, gradients): the gradients are the caller's
         scalar=not arrays and any(type(leaf) is float for leaf in leaves(args)))
+    if trace.capture is not None:  # the capture's clones read it back: a cycle that would
+        trace.capture.trace = None  # hold the trace's every node until a collection
+    return graph
 
 
 def optimize(graph, numexpr):
@@ -145,3 +148,5 @@ def drive(stage, trace):
                 else stage.send(graph)
     except StopIteration as done:
         return done.value
+    finally:  # a failed trace's traceback holds this frame, which held it: a cycle
+        error = None  # keeping the graphs until a collection

@@ -99,6 +99,7 @@ def substitute(graph, replace):
         except TypeError:  # an unhashable constant (an array) among the arguments
             pass
         append(renew(node))
+    insert = None  # it calls itself: a cycle that would hold the old graph until a collection
     outputs = map_tree(graph.outputs, lambda o: resolve(o) if type(o) is Node else o)
     derivative_of = {}
     for node, of in graph.derivative_of.items():
