@@ -6,7 +6,7 @@ takes over the original's name, location and role, so the emitted code reads the
 
 import dataclasses
 
-from ..graph import COPY_OF, NOTES, PYTHON_NUMBERS, Node, is_guard, op
+from ..graph import COPY_OF, NOTES, PYTHON_NUMBERS, Node, op
 from ..tree import map_tree
 
 
@@ -139,7 +139,8 @@ def guard_reads(graph):
     computes with the one the trace computed, so passes that change arithmetic (a sum
     reassociated into one matmul, a stable form, numexpr) leave these alone: computed in
     another order, the value can differ in its last bit and the guard would fail forever."""
-    read, stack = set(), [a for n in graph.nodes if is_guard(n) for a in n.args]
+    read, stack = set(), [a for n in graph.nodes if (p := n.prim) is not None  # is_guard,
+                          and p.name == "guard" and p.op is not None for a in n.args]  # inline
     while stack:
         node = stack.pop()
         if type(node) is Node and node not in read:
