@@ -29,7 +29,7 @@ from .. import retrace, tracer
 from ..errors import GuardError, TracingError, function_name
 from ..generated_helpers import GuardFailure
 from ..graph import Node, is_guard
-from ..pipeline import without_gc_pauses
+from ..pauses import without_gc_pauses
 from ..rules.random import states_kept
 from ..tree import leaves
 from . import dispatch
