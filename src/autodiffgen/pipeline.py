@@ -16,6 +16,9 @@ returns data.
 """
 
 import contextlib
+import functools
+import gc
+import threading
 
 import numpy as np
 
@@ -24,9 +27,41 @@ from .arguments import signature_text, single
 from .emit import emit_module
 from .errors import function_name
 from .graph import with_guards_first
-from .pauses import hold, without_gc_pauses
 from .tracer import is_number_input
 from .tree import leaves
+
+
+def without_gc_pauses(stage):
+    """A stage run with the cyclic garbage collector off (as it was before, after): a first
+    call allocates hundreds of thousands of long-lived objects (nodes, trees, lines), and
+    each full collection walks all of them, about a tenth of a large graph's first call.
+    Nothing is lost: what is garbage when the stage ends is collected as usual after it."""
+    @functools.wraps(stage)
+    def run(*args, **kwargs):
+        if not gc.isenabled():  # off already: the user's choice, or an enclosing stage's
+            return stage(*args, **kwargs)
+        gc.disable()
+        _held.traces = []
+        try:
+            return stage(*args, **kwargs)
+        finally:
+            _held.traces = None  # freed here, once the source is made (see hold)
+            gc.enable()
+    return run
+
+
+_held = threading.local()
+
+
+def hold(trace):
+    """Keep a finished trace (its values: the arrays it computed) until the outermost
+    pause ends. Freed as soon as the backward is made, those arrays lie at the top of the
+    heap and the allocator hands their pages back to the system, to fault them in again at
+    the next trace (a warm GRU's backward: 77 -> 125 ms); freed once the source is made,
+    below what was allocated since, their memory serves the next first call."""
+    traces = getattr(_held, "traces", None)
+    if traces is not None:
+        traces.append(trace)
 
 
 @without_gc_pauses

@@ -29,7 +29,6 @@ from .. import retrace, tracer
 from ..errors import GuardError, TracingError, function_name
 from ..generated_helpers import GuardFailure
 from ..graph import Node, is_guard
-from ..pauses import without_gc_pauses
 from ..rules.random import states_kept
 from ..tree import leaves
 from . import dispatch
@@ -200,13 +199,9 @@ class FunctionCache:
             retrace.report(name, retrace.new_signature(names, key, known))
         self.churn.count(name, names, key, known)
 
-    @without_gc_pauses
     def _compile(self, args, disk_key=None):
         """(function, source, whether it has guards, its batch range or None) for these
-        arguments, traced now (and stored on disk under `disk_key`). The collector stays
-        off until the graph is dropped (as this returns): turned on while the graph lives,
-        its first collection walks every node and tree of it, a tenth of a long chain's
-        first call, to free nothing."""
+        arguments, traced now (and stored on disk under `disk_key`)."""
         # called on an enclosing trace's Boxes: code that never writes in place, since
         # that trace keeps references to the plain arrays the code computes
         with self.disk.recording(disk_key) as recorder:
