@@ -129,7 +129,7 @@ class Emitter:
         self.pure = pure  # no writes into dead buffers (code an enclosing trace will read)
         self.inline_at = _inlined(self.graph)  # `x.T` read once: written where it is read
         self.inline_ast = {}
-        self.texts = Texts(self)
+        self.texts = Texts()
         self.paths_checked = {}  # path length -> whether path_text's is astor's text
 
     def arg_ast(self, arg):
@@ -313,7 +313,7 @@ class Emitter:
             mark = self.graph.marks.get(node.stack) if node.grad_of is None else None
             raises = node.prim.name in RAISES and node.grad_of is None
             text = None if raises or unread or mark is not None else \
-                self.texts.text(node, name, reuse.get(i), in_place)  # a layout seen before
+                self.texts.text(self, node, name, reuse.get(i), in_place)  # a layout seen before
             if text is None:
                 value = self.value_ast(node, reuse.get(i))
                 stmt = ast.Expr(value) if unread else statement(value, name, in_place)

@@ -41,11 +41,17 @@ VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast
 
 
 def ufunc_of(prim):
-    """The NumPy ufunc a primitive applies as it is, or None."""
+    """The NumPy ufunc a primitive applies as it is, or None (asked several times per
+    node by the emitter's stages: kept on the primitive, whose impl and op never change)."""
+    try:
+        return prim._ufunc_of
+    except AttributeError:
+        pass
     impl = prim.impl
-    if prim.op is not None and isinstance(impl, np.ufunc) and getattr(np, impl.__name__, None) is impl:
-        return impl.__name__
-    return None
+    name = impl.__name__ if prim.op is not None and isinstance(impl, np.ufunc) and \
+        getattr(np, impl.__name__, None) is impl else None
+    prim._ufunc_of = name
+    return name
 
 
 def reuse_plan(graph, last_use):
@@ -171,8 +177,9 @@ def _elementwise(prim):
 
 def owns(node):
     """The node's value is a new array of its own (so it may be written into)."""
-    return op(node) in _OWNERS or (op(node) is not None and ufunc_of(node.prim) is not None) \
-        or _contraction(node)
+    name = op(node)
+    return name is not None and (name in _OWNERS or ufunc_of(node.prim) is not None or
+                                 name == "einsum" and len(node.args) >= 2)  # _contraction
 
 
 def _contraction(node):
@@ -259,6 +266,7 @@ def sunk(graph):
     for node in graph.nodes:  # read by no statement: an output, computed last
         if node not in placed:
             place(node)
+    place = None  # it calls itself: a cycle that would hold every node until a collection
     return replace(graph, nodes=order)
 
 

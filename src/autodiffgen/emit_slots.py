@@ -162,6 +162,8 @@ def joins_in_place(graph, plan, writes_out):
         if type(operand) is Node and operand in joins.fixed \
                 and slot_of.get(graph.nodes[i]) is not slot_of[operand]:
             del plan[i]
+    # place and join read each other: a cycle that would hold every node until a collection
+    place = join = None  # noqa: F811
     return plan, joins
 
 

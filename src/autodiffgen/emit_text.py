@@ -28,14 +28,12 @@ _NUMBERS = (int, float, bool)
 class Texts:
     """The statement texts of one Emitter's function, by layout."""
 
-    def __init__(self, emitter):
-        self.emitter = emitter
-        self.known = {}  # layout key -> (text pieces, name slots), or None: not reused
+    def __init__(self):  # the emitter is passed, not kept: no cycle for the collector
+        self.known = {}  # layout key -> its text as a format template (_template), or None
 
-    def text(self, node, name, out, in_place):
+    def text(self, emitter, node, name, out, in_place):
         """The statement binding `name` to node's value (written into `out` when not None;
         as an update in place when `in_place`), or None: not a plain node, built as usual."""
-        emitter = self.emitter
         if node.params or emitter.scalar or node in emitter.contiguous:
             return None
         names, constants = [name], []
@@ -61,15 +59,15 @@ class Texts:
                out is None and emitter.numpy_on_numbers(node), same, tuple(constants))
         known = self.known.get(key, False)
         if known is False:
-            known = self.known[key] = self._learn(node, out, in_place, names, same)
+            known = self.known[key] = _template(
+                self._learn(emitter, node, out, in_place, names, same))
         if known is None:
             return None
-        return filled_text(*known, names)
+        return known.format(*names)  # filled_text(*pieces_and_slots, names), in C
 
-    def _learn(self, node, out, in_place, names, same):
+    def _learn(self, emitter, node, out, in_place, names, same):
         """(pieces, slots) of the statement rendered with stand-in names, checked against
         the statement rendered with its own; None if they differ."""
-        emitter = self.emitter
         valued = [a for a in node.args if type(a) is Node] + ([out] if out is not None else [])
         own = {n: emitter.names[n] for n in valued}
         stand_ins = [f"_adg_slot_{j}_" for j in same]
@@ -83,6 +81,15 @@ class Texts:
         known = pieces[0::2], [int(s) for s in pieces[1::2]]
         real = render(statement(emitter.value_ast(node, out), names[0], in_place))
         return known if filled_text(*known, names) == real else None
+
+
+def _template(known):
+    """A layout's (text pieces, slots) as a str.format template: filled_text's text."""
+    if known is None:
+        return None
+    pieces, slots = known
+    escaped = [p.replace("{", "{{").replace("}", "}}") for p in pieces]
+    return escaped[0] + "".join(f"{{{slot}}}{p}" for slot, p in zip(slots, escaped[1:]))
 
 
 def statement(value, name, in_place):

@@ -283,8 +283,13 @@ def users_of(nodes):
     """{node: the nodes that read it, in order (once per argument)}: the users map the
     passes and the backward's shift check share."""
     found = {}
+    get = found.get
     for node in nodes:
         for arg in node.args:
             if type(arg) is Node:
-                found.setdefault(arg, []).append(node)
+                users = get(arg)
+                if users is None:  # (not setdefault: it would make a list every time)
+                    found[arg] = [node]
+                else:
+                    users.append(node)
     return found

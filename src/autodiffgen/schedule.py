@@ -66,8 +66,8 @@ def _target(nodes, i, graph, kept, last, n):
         return None
     freed = {b for b in (_base(a) for a in node.args if type(a) is Node)
              if last.get(b) is node and b not in kept and owns(b) and b.shape != ()}
-    if not freed:
-        return None
+    if not freed or _nbytes(node, n) >= sum(_nbytes(b, n) for b in freed):
+        return None  # (what the move frees can only shrink below: no gain, at once)
     low = max(0, i - WINDOW)
     at = {nodes[k]: k for k in range(low, i)}
     views = _views(node, at, graph)

@@ -221,8 +221,9 @@ def bind(prim, args, params):
         if isinstance(error, RAISES.get(prim.name, ())) or raising.mark(trace, stack):
             trace.raised(prim, args, params, error, stack or None)  # from the values: a branch
         relocated = located(error, f"in {prim.name}, called at")
-        if relocated is error:
-            raise
+        if relocated is error:  # (3.11+, a note) dropped first: the traceback holds this
+            del relocated       # frame, a cycle that would keep the failed trace's nodes
+            raise               # until a collection (generalize's retraces fail)
         raise relocated from error
     if prim.simplify is not None:
         same = prim.simplify(args, params, value)
@@ -666,30 +667,35 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
     recording = Trace()
     recording.eager = eager
     recording.fun = fun
-    with recording, contextlib.ExitStack() as hooks:
-        if capture:  # a standalone module keeps what it read as constants
-            recording.capture = Capture(recording)
-        for hook in TRACE_HOOKS:
-            hooks.enter_context(hook(recording))
-        boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else
-                           None if i in static else False) for i, a in enumerate(args)]
-        run = recording.capture.enter(fun) if capture else fun
-        own = map_tree(boxed, _own_box)
-        if capture:  # `self`, a config object, a partial: read through like a global
-            own = map_tree(own, lambda x: x if type(x) in (Box, Handle) else
-                           recording.capture.argument(x, fun))
-            own = [recording.capture.pytree_argument(a) for a in own]
-        recording.own = [b for b in leaves(own) if type(b) is Box]  # for count_sources.observe
-        with user_code():  # the disk cache notes which functions run (cache/disk/record.py)
-            try:
-                out = run(*own)
-            except ValueError as error:
-                stored = _stored_scalar(error)
-                if stored is None:
-                    raise
-                raise stored from error
-        if capture:
-            recording.capture.finish(fun)
+    try:
+        with recording, contextlib.ExitStack() as hooks:
+            if capture:  # a standalone module keeps what it read as constants
+                recording.capture = Capture(recording)
+            for hook in TRACE_HOOKS:
+                hooks.enter_context(hook(recording))
+            boxed = [_box_tree(recording, a, (i,), names[i], diff if i in argnums else
+                               None if i in static else False) for i, a in enumerate(args)]
+            run = recording.capture.enter(fun) if capture else fun
+            own = map_tree(boxed, _own_box)
+            if capture:  # `self`, a config object, a partial: read through like a global
+                own = map_tree(own, lambda x: x if type(x) in (Box, Handle) else
+                               recording.capture.argument(x, fun))
+                own = [recording.capture.pytree_argument(a) for a in own]
+            recording.own = [b for b in leaves(own) if type(b) is Box]  # for count_sources.observe
+            with user_code():  # the disk cache notes which functions run (cache/disk/record.py)
+                try:
+                    out = run(*own)
+                except ValueError as error:
+                    stored = _stored_scalar(error)
+                    if stored is None:
+                        raise
+                    raise stored from error
+            if capture:
+                recording.capture.finish(fun)
+    except BaseException:  # its capture's clones read it back: a cycle that would hold
+        if recording.capture is not None:  # the failed trace's nodes until a collection
+            recording.capture.trace = None
+        raise
     if recording.refused:  # raised, and caught by the user's code: not eager's path
         first = recording.refused[0]
         raise TracingError(f"{first} [this error was raised while tracing "

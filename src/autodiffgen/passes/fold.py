@@ -39,8 +39,9 @@ def fold(graph, examined=None):
             if _foldable(value, node):
                 replace[node] = np.array(value, dtype=node.dtype) if np.ndim(value) == 0 \
                     and isinstance(value, np.ndarray) else value
-    if examined is not None:
-        examined.update(n for n in graph.nodes if n not in replace)
+    if examined is not None:  # (at C speed when nothing is replaced: most sweeps)
+        examined.update(graph.nodes if not replace else
+                        (n for n in graph.nodes if n not in replace))
     return substitute(graph, replace)
 
 

@@ -6,7 +6,7 @@ takes over the original's name, location and role, so the emitted code reads the
 
 import dataclasses
 
-from ..graph import COPY_OF, NOTES, PYTHON_NUMBERS, Node, is_guard, op
+from ..graph import COPY_OF, NOTES, PYTHON_NUMBERS, Node, op
 from ..tree import map_tree
 
 
@@ -99,6 +99,7 @@ def substitute(graph, replace):
         except TypeError:  # an unhashable constant (an array) among the arguments
             pass
         append(renew(node))
+    insert = None  # it calls itself: a cycle that would hold the old graph until a collection
     outputs = map_tree(graph.outputs, lambda o: resolve(o) if type(o) is Node else o)
     derivative_of = {}
     for node, of in graph.derivative_of.items():
@@ -138,7 +139,8 @@ def guard_reads(graph):
     computes with the one the trace computed, so passes that change arithmetic (a sum
     reassociated into one matmul, a stable form, numexpr) leave these alone: computed in
     another order, the value can differ in its last bit and the guard would fail forever."""
-    read, stack = set(), [a for n in graph.nodes if is_guard(n) for a in n.args]
+    read, stack = set(), [a for n in graph.nodes if (p := n.prim) is not None  # is_guard,
+                          and p.name == "guard" and p.op is not None for a in n.args]  # inline
     while stack:
         node = stack.pop()
         if type(node) is Node and node not in read:

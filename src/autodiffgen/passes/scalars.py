@@ -57,6 +57,11 @@ def scalars(graph, examined=None):
 
 
 def _rewrite(node, args, opaque):
+    # most nodes at once: none of the rewrites below applies without one of these (an
+    # array operand for _scalar, a broadcast one for _sink_broadcast, an op of _REWRITTEN)
+    if op(node) not in _REWRITTEN and not any(
+            type(a) is np.ndarray or type(a) is Node and op(a) == "broadcast_to" for a in args):
+        return None
     new = [_scalar(a, node, args) for a in args]
     if any(a is not b for a, b in zip(new, args)):
         return clone(node, new)
@@ -71,6 +76,9 @@ def _rewrite(node, args, opaque):
         if signed is not None:
             return signed
     return _sink_broadcast(node, args, opaque)
+
+
+_REWRITTEN = {"negative", "multiply", "add", "subtract"}  # what _factor and _signed look for
 
 
 def _common_factor(node, args, opaque):

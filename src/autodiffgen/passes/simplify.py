@@ -34,8 +34,9 @@ def simplify(graph, examined=None):
             better = clone(node, unbroadcast)
         if better is not None and better is not node:
             replace[node] = better
-    if examined is not None:
-        examined.update(n for n in graph.nodes if n not in replace)
+    if examined is not None:  # (at C speed when nothing is replaced: most sweeps)
+        examined.update(graph.nodes if not replace else
+                        (n for n in graph.nodes if n not in replace))
     return substitute(graph, replace)
 
 
