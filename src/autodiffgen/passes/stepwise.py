@@ -181,7 +181,8 @@ def _in_order(run, users):
     """The roots' readers are parts of joins that lay them out row after row in the order
     of the run: the same position in joins that are, level by level, consecutive parts of
     one stack (axis 0) at one level and the same position in one join above it."""
-    paths = [_path(users[f.root][0], users) for f in run]
+    positions = {}  # join -> {argument: its positions}: each join's arguments listed once
+    paths = [_path(users[f.root][0], users, positions) for f in run]
     if any(p is None for p in paths) or len({len(p) for p in paths}) != 1:
         return False
     levels = [{p[i] for p in paths} for i in range(len(paths[0]))]
@@ -199,7 +200,7 @@ def _in_order(run, users):
         and all(len({p[i][1] for p in paths}) == 1 for i in range(level + 1, len(paths[0])))
 
 
-def _path(node, users):
+def _path(node, users, positions):
     """[(join, position of what is below in it)] from the outermost join down to node, or
     None when node is in no join or in one twice."""
     path = []
@@ -208,9 +209,15 @@ def _path(node, users):
         if not joins:
             return path[::-1] or None
         join = joins[0]
-        if sum(a is node for a in join.args) != 1:
+        where = positions.get(join)
+        if where is None:
+            where = positions[join] = {}
+            for i, a in enumerate(join.args):
+                if type(a) is Node:
+                    where.setdefault(a, []).append(i)
+        if len(where[node]) != 1:
             return None
-        path.append((join, next(i for i, a in enumerate(join.args) if a is node)))
+        path.append((join, where[node][0]))
         node = join
 
 
