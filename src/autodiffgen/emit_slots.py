@@ -163,7 +163,7 @@ def joins_in_place(graph, plan, writes_out):
                 and slot_of.get(graph.nodes[i]) is not slot_of[operand]:
             del plan[i]
     # place and join read each other: a cycle that would hold every node until a collection
-    place = join = None  # noqa: F811
+    place = join = None
     return plan, joins
 
 
