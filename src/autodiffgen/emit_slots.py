@@ -77,6 +77,7 @@ def joins_in_place(graph, plan, writes_out):
     readers = _row_readers(graph, kept, writes_out)  # reader -> (batched value, its row)
     rows = {}                        # batched value -> [(row, the Slot its reader is in)]
     first = {}                       # root join -> the first statement written into it
+    overwritten = set()              # placed values a later value is computed in place over
 
     def open_(node, slot):
         return type(node) is Node and node.prim is not None and node not in kept \
@@ -106,11 +107,13 @@ def joins_in_place(graph, plan, writes_out):
                 plan[at[node]] = slot
                 return True
             if _join(operand) and _part_slots(operand, slot) is not None:
+                overwritten.add(operand)
                 join(operand, slot)
                 return True
             if not writes_out(operand):
                 plan[at[node]] = slot
                 return True
+            overwritten.add(operand)
             node = operand
 
     def join(node, slot):
@@ -127,8 +130,10 @@ def joins_in_place(graph, plan, writes_out):
         if _join(node) and node not in joins.slot and not graph.marks.get(node.stack) \
                 and node.shape != ():
             view = _stacked_slots(node, [placed.get(p) or joins.slot.get(p)
-                                         if type(p) is Node else None for p in node.args])
+                                         if type(p) is Node and p not in overwritten else None
+                                         for p in node.args])
             if view is not None and node not in kept:  # its parts lie in a buffer already
+                # (and stay there: a part another value is computed over is not viewed)
                 joins.slot[node] = view
                 joins.parts[node] = []
                 continue
