@@ -224,7 +224,10 @@ def bind(prim, args, params):
         if relocated is error:  # (3.11+, a note) dropped first: the traceback holds this
             del relocated       # frame, a cycle that would keep the failed trace's nodes
             raise               # until a collection (generalize's retraces fail)
-        raise relocated from error
+        try:
+            raise relocated from error
+        finally:  # (3.10, a new exception) the same cycle through this local
+            del relocated
     if prim.simplify is not None:
         same = prim.simplify(args, params, value)
         if same is not None:
