@@ -7,7 +7,7 @@ import inspect
 import numpy as np
 
 import autodiffgen as ad
-from autodiffgen import passes
+from autodiffgen import passes, tape
 from autodiffgen.arguments import normalize_argnums
 from autodiffgen.cache.loader import load
 from autodiffgen.emit import emit_module
@@ -52,3 +52,15 @@ def check_both_precisions(fun, args, argnums):
     value, grads = ad.value_and_grad(fun, argnums=argnums)(*small)
     assert value.dtype == np.float32
     assert all(g.dtype == np.float32 for g in (grads if isinstance(grads, tuple) else [grads]))
+
+
+def served_by_one_trace(fun, calls, rtol):
+    """value_and_grad(fun) on each argument tuple of `calls` (other batch sizes, say)
+    against the tape's, all from one trace; the function, for what a test reads next."""
+    f, reference = ad.value_and_grad(fun), tape.value_and_grad(fun)
+    for args in calls:
+        (v, g), (tv, tg) = f(*args), reference(*args)
+        np.testing.assert_allclose(v, tv, rtol=rtol)
+        np.testing.assert_allclose(g, tg, rtol=rtol)
+    assert f.cache_info().misses == 1
+    return f

@@ -6,7 +6,7 @@ batch sizes still generalize; second derivatives; what is not rewritten."""
 
 import numpy as np
 import pytest
-from graph_helpers import check_both_precisions, flat, run, traced
+from graph_helpers import check_both_precisions, flat, run, served_by_one_trace, traced
 
 import autodiffgen as ad
 from autodiffgen import passes, tape
@@ -82,13 +82,9 @@ def test_no_temporary_for_a_logistic_loss_and_every_batch_size_served():
     assert "matmul = y @ z" in forward and "divide = matmul / n" in forward
     assert not any("y * z" in line for line in forward)
     assert "w @ w" in "\n".join(forward)
-    f, reference = ad.value_and_grad(softplus_minus_linear), tape.value_and_grad(softplus_minus_linear)
-    for rows in (40, 33, 7, 2):
-        args = (w + 0.1 * rows, X[:rows], y[:rows])
-        (v, g), (tv, tg) = f(*args), reference(*args)
-        np.testing.assert_allclose(v, tv, rtol=1e-13)
-        np.testing.assert_allclose(g, tg, rtol=1e-13)
-    assert f.cache_info().misses == 1
+    served_by_one_trace(softplus_minus_linear,
+                        [(w + 0.1 * rows, X[:rows], y[:rows]) for rows in (40, 33, 7, 2)],
+                        rtol=1e-13)
     # float32: the product's sum stays np.sum (pairwise), in float32
     forward = forward_of(softplus_minus_linear, w.astype(np.float32), X.astype(np.float32),
                          y.astype(np.float32))
