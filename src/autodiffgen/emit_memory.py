@@ -28,6 +28,7 @@ import numpy as np
 from .emit_slots import Joins, joins_in_place, joins_last_use
 from .graph import Node, has_effect, is_guard, op, recomputed
 from .passes.rewrite import clone, substitute
+from .rules import elementwise_ufunc
 from .tree import leaves
 
 # primitives whose result is a new array of its own (a view would share its buffer)
@@ -172,7 +173,7 @@ def _moved_dels(last_use, moved):
 def _elementwise(prim):
     """A ufunc applied elementwise (not a generalized one such as matmul, which must not
     write into an operand it is still reading)."""
-    return ufunc_of(prim) is not None and prim.impl.signature is None
+    return ufunc_of(prim) is not None and elementwise_ufunc(prim)
 
 
 def owns(node):

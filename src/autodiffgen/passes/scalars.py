@@ -26,7 +26,7 @@ reads are left as traced (rewrite.guard_reads).
 import numpy as np
 
 from ..graph import Node, op
-from ..rules import PRIMITIVES
+from ..rules import PRIMITIVES, elementwise_ufunc
 from .rewrite import clone, guard_reads, op_here, substitute, unchanged
 
 
@@ -39,8 +39,7 @@ def scalars(graph, examined=None):
     for node in graph.nodes:
         if unchanged(node, examined, replace):
             continue
-        impl = getattr(node.prim, "impl", None)
-        if not isinstance(impl, np.ufunc) or impl.signature is not None or node.prim.effect \
+        if not elementwise_ufunc(node.prim) or node.prim.effect \
                 or not node.shape or node.dtype.kind not in "fc":
             better = None
         else:

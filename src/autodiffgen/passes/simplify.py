@@ -10,7 +10,7 @@ were computed by the forward function).
 import numpy as np
 
 from ..graph import PYTHON_NUMBERS, Node, op
-from ..rules import PRIMITIVES
+from ..rules import PRIMITIVES, elementwise_ufunc
 from ..tracer import result_dtype
 from .rewrite import clone, op_here, substitute, unchanged
 
@@ -20,12 +20,11 @@ def simplify(graph, examined=None):
     change, and whether an argument is an input, which stays so while it is read)."""
     replace = {}
     opaque = set(graph.inputs)
-    ufuncs = {}  # id(primitive) -> (primitive, an elementwise ufunc's?)
     for node in graph.nodes:
         if unchanged(node, examined, replace):
             continue
         rule = _RULES.get(op(node))
-        if rule is None and not _elementwise(node.prim, ufuncs):
+        if rule is None and not elementwise_ufunc(node.prim):
             continue  # neither a rule nor a broadcast to drop: most nodes
         args = [replace.get(a, a) if type(a) is Node else a for a in node.args]
         unbroadcast = _unbroadcast(node, args, opaque)
@@ -42,15 +41,6 @@ def simplify(graph, examined=None):
 
 # NumPy 2 promotes a 0-d array like any array (NEP 50); NumPy 1 by its value, as a scalar
 _ZERO_D_IS_AN_ARRAY = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
-
-
-def _elementwise(prim, known):
-    """prim applies an elementwise ufunc (the only kind `_unbroadcast` looks into), by a
-    look-up in `known` after the first time."""
-    if id(prim) not in known:
-        impl = getattr(prim, "impl", None)
-        known[id(prim)] = (prim, isinstance(impl, np.ufunc) and impl.signature is None)
-    return known[id(prim)][1]
 
 
 def _unbroadcast(node, args, opaque):

@@ -28,7 +28,7 @@ The values are the same elementwise operations on the same numbers: bit for bit 
 """
 
 from ..graph import NOTES, Index, Node, constant_key, op, recomputed, users_of
-from ..rules import PRIMITIVES
+from ..rules import PRIMITIVES, elementwise_ufunc
 from ..tree import leaves
 from .rewrite import clone, guard_reads, substitute
 
@@ -140,8 +140,7 @@ def _family(part, nodes, users, opaque):
 def _pointwise(node, part):
     """An elementwise ufunc of the part's shape and dtype, whose constants broadcast no
     further (so over the stack it is the same operation, row by row)."""
-    impl = getattr(node.prim, "impl", None)
-    if node.prim is None or op(node) is None or getattr(impl, "signature", 1) is not None \
+    if op(node) is None or not elementwise_ufunc(node.prim) \
             or node.shape != part.shape or node.dtype != part.dtype:
         return False
     return all(type(a) is Node or len(getattr(a, "shape", ())) == 0 for a in node.args)

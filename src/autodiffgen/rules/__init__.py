@@ -204,6 +204,21 @@ def register_helper(name, plain, traceable):
     TRACEABLE_HELPERS[name] = traceable
 
 
+def elementwise_ufunc(prim):
+    """prim applies a NumPy ufunc elementwise (not a generalized one such as matmul); None
+    (an input) does not. Asked of most nodes by several passes: kept on the primitive,
+    whose impl never changes."""
+    if prim is None:
+        return False
+    try:
+        return prim._elementwise
+    except AttributeError:
+        pass
+    impl = prim.impl
+    prim._elementwise = isinstance(impl, np.ufunc) and impl.signature is None
+    return prim._elementwise
+
+
 def register_ufunc(ufunc, prim):
     """A ufunc is its primitive: np.add(x, y) on traced values records `prim` with the same
     arguments (functions and methods, which need their arguments normalized, are
