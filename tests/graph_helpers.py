@@ -2,17 +2,25 @@
 function's value-and-grad graph as traced, before any pass, a graph emitted as it is and
 called, and the gradient check every pass's cases get."""
 
+import dataclasses
 import inspect
 
 import numpy as np
 
 import autodiffgen as ad
-from autodiffgen import passes, tape
+from autodiffgen import passes, pipeline, tape
 from autodiffgen.arguments import normalize_argnums
 from autodiffgen.cache.loader import load
 from autodiffgen.emit import emit_module
-from autodiffgen.pipeline import finish, gradient_graph
+from autodiffgen.pipeline import finish
 from autodiffgen.testing import check_grads
+
+
+def gradient_graph(fun, args, argnums, names):
+    """grad's graph of `fun` at `args` as the trace and grad's outputs stage make it
+    (pipeline.traced), before any pass, its arguments named `names`."""
+    request = ad.GradFunction(fun, argnums).request(args, batch=False)
+    return pipeline.traced(dataclasses.replace(request, names=list(names)), args)
 
 
 def traced(fun, *args, argnums=0):

@@ -8,7 +8,7 @@
 
 from . import rules, tape  # noqa: F401  (rules registers every primitive; tape: the reference)
 from ._version import __version__
-from .api import GradFunction, emit, grad, grad_and_aux, value_and_grad
+from .api import GradFunction, emit, grad, grad_and_aux, standalone_source, value_and_grad
 from .checkpointing import checkpoint
 from .custom import defjvp, defvjp, primitive, stop_gradient
 from .errors import (
@@ -21,7 +21,6 @@ from .errors import (
 )
 from .picture import graph_of
 from .retrace import explain_retraces
-from .standalone import standalone_source
 from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp, vmap
 from .tree import register_pytree_node
 

@@ -1,8 +1,8 @@
 """grad, value_and_grad and emit: a differentiated function as the user calls it.
 
 A call computes its signature key, looks it up in the cache (cache/), and calls what it
-finds; a miss compiles through pipeline.compile_gradient (trace, backward, optimize,
-generalize, finish, emit), and the cache loads and keeps the result.
+finds; a miss compiles through pipeline.compile, with grad's own part of it (its Request:
+the backward of the scalar output), and the cache loads and keeps the result.
 """
 
 import os
@@ -11,16 +11,18 @@ from typing import Any, overload
 
 import numpy as np
 
-from . import pipeline
+from . import backward, pipeline, tracer
 from ._typing import ArgNums, Fun
-from .arguments import MAX_ARGS, Differentiated, caller, decorator, single
+from .arguments import MAX_ARGS, Differentiated, caller, decorator, signature_text, single
 from .cache.dispatch import MISS
 from .cache.entries import FunctionCache
 from .cache.keys import signature_key
 from .cache.loader import load
 from .cache.view import View, shared_store
 from .emit import emit_module
-from .errors import ArgumentError, at, where
+from .errors import ArgumentError, at, function_name, where
+from .standalone import standalone_module
+from .tree import leaves
 
 
 def _count_setting(name, value, least=0):
@@ -50,16 +52,10 @@ def emit_functions(calls, standalone=True):
     functions' names: the CLI's `-o`. A name already taken gets a `_1` suffix rather than
     hiding another function. A standalone module serves every batch size (standalone.py)."""
     if standalone:
-        from .standalone import standalone_module  # it builds on this module
-
         return standalone_module(calls)
     graphs = []
     for gf, args in calls:
-        gf._check_argnums(len(args))
-        graph = pipeline.finish(pipeline.optimize(pipeline.gradient_graph(
-            gf.fun, args, gf._argnums, gf._arg_names(len(args)), capture=not standalone,
-            has_aux=gf.has_aux),
-            numexpr=not standalone))
+        graph, = pipeline.program(gf.request(args))
         base, n, taken = graph.name, 0, {g.name for g in graphs}
         while graph.name in taken:
             n += 1
@@ -146,9 +142,7 @@ class GradFunction(Differentiated):
 
     def standalone_source(self, *args, **kwargs):
         """A NumPy-only module computing this function's value and gradient for every
-        batch size of these example arguments (standalone.standalone_source)."""
-        from .standalone import standalone_source
-
+        batch size of these example arguments (standalone_source below)."""
         if kwargs:
             args = self._positional(args, kwargs)
         return standalone_source(self, *args)
@@ -186,18 +180,51 @@ class GradFunction(Differentiated):
             store.max_entries, store.max_variants = max_entries, max_variants
 
     def _compile(self, args, pure):
-        """The compile path of a miss: (source, namespace, graph, locs) for `args`."""
-        self._check_argnums(len(args))
-        return self._build(args, self._arg_names(len(args)), pure)
+        """The compile path of a miss: the pipeline.Compiled of `args`."""
+        return pipeline.compile(self.request(args, pure=pure))
 
     def _load(self, source, namespace, name, locs):
         return load(source, namespace, name, locs)
 
-    def _build(self, args, names, pure=False):
-        """(source, injected constants, graph, source locations) of the generated function
-        for `args`."""
-        return pipeline.compile_gradient(self.fun, args, self._argnums, names, pure=pure,
-                                        diff=self._diff, has_aux=self.has_aux)
+    def request(self, args, standalone=False, pure=False, batch=True):
+        """grad's part of the compile path (pipeline.Request) at `args`: the backward of
+        the scalar output with respect to argnums; the code serves every batch size
+        the cache's flags allow unless `batch` is False."""
+        self._check_argnums(len(args))
+        return pipeline.Request(
+            self.fun, tuple(args), self._arg_names(len(args)), _value_and_grad_graph,
+            argnums=self._argnums, has_aux=self.has_aux,
+            batch=self._diff if batch else None, standalone=standalone, pure=pure)
+
+
+def _value_and_grad_graph(request, traced):
+    """grad's own stage: the value and the gradients of the traced scalar output, one
+    Graph ((value, aux), gradients with has_aux: no cotangent is seeded at aux)."""
+    fun, names, args, argnums = request.fun, traced.names, traced.args, request.argnums
+    out, trace, boxed = traced.out, traced.trace, traced.boxed
+    backward.check_output(out, fun, scalar=True)
+    if type(out) is tracer.Box and out.node.name is None:
+        out.node.name = function_name(fun)
+    wrt = boxed[argnums[0]] if single(argnums) else tuple(boxed[i] for i in argnums)
+    grads, cotangent_of = backward.traced_gradients(trace, out, wrt)
+    signature = signature_text(args, names)
+    arrays = [leaf for leaf in leaves(args) if isinstance(leaf, (np.ndarray, np.generic))]
+    static = request.static
+    return backward.fused_graph(
+        f"{function_name(fun)}_value_and_grad", names, trace,
+        ((out, traced.aux), grads) if request.has_aux else (out, grads),
+        signature=signature,
+        doc=(f"Value of {function_name(fun)} and its gradient with respect to "
+             f"{', '.join(names[i] for i in argnums)}, traced at ({signature})."),
+        statics={names[i]: a for i, a in enumerate(args)  # Python numbers are inputs
+                 if i not in argnums and (type(a) in (bool, str, type(None)) or
+                                          type(a) in (int, float) and not
+                                          tracer.is_number_input(
+                                              a, None if i in static else False))},
+        derivative_of=cotangent_of,
+        fresh_from=1,  # (value, gradients): the gradients are the caller's
+        scalar=not arrays and any(type(leaf) is float for leaf in leaves(args)))
+
 
 def _flag(name, value):
     if type(value) is not bool and not isinstance(value, np.bool_):
@@ -264,14 +291,26 @@ def emit(fun: Fun, *args: Any, argnums: ArgNums = 0, standalone: bool = False,
     the code a cached call runs (for every batch size it allows), or with `standalone`
     a module that needs only NumPy (standalone_source: every batch size, these dtypes)."""
     if standalone:
-        from .standalone import standalone_source  # it builds on this module
-
         return standalone_source(fun, *args, argnums=argnums, has_aux=has_aux)
     if isinstance(fun, GradFunction):
         argnums, has_aux, fun = fun._argnums, fun.has_aux, fun.fun
-    gf = GradFunction(fun, argnums, has_aux=has_aux)
-    names = gf._arg_names(len(args))
-    gf._check_argnums(len(args))
-    diff = None if standalone else gf._diff  # in memory: what the cached call would run
-    return pipeline.compile_gradient(fun, args, gf._argnums, names, standalone, diff=diff,
-                                     has_aux=gf.has_aux)[0]
+    return pipeline.compile(GradFunction(fun, argnums, has_aux=has_aux).request(args)).source
+
+
+def standalone_source(fun: Fun, *args: Any, argnums: ArgNums = 0, has_aux: bool = False) -> str:
+    """The source of a module that needs only NumPy and computes fun's value and gradient
+    for every batch size (and the dtypes) of these example arguments: its entry is
+    `<fun's name>_value_and_grad(*args)`, returning (value, gradients), or ((value, aux),
+    gradients) with has_aux, whatever `fun` is (a grad, a value_and_grad or a plain
+    function, whose argnums and has_aux are then taken from the keywords). The module
+    defines SignatureError (an argument of another dtype, shape or structure) and
+    GuardFailure (a data-dependent branch the trace did not take: the module cannot trace
+    again). `value_and_grad = <entry>` names the entry whatever the function's name
+    (standalone.py)."""
+    if isinstance(fun, GradFunction) and type(fun) is not GradFunction:
+        raise ArgumentError(at(where(), f"standalone_source takes a grad or value_and_grad "
+                               f"function (or a plain one), not a {type(fun).__name__}"))
+    gf = fun if isinstance(fun, GradFunction) else GradFunction(fun, argnums,
+                                                                has_aux=has_aux)
+    source, names = standalone_module([(gf, args)])
+    return source + f"\n\nvalue_and_grad = {names[0]}\n"

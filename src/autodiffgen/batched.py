@@ -21,7 +21,6 @@ as JAX refuses such control flow under vmap. Guards on shared values stay guards
 
 import numpy as np
 
-from . import naming, tracer
 from .arguments import index as as_index
 from .arguments import signature_text
 from .backward import fused_graph
@@ -289,10 +288,16 @@ def batched_graph(fun, trace, boxed, out, args, axes, names, size, out_axes):
     return graph
 
 
-def batched_trace(fun, args, names, in_axes, out_axes):
-    """The stage vmap runs on a cache miss: trace one example, replay it on the batch."""
+def examples(args, names, in_axes):
+    """What vmap traces: one example of each argument (a mapped one without its axis)."""
+    _, axes = batch_size(args, in_axes_of(in_axes, args), names)
+    return [_map2(example_of, a, ax) for a, ax in zip(args, axes)]
+
+
+def batched_outputs_graph(traced, in_axes, out_axes):
+    """vmap's own stage (pipeline.Request.outputs): the trace of one example replayed on
+    the batch."""
+    args, names = traced.args, traced.names
     size, axes = batch_size(args, in_axes_of(in_axes, args), names)
-    examples = [_map2(example_of, a, ax) for a, ax in zip(args, axes)]
-    trace, boxed, out = tracer.trace(fun, examples, (), names, diff=False)
-    naming.name_forward(list(trace.boxes))
-    return batched_graph(fun, trace, boxed, out, args, axes, names, size, out_axes)
+    return batched_graph(traced.trace.fun, traced.trace, traced.boxed, traced.out, args, axes,
+                         names, size, out_axes)

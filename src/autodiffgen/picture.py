@@ -47,15 +47,11 @@ def graph_of(fun: Fun, *args: PyTree, argnums: ArgNums = 0,
 
     if isinstance(fun, TrainStep):
         params, *batch = args
-        step_args = fun._arguments(params, fun.init(params), batch)
-        graph = fun._graph(step_args, fun._arg_names(len(step_args)))
-        return GraphPicture(pipeline.finish(pipeline.optimize(graph, numexpr=False)))
-    gf = fun if isinstance(fun, GradFunction) else GradFunction(fun, argnums, has_aux=has_aux)
-    gf._check_argnums(len(args))
-    names = gf._arg_names(len(args))
-    graph = pipeline.compile_gradient(gf.fun, args, gf._argnums, names, diff=gf._diff,
-                                      has_aux=gf.has_aux)[2]
-    return GraphPicture(graph)
+        args = fun._arguments(params, fun.init(params), batch)
+    else:
+        fun = fun if isinstance(fun, GradFunction) else GradFunction(fun, argnums,
+                                                                     has_aux=has_aux)
+    return GraphPicture(pipeline.program(fun.request(args))[0])
 
 
 class GraphPicture:

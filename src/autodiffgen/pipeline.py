@@ -1,13 +1,24 @@
-"""What a cache miss runs: the compile pipeline, one stage per call, top to bottom.
+"""What a cache miss runs: the compile path, one stage per call, top to bottom.
 
-    trace       tracer.trace: run the user's function once on Boxes
-    backward    backward.traced_gradients, fused_graph: the rules' derivatives, one Graph
+    trace       tracer.trace: run the user's function once on Boxes, reading what it reads
+                besides its arguments (globals, closures, attributes, random generators)
+                as inputs or guards (capture.py)
+    outputs     the front end's own part: what it seeds and returns (grad: the backward of
+                a scalar; jvp: tangents; vjp: two functions; vmap: the batch; a training
+                step: the optimizer's update), one Graph or a tuple of Graphs of one trace
     optimize    passes.optimize: dce, cse, fold, ... to a fixed point
     generalize  generalize_batch.generalize, generalize_counts.general: one graph for
                 every batch size and mask count the code allows (traces at other sizes)
     finish      passes.ensure_fresh, guards first: what the emitter takes as given
     emit        emit.emit_module: Graph -> Python source
     load        cache.loader.load: source -> a function (done by the cache, which keeps it)
+
+Every front end (grad, value_and_grad, jvp, vjp, the Jacobians and Hessians built on them,
+vmap, has_aux, compile_step, standalone modules, graph_of, autodiffgen.dask) describes
+what is its own in a `Request` and calls `compile` (or `program`, for the finished graphs
+of a module that holds several): what the trace reads, its guards, run-time random draws,
+counts, batch sizes, the memory plan and emission are this module's, so a guarantee made
+here holds for all of them. No other module calls tracer.trace to compile.
 
 Generalizing needs the function traced again at other sizes and counts. Rather than call
 back into the tracer, those stages are generators that yield a generalize_batch.Retrace
@@ -19,16 +30,74 @@ import contextlib
 import functools
 import gc
 import threading
-
-import numpy as np
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from . import backward, generalize_batch, generalize_counts, naming, passes, tracer
-from .arguments import signature_text, single
 from .emit import emit_module
-from .errors import function_name
-from .graph import with_guards_first
-from .tracer import is_number_input
-from .tree import leaves
+from .graph import Graph, with_guards_first
+
+
+@dataclass(frozen=True)
+class Traced:
+    """One trace, as a front end's `outputs` receives it: the recording, the boxed
+    arguments, the output (and with has_aux, the auxiliary values apart), and the
+    arguments and names it was traced at (the tangents of a jvp too)."""
+
+    trace: Any
+    boxed: list
+    out: Any
+    aux: Any
+    args: tuple
+    names: list
+
+
+@dataclass(frozen=True, eq=False)
+class Request:
+    """What one front end asks of the compile path: only what is its own.
+
+    `outputs(request, traced)` makes its Graph (or a tuple of Graphs of the one trace) from the
+    trace; `argnums` are the arguments it differentiates, `strict` how (tracer.trace's
+    `diff`: True refuses integer leaves there, "auto" skips them, False none); `primals`
+    the arguments the function is called on (jvp: without the tangents; vmap: one
+    example); `call(run, boxed)` how (a training step calls loss(params, *batch));
+    `batch` the per-argument flags of grad's cache, when the code serves every batch
+    size (a flag None: that argument's numbers are constants); `last` a front end's touch
+    on its optimized graphs (vjp: the backward checks counts first)."""
+
+    fun: Callable
+    args: tuple
+    names: list
+    outputs: Callable[["Request", Traced], Any]
+    argnums: tuple = ()
+    strict: Any = True
+    has_aux: bool = False
+    primals: Callable[[tuple], tuple] | None = None
+    call: Callable | None = None
+    batch: list | None = None
+    standalone: bool = False  # a NumPy-only module: what the trace reads is a constant
+    pure: bool = False  # code an enclosing trace runs: no in-place writes, no numexpr
+    last: Callable[[list], list] | None = None
+
+    @property
+    def static(self):
+        """The arguments whose Python numbers are constants of the code."""
+        return () if self.batch is None else \
+            {i for i in range(len(self.args)) if self.batch[i] is None}
+
+
+@dataclass(eq=False)
+class Compiled:
+    """A compiled request: the module's source, the namespace it is loaded with (what the
+    code reads that is not text), its first graph (its entry), every graph it holds, and
+    the source map (generated line -> the user's line)."""
+
+    source: str
+    namespace: dict
+    graph: Graph
+    locs: dict
+    graphs: list = field(default_factory=list)
 
 
 def without_gc_pauses(stage):
@@ -65,73 +134,52 @@ def hold(trace):
 
 
 @without_gc_pauses
-def compile_gradient(fun, args, argnums, names, standalone=False, pure=False, diff=None,
-                     has_aux=False):
-    """(source, namespace, graph, locs) of `fun`'s value-and-grad at `args`. With the
-    per-argument `diff` flags, the graph serves every batch size the code allows (a flag
-    None: that argument's numbers are static); `pure`: code an enclosing trace will run;
-    `has_aux`: fun returns (output, aux), and the code returns ((value, aux), gradients)."""
-    graph = program(fun, args, argnums, names, standalone, pure, diff, has_aux)
-    source, namespace, locs = emit_module([graph], standalone, pure)
-    return source, namespace, graph, locs
+def compile(request):
+    """The Compiled module of `request`: every stage, once."""
+    graphs = program(request)
+    source, namespace, locs = emit_module(graphs, request.standalone, request.pure)
+    return Compiled(source, namespace, graphs[0], locs, graphs)
 
 
 @without_gc_pauses
-def program(fun, args, argnums, names, standalone=False, pure=False, diff=None,
-            has_aux=False):
-    """The finished graph compile_gradient emits (its arguments are compile_gradient's):
-    a standalone module (standalone.py) emits several into one module."""
-    static = () if diff is None else {i for i in range(len(args)) if diff[i] is None}
-
-    def trace(a):  # the trace and backward stages, at these arguments
-        return gradient_graph(fun, a, argnums, names, static, capture=not standalone,
-                              has_aux=has_aux)
-
+def program(request):
+    """The finished graphs `compile` emits: trace, outputs, optimize, generalize (tracing
+    again as asked), finish. A standalone module (standalone.py) emits several requests'
+    graphs into one module."""
     def optimized(graph):  # numexpr: not in a standalone module, nor under another trace
-        return optimize(graph, numexpr=not (standalone or pure))
+        return optimize(graph, numexpr=not (request.standalone or request.pure))
 
-    raw = trace(args)
-    if diff is None or pure:  # no batch sharing; a mask's count still read at run time
-        stage = generalize_counts.general(args, optimized, raw)
+    raw = traced(request, request.args)
+    if request.batch is None or request.pure:  # a mask's count still read at run time
+        stage = generalize_counts.general(request.args, optimized, raw)
     else:
-        stage = generalize_batch.generalize(raw, args, diff, names, optimized)
-    return finish(drive(stage, trace))  # optimize + generalize (tracing as asked), finish
+        stage = generalize_batch.generalize(raw, request.args, request.batch,
+                                            request.names, optimized)
+    graphs = drive(stage, functools.partial(traced, request))
+    graphs = list(graphs) if type(graphs) is tuple else [graphs]
+    if request.last is not None:
+        graphs = request.last(graphs)
+    return [finish(graph) for graph in graphs]
 
 
-def gradient_graph(fun, args, argnums, names, static=(), capture=True, has_aux=False):
-    """Trace and backward: the complete value-and-grad Graph of `fun` at `args`, not yet
-    optimized (without `capture`, what it reads besides its arguments is baked in). With
-    `has_aux`, fun's auxiliary values are more outputs of the same graph: ((value, aux),
-    gradients); no cotangent is seeded at them, so no derivative flows from them."""
-    trace, boxed, out = tracer.trace(fun, args, argnums, names, capture=capture,
-                                     static=static)
-    if has_aux:
-        out, aux = backward.split_aux(out, fun)
-    backward.check_output(out, fun, scalar=True)
+def traced(request, args):
+    """The trace and outputs stages at `args`: the request's graph (or tuple of graphs),
+    not yet optimized."""
+    primals = tuple(args) if request.primals is None else request.primals(args)
+    trace, boxed, out = tracer.trace(
+        request.fun, primals, request.argnums, request.names[:len(primals)],
+        diff=request.strict, capture=not request.standalone, static=request.static,
+        call=request.call)
+    aux = None
+    if request.has_aux:
+        out, aux = backward.split_aux(out, request.fun)
     naming.name_forward(list(trace.boxes))
-    if type(out) is tracer.Box and out.node.name is None:
-        out.node.name = function_name(fun)
-    wrt = boxed[argnums[0]] if single(argnums) else tuple(boxed[i] for i in argnums)
-    grads, cotangent_of = backward.traced_gradients(trace, out, wrt)
-    signature = signature_text(args, names)
-    arrays = [leaf for leaf in leaves(args) if isinstance(leaf, (np.ndarray, np.generic))]
-    graph = backward.fused_graph(
-        f"{function_name(fun)}_value_and_grad", names, trace,
-        ((out, aux), grads) if has_aux else (out, grads),
-        signature=signature,
-        doc=(f"Value of {function_name(fun)} and its gradient with respect to "
-             f"{', '.join(names[i] for i in argnums)}, traced at ({signature})."),
-        statics={names[i]: a for i, a in enumerate(args)  # Python numbers are inputs
-                 if i not in argnums and (type(a) in (bool, str, type(None)) or
-                                          type(a) in (int, float) and not
-                                          is_number_input(a, None if i in static else False))},
-        derivative_of=cotangent_of,
-        fresh_from=1,  # (value, gradients): the gradients are the caller's
-        scalar=not arrays and any(type(leaf) is float for leaf in leaves(args)))
+    graphs = request.outputs(request, Traced(trace, boxed, out, aux, tuple(args),
+                                             request.names))
     if trace.capture is not None:  # the capture's clones read it back: a cycle that would
         trace.capture.trace = None  # hold the trace's every node until a collection
     hold(trace)
-    return graph
+    return graphs
 
 
 def optimize(graph, numexpr):

@@ -20,14 +20,12 @@ decide per call:
 
 import dataclasses
 import textwrap
-from typing import Any
 
 import numpy as np
 
 from . import pipeline
-from ._typing import ArgNums, Fun
 from .emit import emit_module
-from .errors import ArgumentError, at, function_name, where
+from .errors import function_name
 from .generalize_batch import LOWS, agrees, batch_of, grown
 from .size_formulas import Batch
 from .tree import Field, child, is_container, items
@@ -103,32 +101,11 @@ class GuardFailure(Exception):
 '''.rstrip()
 
 
-def standalone_source(fun: Fun, *args: Any, argnums: ArgNums = 0, has_aux: bool = False) -> str:
-    """The source of a module that needs only NumPy and computes fun's value and gradient
-    for every batch size (and the dtypes) of these example arguments: its entry is
-    `<fun's name>_value_and_grad(*args)`, returning (value, gradients), or ((value, aux),
-    gradients) with has_aux, whatever `fun` is (a grad, a value_and_grad or a plain
-    function, whose argnums and has_aux are then taken from the keywords). The module
-    defines SignatureError (an argument of another dtype, shape or structure) and
-    GuardFailure (a data-dependent branch the trace did not take: the module cannot trace
-    again). `value_and_grad = <entry>` names the entry whatever the function's name."""
-    from .api import GradFunction  # api imports this module
-
-    if isinstance(fun, GradFunction) and type(fun) is not GradFunction:
-        raise ArgumentError(at(where(), f"standalone_source takes a grad or value_and_grad "
-                               f"function (or a plain one), not a {type(fun).__name__}"))
-    gf = fun if isinstance(fun, GradFunction) else GradFunction(fun, argnums,
-                                                                 has_aux=has_aux)
-    source, names = standalone_module([(gf, args)])
-    return source + f"\n\nvalue_and_grad = {names[0]}\n"
-
-
 def standalone_module(calls):
     """(source, entry names) of one module with the value-and-grad of each (GradFunction,
     args) pair: the CLI's `-o`. A name already taken gets a `_1` suffix."""
     graphs, entries, taken = [], [], set()
     for gf, args in calls:
-        gf._check_argnums(len(args))
         name = _free(f"{_base(gf)}_value_and_grad", taken)
         served, entry = _served(gf, tuple(args), name, taken)
         graphs += [g for _, g in served]
@@ -158,21 +135,20 @@ def _served(gf, args, name, taken):
     """([(rows or None, graph)], (entry text, name)): the graph for every batch size from
     its low one up (rows None), the graphs traced at each size below, or the one graph of
     the traced shapes when the code does not generalize."""
-    names = gf._arg_names(len(args))
-    rows = batch_of(args, gf._diff)
+    request = gf.request(args, standalone=True)
+    rows = batch_of(args, request.batch)
     # at LOWS[0] rows or fewer the code in n cannot be found (generalize_batch.py): find it
     # on the example's rows repeated, and trace the sizes below its low one as usual
     grow = rows is not None and rows.n <= LOWS[0]
-    general = _traced(gf, grown(args, rows, GROWN), names, gf._diff) if grow else None
+    general = _traced(request, grown(args, rows, GROWN)) if grow else None
     if general is None or general.batch is None:  # the example's own shapes, then
         grow = False
-        general = pipeline.program(gf.fun, args, gf._argnums, names, standalone=True,
-                                   diff=gf._diff, has_aux=gf.has_aux)
+        general, = pipeline.program(request)
     batch = general.batch
     if batch is None:
         general.name = _free(f"_{name}_traced", taken)
         return [(None, general)], (_entry(name, general, args, None, [(None, general)]), name)
-    if _holds_above(gf, grown(args, rows, GROWN) if grow else args, names, general):
+    if _holds_above(request, grown(args, rows, GROWN) if grow else args, general):
         doc = general.doc.replace(f"{batch.lo} <= {batch.var} <= {batch.hi}",
                                   f"{batch.var} >= {batch.lo}")
         general = dataclasses.replace(general, doc=doc, batch=Batch(
@@ -181,14 +157,14 @@ def _served(gf, args, name, taken):
     served = [(None, general)]
     for size in range(1, batch.lo):
         small = grown(args, rows, size)  # the first `size` rows, or repeated
-        graph = _traced(gf, small, names)
+        graph = _traced(dataclasses.replace(request, batch=None), small)
         if graph is not None:  # else a size the function does not run at: not served
             graph.name = _free(f"_{name}_{size}_row{'s' * (size > 1)}", taken)
             served.append((size, graph))
     return served, (_entry(name, general, args, batch, served), name)
 
 
-def _holds_above(gf, args, names, general):
+def _holds_above(request, args, general):
     """Whether the code in n also gives what a trace gives at larger sizes: 2n + 1 rows,
     and a large size (up to PROBE_ROWS rows, and PROBE_BYTES of batch arguments), on the
     example's rows repeated. The in-memory cache traces again above the traced size; a
@@ -200,12 +176,10 @@ def _holds_above(gf, args, names, general):
     per_row = sum(_row_bytes(args, path) for path in batch.paths)
     large = min(PROBE_ROWS, PROBE_BYTES // max(per_row, 1))
     sizes = [2 * batch.n + 1] + ([large] if large > 2 * batch.n + 1 else [])
-    static = {i for i, flag in enumerate(gf._diff[:len(args)]) if flag is None}
     for rows in sizes:
         big = grown(args, batch, rows)
         try:
-            traced = pipeline.gradient_graph(gf.fun, big, gf._argnums, names, static,
-                                             capture=False, has_aux=gf.has_aux)
+            traced = pipeline.traced(request, big)
         except Exception:  # noqa: BLE001  the user's code may raise anything at another size
             return False
         if not agrees(general, traced, big, rows):
@@ -220,12 +194,11 @@ def _row_bytes(args, path):
     return leaf.nbytes // max(leaf.shape[0], 1)
 
 
-def _traced(gf, args, names, diff=None):
-    """The graph for `args` (with `diff`, for every batch size it allows), or None when
-    the function fails there."""
+def _traced(request, args):
+    """The request's graph at `args` (for every batch size it allows when its `batch`
+    flags are set), or None when the function fails there."""
     try:
-        return pipeline.program(gf.fun, args, gf._argnums, names, standalone=True,
-                                diff=diff, has_aux=gf.has_aux)
+        return pipeline.program(dataclasses.replace(request, args=tuple(args)))[0]
     except Exception:  # noqa: BLE001  the user's code may raise anything at another size
         return None
 

@@ -36,6 +36,14 @@ class TapeFunction(Differentiated):
         raise TypeError("the dynamic tape generates no source; use autodiffgen.grad")
 
 
+def recorded(request):
+    """An eager recording of a compile request's function at its arguments, on the tape's
+    terms (the values are the ones eager NumPy computes): what a check compares the
+    compiled code against (autodiffgen.dask's decomposition check)."""
+    return tracer.trace(request.fun, list(request.args), request.argnums, request.names,
+                        eager=True)[0]
+
+
 def value_and_grad_now(fun, args, argnums, names, has_aux=False):
     """Record, run backward on arrays, and return; the recording dies with this frame.
     With has_aux, the value is (value, aux), aux's leaves plain values."""

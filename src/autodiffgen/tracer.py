@@ -655,7 +655,8 @@ Box.__invert__ = lambda self: np.invert(self)
 
 
 # ---- tracing a call ---------------------------------------------------------------------
-def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, static=()):
+def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, static=(),
+          call=None):
     """Call `fun` on Boxes: every array argument, every Python float, and every Python int
     outside `argnums` becomes an input of the recording (a number that decides control
     flow or a shape is read through a guard), except for the argument indices in `static`,
@@ -665,7 +666,9 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
 
     `diff` says how strict `argnums` is: True (grad) refuses integer leaves there;
     "auto" (jvp, vjp) leaves them alone, so only the floating-point leaves get derivatives.
-    `eager` (the tape): the recording's values are the ones the user gets.
+    `eager` (the tape): the recording's values are the ones the user gets. `call(run,
+    boxed)` calls the function (as the trace sees it: `run`) on the boxed arguments when
+    it takes not all of them (a training step: loss(params, *batch)).
     """
     recording = Trace()
     recording.eager = eager
@@ -687,7 +690,7 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
             recording.own = [b for b in leaves(own) if type(b) is Box]  # for count_sources.observe
             with user_code():  # the disk cache notes which functions run (cache/disk/record.py)
                 try:
-                    out = run(*own)
+                    out = run(*own) if call is None else call(run, own)
                 except ValueError as error:
                     stored = _stored_scalar(error)
                     if stored is None:

@@ -39,7 +39,7 @@ import inspect
 
 import numpy as np
 
-from . import backward, naming, retrace, tracer
+from . import backward, retrace, tracer
 from .api import GradFunction
 from .arguments import signature_text
 from .cache.disk import store
@@ -118,10 +118,18 @@ class TrainStep(_Transformed):
         names += [name if name not in names else f"{name}_" for name in own]
         return (names + [f"batch_{i}" for i in range(len(names) - 4, n - 4)])[:n]
 
-    def _graph(self, args, names):
-        trace, boxed, out = tracer.trace(self.fun, args, (0,), names)
+    def _own(self, args):
+        """The loss is what is traced, on params and the batch (what it reads besides is
+        read again or guarded, as under grad); state, hyper and flags are inputs its
+        update reads. Derivatives with respect to params."""
+        return {"fun": self.loss, "argnums": (0,), "call": _loss_on_params_and_batch}
+
+    def _outputs(self, request, traced):
+        """The loss's backward, then the optimizer's update run on the same trace's
+        Boxes: (value, new params, new state)."""
+        trace, boxed, out, names, args = (traced.trace, traced.boxed, traced.out,
+                                          traced.names, traced.args)
         backward.check_output(out, self.loss, scalar=True)
-        naming.name_forward(list(trace.boxes))
         if type(out) is tracer.Box and out.node.name is None:
             out.node.name = "loss"
         grads, cotangent_of = backward.traced_gradients(trace, out, boxed[0])
@@ -138,6 +146,12 @@ class TrainStep(_Transformed):
         # the step overwrites params and state anyway: the code may write into them
         graph.donated = frozenset(b.node for b in leaves(boxed[:2]) if type(b) is tracer.Box)
         return graph
+
+
+def _loss_on_params_and_batch(loss, boxed):
+    """How the step calls the traced loss: on params and the batch (after params, state,
+    hyper and flags)."""
+    return loss(boxed[0], *boxed[4:])
 
 
 def _check_targets(targets, batch):

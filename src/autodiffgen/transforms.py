@@ -23,7 +23,6 @@ from . import (
     batched,
     forward,
     generalize_counts,
-    naming,
     pipeline,
     rules,
     tracer,
@@ -32,7 +31,6 @@ from ._typing import ArgNums, Fun, PyTree
 from .api import GradFunction, grad
 from .arguments import signature_text, single
 from .cache.view import kept_with
-from .emit import emit_module
 from .errors import ArgumentError, OutputError, at, function_name
 from .tree import leaves, map_tree
 
@@ -64,19 +62,19 @@ class _Transformed(GradFunction):
         primals = super()._arg_names(self._n_primals(n))
         return primals + [self.extra_prefix + name for name in primals][:n - len(primals)]
 
-    def _build(self, args, names, pure=False):
-        """Trace (self._graph: forward mode, a training step...), optimize, generalize over
-        masks' counts (read at run time where they can be: generalize_counts.py), emit: the
-        stages of pipeline.py."""
-        def trace(a):
-            return self._graph(a, names)
-        optimize = functools.partial(pipeline.optimize, numexpr=not pure)
-        graph = pipeline.drive(generalize_counts.general(args, optimize, trace(args)), trace)
-        return self._emit(graph, pure)
+    def request(self, args, standalone=False, pure=False, batch=True):
+        """This transformation's part of the compile path (pipeline.Request) at `args`;
+        mask counts are read at run time where they can be (generalize_counts.py), and
+        no code serves other batch sizes (`batch` is grad's)."""
+        return pipeline.Request(**{
+            "fun": self.fun, "args": tuple(args), "names": self._arg_names(len(args)),
+            "outputs": self._outputs, "standalone": standalone, "pure": pure,
+            **self._own(args)})
 
-    def _emit(self, graph, pure):
-        source, injected, locs = emit_module([pipeline.finish(graph)], pure=pure)
-        return source, injected, graph, locs
+    def _own(self, args):
+        """The Request fields that are this transformation's own, for `args` (its `fun`
+        too, when what is traced is not what the cache holds: a training step's loss)."""
+        raise NotImplementedError
 
 
 class JVPFunction(_Transformed):
@@ -86,14 +84,17 @@ class JVPFunction(_Transformed):
     def _n_primals(self, n):
         return n // 2
 
-    def _graph(self, args, names):
+    def _own(self, args):
         n = len(args) // 2
-        primals, tangents = args[:n], args[n:]
-        moved = [i for i in range(n) if tangents[i] is not None]  # None: data, not moved
-        trace, boxed, out = tracer.trace(self.fun, primals, moved, names[:n], diff="auto")
-        if self.has_aux:
-            out, aux = backward.split_aux(out, self.fun)
-        naming.name_forward(list(trace.boxes))
+        return {"argnums": tuple(i for i in range(n) if args[n + i] is not None),
+                "strict": "auto", "has_aux": self.has_aux, "primals": _first_half}
+
+    def _outputs(self, request, traced):
+        """The tangents of the traced output along the tangent arguments (None: data,
+        not moved), pushed forward by the rules' JVPs."""
+        trace, boxed, out, names = traced.trace, traced.boxed, traced.out, traced.names
+        n = len(traced.args) // 2
+        primals, tangents = traced.args[:n], traced.args[n:]
         seeds = {}
         for i in range(n):
             if tangents[i] is None:
@@ -108,10 +109,15 @@ class JVPFunction(_Transformed):
                                       else np.zeros(np.shape(o), np.result_type(o)))
         return backward.fused_graph(
             f"{function_name(self.fun)}_jvp", names, trace,
-            (out, t_out, aux) if self.has_aux else (out, t_out), kind="jvp",
+            (out, t_out, traced.aux) if self.has_aux else (out, t_out), kind="jvp",
             fresh_from=1, derivative_of=tangent_of,
             doc=(f"Value of {function_name(self.fun)} and its directional derivative along "
                  f"the tangents, traced at ({signature_text(primals, names)})."))
+
+
+def _first_half(args):
+    """A jvp's primals: the arguments before the tangents."""
+    return args[:len(args) // 2]
 
 
 class VJPFunction(_Transformed):
@@ -153,25 +159,15 @@ class VJPFunction(_Transformed):
             return (*fwd(*primals), bwd)
         return run
 
-    def _build(self, primals, names, pure=False):
-        """The stages of pipeline.py for two functions of one trace; a mask's count in f
-        is read at run time where it can be (generalize_counts.py), by both functions."""
-        def trace(a):
-            return self._split(a, names)
-        optimize = functools.partial(pipeline.optimize, numexpr=not pure)
-        stage = generalize_counts.general(primals, optimize, trace(primals))
-        fwd, bwd = pipeline.drive(stage, trace)
-        graphs = [pipeline.finish(fwd), pipeline.finish(generalize_counts.checked_before(bwd))]
-        source, injected, locs = emit_module(graphs, pure=pure)
-        return source, injected, fwd, locs
+    def _own(self, primals):
+        return {"argnums": self._wrt if self._wrt is not None else tuple(range(len(primals))),
+                "strict": "auto", "has_aux": self.has_aux, "last": _counts_checked_first}
 
-    def _split(self, primals, names):
-        argnums = self._wrt if self._wrt is not None else tuple(range(len(primals)))
-        trace, boxed, out = tracer.trace(self.fun, primals, argnums, names, diff="auto")
-        aux = None
-        if self.has_aux:
-            out, aux = backward.split_aux(out, self.fun)
-        naming.name_forward(list(trace.boxes))
+    def _outputs(self, request, traced):
+        """Two graphs of one trace: the forward with the residuals its backward reads,
+        and the backward for any output cotangent `g`."""
+        trace, boxed, out, names = traced.trace, traced.boxed, traced.out, traced.names
+        primals, argnums = traced.args, request.argnums
         backward.check_output_tree(out, self.fun)
         # g: any value of out's structure, shapes and dtypes; the generated backward reads
         # it as its argument `g` (g[0]["W"] for a pytree output), and vjp_fn checks that
@@ -179,16 +175,22 @@ class VJPFunction(_Transformed):
         seed = tracer.box_inputs(trace, backward.seed_like(out), (len(primals),), "g")
         wrt = tuple(boxed[i] for i in argnums)
         grads, cotangent_of = backward.traced_gradients(trace, out, wrt, seed)
-        outputs = tuple(grads)
         traced_at = signature_text(primals, names)
         return backward.split_graphs(
-            f"{function_name(self.fun)}", names, trace, out, outputs, seed,
+            f"{function_name(self.fun)}", names, trace, out, tuple(grads), seed,
             fwd_fields={"doc": f"Value of {function_name(self.fun)} and the forward values "
                                f"its backward pass reads, traced at ({traced_at})."},
             bwd_fields={"doc": f"The cotangents of {function_name(self.fun)}'s arguments for "
                                f"the output cotangent g, traced at ({traced_at}).",
                         "derivative_of": cotangent_of, "fresh_from": 0},
-            aux=aux, has_aux=self.has_aux)
+            aux=traced.aux, has_aux=self.has_aux)
+
+
+def _counts_checked_first(graphs):
+    """A VJP's backward checks the mask counts it was made for before it runs (the
+    forward, which computes them, checks its own)."""
+    fwd, bwd = graphs
+    return [fwd, generalize_counts.checked_before(bwd)]
 
 
 class VmapFunction(_Transformed):
@@ -213,10 +215,15 @@ class VmapFunction(_Transformed):
     def __call__(self, *args, **kwargs):
         return super().__call__(*args, **kwargs)[0]
 
-    def _build(self, args, names, pure=False):
-        """Trace one example, replay it on the batch (batched.py), optimize, emit."""
-        graph = batched.batched_trace(self.fun, args, names, self.in_axes, self.out_axes)
-        return self._emit(pipeline.optimize(graph, numexpr=not pure), pure)
+    def _own(self, args):
+        """One example traced (each mapped argument without its batch axis), replayed on
+        the batch (batched.py): every argument is an input, none differentiated."""
+        return {"strict": False,
+                "primals": functools.partial(batched.examples, names=self._arg_names(
+                    len(args)), in_axes=self.in_axes)}
+
+    def _outputs(self, request, traced):
+        return batched.batched_outputs_graph(traced, self.in_axes, self.out_axes)
 
 
 # ---- the public functions ----------------------------------------------------------------

@@ -543,8 +543,9 @@ SECOND = """
 def test_a_second_process_runs_the_stored_code_without_tracing(cache, tmp_path):
     m = module(tmp_path, MODEL)
     x = np.linspace(-1, 1, 60).reshape(2, 30)
-    source, injected, graph, locs = autodiffgen.pipeline.compile_gradient(
-        m.f, (x,), (0,), ["x"])
+    compiled = autodiffgen.pipeline.compile(autodiffgen.GradFunction(m.f, (0,)).request((x,)))
+    source, injected, graph, locs = (compiled.source, compiled.namespace, compiled.graph,
+                                     compiled.locs)
     assert injected and diskcache.persistable(injected)
     key = diskcache.entry_key(diskcache.fingerprint(m.f), signature_key((x,), (True,)))
     assert diskcache.store(key, [(source, injected, graph.name, locs)])

@@ -30,12 +30,12 @@ def _fresh():
 
 def _count_traces(monkeypatch):
     traces = []
-    real = pipeline.compile_gradient
+    real = pipeline.compile
 
     def counted(*args, **kwargs):
         traces.append(1)
         return real(*args, **kwargs)
-    monkeypatch.setattr(pipeline, "compile_gradient", counted)
+    monkeypatch.setattr(pipeline, "compile", counted)
     return traces
 
 

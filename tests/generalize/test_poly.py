@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 from golden_models import mlp_args, mlp_loss
+from graph_helpers import gradient_graph
 
 import autodiffgen as ad
 from autodiffgen import generalize_batch, passes, pipeline, tape
@@ -49,7 +50,7 @@ class PolyGrad:
 
     def graph(self, args):
         def build(a):
-            return pipeline.gradient_graph(self.fun, a, self.argnums, self.names)
+            return gradient_graph(self.fun, a, self.argnums, self.names)
         optimize = functools.partial(pipeline.optimize, numexpr=False)
         graph = pipeline.finish(pipeline.drive(
             generalize_batch.generalize(build(args), args, self.diff, self.names, optimize), build))
@@ -265,7 +266,7 @@ def test_a_wrong_formula_is_caught_by_the_check_at_the_low_size():
     f = PolyGrad(mean_loss)
     graph, _ = f.graph((w, x))
     def build(a):
-        return pipeline.gradient_graph(mean_loss, a, f.argnums, f.names)
+        return gradient_graph(mean_loss, a, f.argnums, f.names)
     low = build((w, x[:2]))
     assert generalize_batch.agrees(graph, low, (w, x[:2]), 2)
     wrong = {Dim: lambda d: Dim(d.a, d.b + 1),  # n + 1 for n, 1/(2n) for 1/n
@@ -419,7 +420,7 @@ def test_numexpr_lowering_before_unification(monkeypatch):
     w, x = (_data()[a] for a in "wx")
     f = PolyGrad(loss)
     def build(a):
-        return pipeline.gradient_graph(loss, a, f.argnums, f.names)
+        return gradient_graph(loss, a, f.argnums, f.names)
     optimize = functools.partial(pipeline.optimize, numexpr=True)
     graph = pipeline.finish(pipeline.drive(
         generalize_batch.generalize(build((w, x)), (w, x), f.diff, f.names, optimize), build))

@@ -3,7 +3,7 @@
 Contract: `look_up(args, key)` returns a callable that computes the call (the key is
 keys.signature_key of `args` under the function's `diff` flags), made on a miss by, in
 turn: the disk store (disk/entry.py), a batch-polymorphic function traced at another batch
-size (shared.py), or `compile(args, pure)` -> (source, namespace, graph, locs), the
+size (shared.py), or `compile(args, pure)` -> a pipeline.Compiled, the
 compile path the decorator passes in, whose source `load` turns into a function.
 
 - At most `max_entries` signatures are kept, the least recently used dropped first. A
@@ -212,9 +212,9 @@ class FunctionCache:
         self.misses += 1
         if disk_key:
             self.disk.save(disk_key, recorder, built)
-        source, namespace, graph, locs = built
+        source, graph = built.source, built.graph
         self.guarded_numbers |= _numbers_guarded(graph, args)
-        function = self.load(source, namespace, graph.name, locs)
+        function = self.load(source, built.namespace, graph.name, built.locs)
         return function, source, _guarded(graph), graph.batch
 
     # ---- guard variants -------------------------------------------------------------------

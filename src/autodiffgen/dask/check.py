@@ -11,7 +11,7 @@ axis other than a sum or mean (a max over the batch).
 
 import numpy as np
 
-from .. import tracer
+from .. import tape, tracer
 from ..errors import AutodiffgenError, at
 from ..tree import leaves
 
@@ -84,8 +84,7 @@ def _mixing_operation(gf, args, batch, n, h):
 
 def _recorded(gf, args):
     """[(forward node, its value)] of one eager trace, in recording order."""
-    trace, _, _ = tracer.trace(gf.fun, list(args), gf._argnums, gf._arg_names(len(args)),
-                               eager=True)
+    trace = tape.recorded(gf.request(args))
     return [(node, box.value) for node, box in trace.boxes.items()
             if node.prim is not None and node.grad_of is None]
 

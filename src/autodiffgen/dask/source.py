@@ -7,12 +7,10 @@ A variant is what a worker needs to run one traced path: the module's source, it
 
 import hashlib
 
-from ..standalone import standalone_source
-
 
 def module_variant(gf, args):
     """The standalone module of value_and_grad `gf` traced at `args` (a chunk's rows): it
     serves every row count and raises its GuardFailure on another path."""
-    source = standalone_source(gf, *args)
+    source = gf.standalone_source(*args)
     key = hashlib.sha256(source.encode()).hexdigest()[:20]
     return {"key": key, "source": source, "function": "value_and_grad", "rows": None}

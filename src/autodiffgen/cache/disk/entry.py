@@ -65,8 +65,7 @@ class OnDisk:
         return Recorder() if disk_key else contextlib.nullcontext()
 
     def save(self, disk_key, recorder, built):
-        """Store a trace's (source, namespace, graph, locs) with what it read, or say why
-        not."""
+        """Store a trace's code (a pipeline.Compiled) with what it read, or say why not."""
         variant = to_variant(self.fun, recorder, built)
         if variant is not None:
             done = self.persisted.setdefault(disk_key, [])
@@ -101,9 +100,9 @@ class _Opaque(Unpersistable):
 
 
 def to_variant(fun, recorder, built):
-    """The store.Variant of a trace's (source, namespace, graph, locs), or None with
-    the reason in the explain log."""
-    source, namespace, graph, locs = built
+    """The store.Variant of a trace's code (a pipeline.Compiled), or None with the reason
+    in the explain log."""
+    source, namespace, graph, locs = built.source, built.namespace, built.graph, built.locs
     try:
         checked = _checked(graph)
         if recorder.refused:
