@@ -261,7 +261,9 @@ def _flag(has_aux):
 
 
 def jacfwd(fun: Fun, argnums: ArgNums = 0, has_aux: bool = False) -> Fun:
-    """The Jacobian by forward mode: one generated-JVP call per input element.
+    """The Jacobian by forward mode: every input element's tangent pushed forward by one
+    generated function, the JVP mapped over a batch of basis tangents (vmap, as JAX's
+    jacfwd), so fun runs once: a random draw in it is drawn once, as in eager NumPy.
 
     For a pytree output and pytree arguments (or a tuple `argnums`), as JAX: the output's
     structure holding, at each leaf, the arguments' structure of blocks of shape
@@ -273,19 +275,62 @@ def jacfwd(fun: Fun, argnums: ArgNums = 0, has_aux: bool = False) -> Fun:
     def jacobian_fn(*args):
         xs = _jacobian_arguments(args, indices)
         x_leaves = leaves(xs)
-        columns = [[] for _ in x_leaves]  # per argument leaf: per element, out's tangents
-        out = None
-        for i, x in enumerate(x_leaves):
-            for k in range(np.size(_plain(x))):
-                out, t_out, *aux = jvp(fun, args, _tangents(args, indices, xs, i, k), has_aux)
-                columns[i].append(leaves(t_out))
-        if out is None:  # no element at all: the output's structure from a zero tangent
+        sizes = [int(np.size(_plain(x))) for x in x_leaves]
+        if not sum(sizes):  # no element at all: the output's structure from a zero tangent
             out, _, *aux = jvp(fun, args, _tangents(args, indices, xs, None, None), has_aux)
+            columns = [None] * len(x_leaves)
+        else:
+            push = _cached(f"jacfwd_{len(args)}_{tuple(indices)}_{has_aux}", fun,
+                           lambda f: _pushforward(f, len(args), indices, has_aux))
+            out, t_out, *aux = push(*args, *_basis_tangents(args, indices, xs, sizes))
+            starts = np.cumsum([0, *sizes])
+            columns = [[t[starts[i]:starts[i + 1]] for t in leaves(t_out)]
+                       for i in range(len(x_leaves))]
         out_leaves = _jacobian_outputs(out, fun)
-        blocks = [[_block([c[j] for c in columns[i]], o, x, -1)
+        blocks = [[_columns_block(columns[i] and columns[i][j], o, x)
                    for i, x in enumerate(x_leaves)] for j, o in enumerate(out_leaves)]
         return (_nest(out, xs, blocks), *aux) if has_aux else _nest(out, xs, blocks)
     return jacobian_fn
+
+
+def _pushforward(fun, n, indices, has_aux):
+    """vmap of fun's JVP over the tangents of `indices` (the other arguments shared):
+    (out, the tangents of out stacked on axis 0[, aux])."""
+    def pushed(*args_and_tangents):
+        args, tangents = args_and_tangents[:n], list(args_and_tangents[n:])
+        full = [None] * n
+        for position, index in enumerate(indices):
+            full[index] = tangents[position]
+        return jvp(fun, args, full, has_aux)
+    pushed.__name__ = pushed.__qualname__ = f"{function_name(fun)}_pushforward"
+    in_axes = (None,) * n + (0,) * len(indices)
+    return vmap(pushed, in_axes=in_axes, out_axes=(None, 0, None) if has_aux else (None, 0))
+
+
+def _basis_tangents(args, indices, xs, sizes):
+    """Every basis tangent of xs at once: per argument of `indices`, its structure with
+    each leaf stacked over all of xs's elements (row r one at element r, counted across
+    xs's leaves in order)."""
+    total, starts = sum(sizes), np.cumsum([0, *sizes])
+    counter = iter(range(len(sizes)))
+
+    def stacked(x):
+        i, value = next(counter), _plain(x)
+        rows = np.zeros((total, *np.shape(value)), dtype=tracer.result_dtype(value))
+        rows.reshape(total, -1)[starts[i]:starts[i + 1]] = np.eye(sizes[i], dtype=rows.dtype)
+        return rows
+    basis = map_tree(xs, stacked)
+    return [basis] if single(indices) else list(basis)
+
+
+def _columns_block(stacked, o, x):
+    """The Jacobian block of output leaf o and argument leaf x from the tangents of o
+    for x's elements, stacked on axis 0."""
+    shape = np.shape(_plain(o)) + np.shape(_plain(x))
+    if stacked is None or not np.size(stacked):
+        return np.zeros(shape, np.result_type(tracer.result_dtype(_plain(o)),
+                                              tracer.result_dtype(_plain(x))))
+    return np.reshape(np.moveaxis(stacked, 0, -1), shape)
 
 
 def jacobian(fun: Fun, argnums: ArgNums = 0, has_aux: bool = False) -> Fun:
