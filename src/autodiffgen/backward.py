@@ -289,6 +289,7 @@ def fused_graph(name, params, trace, outputs, **fields):
     """The nodes the outputs (a tree of Boxes and constants) need, in creation order,
     with the inputs they read; `fields` are the Graph's other fields (its doc, kind...),
     so that the Graph is complete when it is made."""
+    outputs, fields = with_writes(trace, outputs, fields)
     roots = [leaf.node for leaf in leaves(outputs) if type(leaf) is Box] + trace.guards + \
         trace.effects + trace.tried
     order = toposort(roots)
@@ -299,6 +300,15 @@ def fused_graph(name, params, trace, outputs, **fields):
                  map_tree(outputs, lambda b: b.node if type(b) is Box else b),
                  captured=trace.captured, marks=trace.marks, tried=frozenset(trace.tried),
                  **fields)
+
+
+def with_writes(trace, outputs, fields):
+    """(outputs, fields) with the items the function assigned into its argument
+    containers as one more output, and their paths (argument_writes.py), if any."""
+    if not trace.writes:
+        return outputs, fields
+    paths, values = zip(*trace.writes)
+    return (*outputs, tuple(values)), {**fields, "writes": paths}
 
 
 def split_graphs(name, params, trace, value, grads, seed, fwd_fields=None, bwd_fields=None,
@@ -323,14 +333,17 @@ def split_graphs(name, params, trace, value, grads, seed, fwd_fields=None, bwd_f
     residuals = sorted((n for n in needed if n not in seeds), key=lambda n: n.id)
     value_node = map_tree(value, lambda b: b.node if type(b) is Box else b)
     aux_node = map_tree(aux, lambda b: b.node if type(b) is Box else b)
+    fwd_outputs = (value_node, tuple(residuals), aux_node) if has_aux else \
+        (value_node, tuple(residuals))
+    fwd_outputs, fwd_fields = with_writes(trace, fwd_outputs, fwd_fields or {})
+    fwd_outputs = map_tree(fwd_outputs, lambda b: b.node if type(b) is Box else b)
     fwd_roots = [r for r in residuals if r.prim is not None] + trace.guards + trace.effects + \
-        trace.tried + [n for n in leaves((value_node, aux_node)) if type(n) is Node]
+        trace.tried + [n for n in leaves(fwd_outputs) if type(n) is Node]
     fwd_order = set(toposort(fwd_roots)) if fwd_roots else set()
     fwd = Graph(f"{name}_fwd", params, [n for n in trace.inputs if n in fwd_order],
                 sorted((n for n in fwd_order if n.prim is not None), key=lambda n: n.id),
-                (value_node, tuple(residuals), aux_node) if has_aux else
-                (value_node, tuple(residuals)), captured=trace.captured, marks=trace.marks,
-                tried=frozenset(trace.tried), **(fwd_fields or {}))
+                fwd_outputs, captured=trace.captured, marks=trace.marks,
+                tried=frozenset(trace.tried), **fwd_fields)
     paths = {r: (0, i) for i, r in enumerate(residuals)}
     for node in seeds:  # g, or g[0]["W"] of a pytree output's cotangent
         paths[node] = (1, *node.params["path"][1:])

@@ -30,6 +30,7 @@ from .errors import (
     TracingError,
     UnsupportedOperationError,
     at,
+    def_site,
     function_name,
 )
 from .graph import Node, is_guard
@@ -298,6 +299,13 @@ def batched_outputs_graph(traced, in_axes, out_axes):
     """vmap's own stage (pipeline.Request.outputs): the trace of one example replayed on
     the batch."""
     args, names = traced.args, traced.names
+    if traced.trace.writes:  # one example's value: not what the batch would write
+        path = traced.trace.writes[0][0]
+        raise UnsupportedOperationError(at(def_site(traced.trace.fun), "vmap: the function "
+                                           f"assigns into {names[path[0]]}"
+                                           f"{''.join(f'[{k!r}]' for k in path[1:])}, a "
+                                           "container passed to it; under vmap each example "
+                                           "would write its own value: return it instead"))
     size, axes = batch_size(args, in_axes_of(in_axes, args), names)
     return batched_graph(traced.trace.fun, traced.trace, traced.boxed, traced.out, args, axes,
                          names, size, out_axes)

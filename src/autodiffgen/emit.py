@@ -332,9 +332,19 @@ class Emitter:
                     locs[len(body)] = node.loc
                 body.append((render(stmt) if text is None else text, comment))
                 body += dead
-        returned = "return " + render(self.output_ast(self.graph.outputs))
-        body += self.pending + [(returned, "")]
+        outputs = self.graph.outputs
+        body += self.pending
+        if self.graph.writes:  # argument_writes.py: the items the function assigned
+            outputs, written = outputs[:-1], outputs[-1]
+            body += [(f"{self.written_ast(path)} = {render(self.output_ast(value))}",
+                      "written into the argument, as the function does")
+                     for path, value in zip(self.graph.writes, written)]
+        body.append(("return " + render(self.output_ast(outputs)), ""))
         return self.lines(prologue, *_used_counts(body, locs, self.counts))
+
+    def written_ast(self, path):
+        """The target of a write into an argument's container: `bn_param['mean']`."""
+        return self.graph.params[path[0]] + "".join(f"[{key!r}]" for key in path[1:])
 
     def node_name(self, node):
         """A fresh name after the user's variable, the gradient's value or the primitive;

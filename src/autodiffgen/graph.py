@@ -200,6 +200,9 @@ class Graph:
     # inputs whose buffers the code may write into after their last read (a compiled training
     # step's params and state, train_step.py; as JAX's donated arguments)
     donated: frozenset = frozenset()
+    # argument_writes.py: where the code assigns its last output's items, in order (paths
+    # into the arguments: (1, "running_mean") for bn_param["running_mean"])
+    writes: tuple = ()
 
 
 class Slot:

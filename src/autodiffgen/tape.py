@@ -7,7 +7,7 @@ purpose; tests compare the generated code against it.
 
 import numpy as np
 
-from . import backward, forward, tracer
+from . import argument_writes, backward, forward, tracer
 from .arguments import Differentiated, decorator, single
 from .errors import TracingError, at
 from .tracer import Box, result_dtype
@@ -49,6 +49,7 @@ def value_and_grad_now(fun, args, argnums, names, has_aux=False):
     With has_aux, the value is (value, aux), aux's leaves plain values."""
     _not_nested(args)
     trace, boxed, out = tracer.trace(fun, args, argnums, names, eager=True)
+    _write(args, trace)
     aux = None
     if has_aux:
         out, aux = backward.split_aux(out, fun)
@@ -64,6 +65,12 @@ def value_and_grad_now(fun, args, argnums, names, has_aux=False):
     grads = map_tree(wrt, lambda b: _gradient(found.get(b.node), b) if type(b) is Box
                      else None)
     return ((value, aux) if has_aux else value), grads
+
+
+def _write(args, trace):
+    """What the function assigned into its argument containers, into the caller's, as
+    eager NumPy leaves it (argument_writes.py)."""
+    argument_writes.perform(args, trace.writes, lambda b: b.value if type(b) is Box else b)
 
 
 def _not_nested(args):
@@ -100,6 +107,7 @@ def jvp(fun, primals, tangents):
     names = [f"arg{i}" for i in range(len(primals))]
     trace, boxed, out = tracer.trace(fun, primals, range(len(primals)), names, diff="auto",
                                      eager=True)
+    _write(primals, trace)
     seeds = {}
     for i, tangent in enumerate(tangents):
         forward.pair_tangents(boxed[i], tangent, names[i], seeds)
@@ -124,6 +132,7 @@ def vjp(fun, *primals):
     names = [f"arg{i}" for i in range(len(primals))]
     trace, boxed, out = tracer.trace(fun, primals, range(len(primals)), names, diff="auto",
                                      eager=True)
+    _write(primals, trace)
     backward.check_output_tree(out, fun)
     value = map_tree(out, lambda o: o.value if type(o) is Box else o)
     wrt = [b.node for b in leaves(boxed) if type(b) is Box]

@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from . import errors, raising
+from . import argument_writes, errors, raising
 from .cache.disk.record import user_code
 from .capture import Capture
 from .errors import (
@@ -92,6 +92,7 @@ class Trace:
         self.marks = {}  # user stack -> raising.Mark: statements in a `try:` or an errstate
         self.tried = []  # forward nodes marked so: kept although no output reads them
         self.replaying = None  # batched.py: the node it batches (vmap), whose lines new nodes take
+        self.writes = []  # (path, value): items the function assigned into argument containers
         self._outer = None
 
     def __enter__(self):
@@ -688,6 +689,7 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
                                recording.capture.argument(x, fun))
                 own = [recording.capture.pytree_argument(a) for a in own]
             recording.own = [b for b in leaves(own) if type(b) is Box]  # for count_sources.observe
+            containers = argument_writes.snapshot(own)
             with user_code():  # the disk cache notes which functions run (cache/disk/record.py)
                 try:
                     out = run(*own) if call is None else call(run, own)
@@ -698,6 +700,7 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
                     raise stored from error
             if capture:
                 recording.capture.finish(fun)
+            recording.writes = argument_writes.writes(containers, def_site(fun))
     except BaseException:  # its capture's clones read it back: a cycle that would hold
         if recording.capture is not None:  # the failed trace's nodes until a collection
             recording.capture.trace = None
