@@ -296,8 +296,7 @@ class Emitter:
                 body += self.joined_lines(node) + self.dels(last_use.get(i, ()))
                 continue
             name = self.names[node] = self.node_name(node)
-            kind = "# forward" if node.grad_of is None else \
-                "# tangents" if self.graph.kind == "jvp" else "# backward"
+            kind = self.section(node, section)
             if kind != section:
                 body.append((kind, ""))
                 section = kind
@@ -341,6 +340,16 @@ class Emitter:
                      for path, value in zip(self.graph.writes, written)]
         body.append(("return " + render(self.output_ast(outputs)), ""))
         return self.lines(prologue, *_used_counts(body, locs, self.counts))
+
+    def section(self, node, section):
+        """The header of the section `node` is in: forward, backward or tangents; in a
+        training step (whose params and state are donated), what follows the backward
+        is the optimizer's update."""
+        if node.grad_of is not None:
+            return "# tangents" if self.graph.kind == "jvp" else "# backward"
+        if self.graph.donated and section in ("# backward", "# update"):
+            return "# update"
+        return "# forward"
 
     def written_ast(self, path):
         """The target of a write into an argument's container: `bn_param['mean']`."""

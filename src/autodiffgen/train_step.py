@@ -36,6 +36,7 @@ or dtype (a last, shorter batch) traces again; the code does not serve other bat
 
 import functools
 import inspect
+import types
 
 import numpy as np
 
@@ -133,9 +134,13 @@ class TrainStep(_Transformed):
         if type(out) is tracer.Box and out.node.name is None:
             out.node.name = "loss"
         grads, cotangent_of = backward.traced_gradients(trace, out, boxed[0])
-        with trace:
-            new_params, new_state = self.optimizer._update(boxed[0], grads, boxed[1],
-                                                           boxed[2], args[3])
+        trace.replaying = _OPTIMIZER_LINES  # none of the user's lines: no comment
+        try:
+            with trace:
+                new_params, new_state = self.optimizer._update(boxed[0], grads, boxed[1],
+                                                               boxed[2], args[3])
+        finally:
+            trace.replaying = None
         loss_name = function_name(self.loss)
         graph = backward.fused_graph(
             f"{loss_name}_train_step", names, trace, (out, new_params, new_state),
@@ -146,6 +151,11 @@ class TrainStep(_Transformed):
         # the step overwrites params and state anyway: the code may write into them
         graph.donated = frozenset(b.node for b in leaves(boxed[:2]) if type(b) is tracer.Box)
         return graph
+
+
+# what the update's nodes take as their lines (tracer.Trace.new_node): the update is the
+# optimizer's code, so its lines are none of the user's, not the caller's of the step
+_OPTIMIZER_LINES = types.SimpleNamespace(stack=())
 
 
 def _loss_on_params_and_batch(loss, boxed):

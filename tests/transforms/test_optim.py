@@ -197,6 +197,33 @@ def test_float32_stays_float32_and_source_is_the_whole_step():
     source = step.source(params, state, x, y)
     assert "def loss_train_step(params, state, hyper, flags, x, y):" in source
     assert "hyper_lr = hyper['lr']" in source and "# forward" in source
+    update = source[source.index("# update"):]  # the optimizer's lines: none of the caller's
+    assert "# backward" in source and "test_optim.py" not in update
+
+
+def test_what_the_loss_reads_besides_its_arguments_is_read_at_every_step():
+    """A weight decay from a global, a scale in a closure dict replaced, a dropout mask
+    drawn inside the loss: the step reads them again, as grad does (its trace is grad's)."""
+    scales, gen = {"s": np.ones(2)}, np.random.default_rng(0)
+
+    def regularized(params, x, y):
+        keep = gen.random(x.shape) < 0.8
+        return loss(params, x * keep, y) * np.sum(scales["s"]) + DECAY * np.sum(params["W"] ** 2)
+    global DECAY
+    step = optim.compile_step(regularized, optim.SGD(lr=0.1))
+    for k in range(3):
+        DECAY, scales["s"] = 0.1 * k, np.full(2, 1.0 + k)
+        params, want = make_params(), make_params()
+        x, y = batch(k)
+        gen.bit_generator.state = np.random.default_rng(k).bit_generator.state
+        step(params, step.init(params), x, y)
+        gen.bit_generator.state = np.random.default_rng(k).bit_generator.state
+        grads = value_and_grad(regularized)(want, x, y)[1]
+        for got, old, g in zip(flat(params), flat(want), flat(grads)):
+            np.testing.assert_allclose(got, old - 0.1 * g, rtol=1e-10, atol=1e-12)
+
+
+DECAY = 0.0
 
 
 def test_new_batch_size_traces_again_and_a_plain_float_parameter_is_refused():
