@@ -26,7 +26,7 @@ from ..api import GradFunction
 from ..errors import ArgumentError, AutodiffgenError
 from ..tree import leaves, map_tree
 from .check import DecompositionError, check_decomposes
-from .source import module_variant
+from .source import module_variant, still_holds, what_it_read
 
 __all__ = [
     "DecompositionError",
@@ -79,6 +79,7 @@ class DaskGradFunction:
         self.fun, self.reduce, self.with_value = fun, reduce, with_value
         self.fan_in, self.timeout = max(2, int(fan_in)), timeout
         self._variants = {}  # signature of the call -> [variant]: one list per program
+        self._reads = {}  # signature -> what its modules read besides the arguments (source.py)
         self.retraces = 0  # chunks traced again because no variant served them
 
     def __call__(self, *args):
@@ -88,10 +89,12 @@ class DaskGradFunction:
         small = [a for i, a in enumerate(args) if i not in batch]
         layout = _layout(len(args), batch)
         key = _signature(args, batch)
-        if key not in self._variants:
+        if key not in self._variants or not still_holds(self._reads[key]):
             sample = _sample(args, batch, arrays, self.timeout)
+            reads = what_it_read(self.gf, sample)  # what the module bakes (draws refused)
             check_decomposes(self.gf, sample, batch, self.reduce)
             self._variants[key] = [module_variant(self.gf, sample)]
+            self._reads[key] = reads
         variants = self._variants[key]
         blocks = [a.to_delayed().ravel() for a in arrays]
         chunks = list(zip(*blocks))

@@ -17,6 +17,7 @@ from a global or closure is refused with a message naming it.
 """
 
 import contextlib
+import dis
 import functools
 import types
 
@@ -167,10 +168,23 @@ def _refuse_captured(trace):
               if c.cell_contents is not None]
     for name, value in found:
         if is_generator(value):
-            raise TracingError(f"{code.co_filename}: the traced function reads the random "
-                               f"generator {name!r} from a global or closure variable; a "
-                               "standalone module would draw from it once, when generated. "
-                               "Pass the generator to the function as an argument")
+            raise TracingError(at(_line_reading(code, name), "the traced function reads the "
+                                  f"random generator {name!r} from a global or closure "
+                                  "variable; a standalone module would draw from it once, "
+                                  "when generated. Pass the generator to the function as an "
+                                  "argument"))
+
+
+def _line_reading(code, name):
+    """(file, line) of the first place `code` (or a function inside it) reads `name`."""
+    for c in [code, *(k for k in code.co_consts if isinstance(k, types.CodeType))]:
+        lines = {offset: line for start, end, line in c.co_lines()
+                 for offset in range(start, end, 2)}
+        for instruction in dis.get_instructions(c):
+            if instruction.argval == name and instruction.opname.startswith("LOAD") and \
+                    lines.get(instruction.offset):
+                return c.co_filename, lines[instruction.offset]
+    return code.co_filename, code.co_firstlineno
 
 
 TRACE_HOOKS.append(_during_trace)
