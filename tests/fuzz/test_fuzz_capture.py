@@ -7,8 +7,8 @@ object's keyword, another module's attribute, a closure cell, a default value, a
 attribute read as type(obj).v) and a string flag may
 choose a branch. Between calls the values are rebound or changed in place; the one
 cached function must agree with eager NumPy and the tape at every call (and its
-Hessian-vector product with finite differences of the tape's gradient), and retrace
-only when the flag changes. Derandomized for CI; AUTODIFFGEN_FUZZ=<n> runs n programs.
+Hessian-vector product with finite differences of the tape's gradient, and a compiled
+training step's update with the tape's gradient), and retrace only when the flag changes. Derandomized for CI; AUTODIFFGEN_FUZZ=<n> runs n programs.
 """
 
 import itertools
@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import autodiffgen
 from autodiffgen import tape, value_and_grad
+from autodiffgen.optim import SGD, compile_step
 
 EXAMPLES = int(os.environ.get("AUTODIFFGEN_FUZZ", "40"))
 ROUTES = ["global", "attr", "dict", "list", "method", "static", "partial", "module",
@@ -148,10 +149,13 @@ def _value(is_array, seed):
     return rng.uniform(-1.0, 1.0, size=3) if is_array else float(rng.uniform(-1.0, 1.0))
 
 
-def _check(generated, f, x, t):
+def _check(generated, f, x, t, step):
     value, g = generated(x)
     np.testing.assert_allclose(value, f(x), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(g, tape.grad(f)(x), rtol=1e-9, atol=1e-12)
+    params = {"x": x.copy()}  # the compiled training step: its trace is grad's
+    np.testing.assert_allclose(step(params, step.init(params)), f(x), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(params["x"], x - 0.5 * g, rtol=1e-9, atol=1e-12)
     eps = 1e-5
     fd = (tape.grad(f)(x + eps * t) - tape.grad(f)(x - eps * t)) / (2 * eps)
     np.testing.assert_allclose(autodiffgen.hvp(f, (x,), (t,)), fd, rtol=1e-4, atol=1e-6)
@@ -168,9 +172,10 @@ def test_values_read_through_every_route_are_read_again(program):
             world.set(k, _value(is_array, seed + k))
         f = world.mod.f
         generated = value_and_grad(f)
+        step = compile_step(lambda params: f(params["x"]), SGD(lr=0.5))
         rng = np.random.default_rng(seed)
         x, t = rng.normal(size=(2, 3)), rng.normal(size=(2, 3))
-        _check(generated, f, x, t)
+        _check(generated, f, x, t, step)
         for call, change in enumerate(changes):
             for k, (how, s) in enumerate(change):
                 new = _value(steps[k][2], s)
@@ -180,7 +185,7 @@ def test_values_read_through_every_route_are_read_again(program):
                     world.get(k)[...] = new
             if flag and call == 1:
                 world.mod.cfg.mode = "plain"
-            _check(generated, f, rng.normal(size=(2, 3)), t)
+            _check(generated, f, rng.normal(size=(2, 3)), t, step)
         assert generated.cache_info().misses == 1 + (flag and len(changes) > 1)
     finally:
         world.close()
