@@ -75,6 +75,11 @@ class Differentiated:
             self._check_argnums(len(self._names))
         self._needed = max(self._argnums) + 1  # fewer positional arguments: bind defaults
 
+    @property
+    def argnums(self):
+        """The positions of the differentiated arguments, as a tuple."""
+        return tuple(self._argnums)
+
     def _arg_names(self, n):
         names = list(self._names[:n])
         extra = self._signature.parameters

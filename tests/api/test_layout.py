@@ -60,8 +60,27 @@ def test_the_emitter_only_emits_and_only_the_api_runs_the_pipeline():
     graph = _imports()
     assert "passes" not in graph["emit"] and "pipeline" not in graph["emit"]
     users = {m for m, targets in graph.items() if "pipeline" in targets}
-    # standalone: emit -o's API; picture: graph_of's; train_step: compile_step's
-    assert users <= {"api", "transforms", "standalone", "picture", "train_step"}, users
+    # the front ends: standalone: emit -o's; picture: graph_of's; train_step:
+    # compile_step's; dask.source: what autodiffgen.dask's modules read
+    assert users <= {"api", "transforms", "standalone", "picture", "train_step",
+                     "dask.source"}, users
+
+
+def test_only_the_pipeline_traces_to_compile():
+    """Every front end compiles through pipeline.compile (one Request each); the only
+    other caller of tracer.trace is the tape, the eager reference."""
+    callers = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr == "trace" and isinstance(node.func.value, ast.Name) and \
+                    node.func.value.id == "tracer":
+                callers.add(_module_name(path))
+    assert callers == {"pipeline", "tape"}, callers
+
+
+def test_standalone_modules_do_not_import_the_api():
+    assert "api" not in _reach(_imports(), "standalone")
 
 
 def test_stages_do_not_import_the_api():

@@ -115,8 +115,7 @@ class DaskGradFunction:
         if not batch:
             raise ArgumentError("autodiffgen.dask expects at least one dask array, chunked "
                                 "by rows; for arrays in memory use autodiffgen.value_and_grad")
-        diff = [self.gf._argnums] if isinstance(self.gf._argnums, int) else self.gf._argnums
-        for i in diff:
+        for i in self.gf.argnums:
             if i in batch:
                 raise ArgumentError(f"argument {i} is a dask array: autodiffgen.dask "
                                     "differentiates small arguments sent to every worker, "
