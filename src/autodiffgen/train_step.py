@@ -26,7 +26,10 @@ gradients are temporaries of the generated function, freed at their last use. No
 guard can fail after such a write: the guards come first, or are read by the loss's
 forward, and every params and state leaf has its last read in the update, after them.
 
-What the trace reads: params, state and the batch are inputs (arrays); the optimizer's
+What the trace reads: the loss is traced as grad traces it (pipeline.Request, `call`
+loss(params, *batch)), so what it reads besides its arguments (globals, closures,
+attributes, random draws) is read again or checked at every step, as under grad; params,
+state and the batch are inputs (arrays); the optimizer's
 float hyperparameters (`hyper`: lr, betas, ...) are inputs too, read from the optimizer
 at each call, so a learning-rate schedule needs no new trace; its structural settings
 (`flags`: momentum on or off, nesterov, centered, weight decay on or off) are bools, so
