@@ -110,7 +110,19 @@ _COUNTED = {"count_nonzero": ("elements selected",
                               "{} elements selected; this code serves {} or more"),
             "len": ("a length the data decides",
                     "a result of length {}; this code serves lengths of {} or more")}
-_COUNTED_TRACED = {"count_nonzero": "selected {} elements", "len": "gave a result of length {}"}
+_COUNT_GUARDED = {  # a count guarded: what it was, why, and what would serve every count
+    "count_nonzero": (
+        "selected {} elements when traced, and this code serves only that count: traces at "
+        "other counts did not fit one formula in it (Python decided on the number, e.g. a "
+        "reshape, a range or an if; or computed with it in a way not fitted; or two "
+        "selections meet). To serve every count with one trace, keep the count in arrays: "
+        "np.count_nonzero(mask) rather than len(x[mask]) in arithmetic, np.where(mask, x, 0) "
+        "rather than x[mask]"),
+    "len": (
+        "gave a result of length {} when traced, and this code serves only that length: "
+        "traces at other lengths did not fit one formula in it (Python decided on it, e.g. a "
+        "reshape, a range or an if; or the result meets an array of a fixed size, as "
+        "x * np.bincount(labels, minlength=5) with x of 5 elements)")}
 
 
 class Emitter:
@@ -601,13 +613,7 @@ class Emitter:
         elif p["test"] == "aliases":
             message = f"{where}: `{code}` was traced with {x} and {y[0]} not sharing memory"
         elif p["test"] in _COUNTED:
-            message = (f"{where}: `{code}` " + _COUNTED_TRACED[p["test"]].format(outcome) +
-                       " when traced, and this code serves only that count: traces at other counts did not fit one "
-                       "formula in it (Python decided on the number, e.g. a reshape, a range "
-                       "or an if; or computed with it in a way not fitted; or two selections "
-                       "meet). To serve every count with one trace, keep the count in arrays: "
-                       "np.count_nonzero(mask) rather than len(x[mask]) in arithmetic, "
-                       "np.where(mask, x, 0) rather than x[mask]")
+            message = f"{where}: `{code}` " + _COUNT_GUARDED[p["test"]].format(outcome)
         reads = _captured_labels(node) if p["test"] in READS_OF_VALUES else ""
         failure = f"{message!r}, {reads!r}" if reads else repr(message)
         return [(f"if {test}:", f"guard: {code}" if code else "guard"),
