@@ -9,7 +9,9 @@ another number of elements (`probe`), and every number that differs between the 
 must fit one formula in the count (size_formulas.Dim, Scale, SymArray in `count`). When all
 do, the guard becomes the definition `count = int(np.count_nonzero(mask))` and the code
 serves every count, 0 included; otherwise (Python that decides on the count, a reshape to
-it, two masks whose counts meet) the guard stays, and another count traces again.
+it, two masks whose counts meet) the guard stays, and another count traces again. The
+length of np.unique's and np.bincount's results is a count too (`len(u) == k`, read as
+`count = len(u)`): its probes change that result's length (count_sources.observe_length).
 
 The values of a changed trace are not the user's (only its graph is kept). Each source is
 changed alone, and only as its selections (x[m], y[m] = v, np.nonzero(m)) and the
