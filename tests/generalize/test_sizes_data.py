@@ -81,6 +81,20 @@ def test_unique_index_picks_the_first_of_each_class():
     run(first_of_each, [(xs(i), labels_with(k)) for i, k in enumerate(CLASSES)])
 
 
+@pytest.mark.skipif(np.lib.NumpyVersion(np.__version__) < "2.3.0",
+                    reason="np.unique(..., sorted=False) is NumPy 2.3's")
+def test_unique_unsorted_keeps_numpys_order():
+    """With sorted=False NumPy orders np.unique(a)'s values otherwise than those of
+    np.unique(a, return_counts=True): each result comes from the call the user wrote."""
+    def f(x, labels):
+        values = np.unique(labels, sorted=False)
+        first, counts = np.unique(labels, return_counts=True, sorted=False)
+        order = np.cumsum(np.ones_like(values))  # 1, 2, 3...: a value per position
+        return np.sum(x[values % N] * order) + np.sum(x[first % N] * counts * order)
+
+    run(f, [(xs(i), labels_with(k) + 3) for i, k in enumerate(CLASSES)])
+
+
 def test_unique_of_float_data_with_nans_and_ties():
     def f(x, data):
         return np.sum(x) * np.sum(np.unique(data) ** 2 > 0.5) + np.sum(x ** 2)

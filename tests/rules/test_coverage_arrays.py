@@ -440,6 +440,8 @@ def test_pad_refuses_other_modes():
 def test_unique_median_refusals_name_the_line():
     with pytest.raises(UnsupportedOperationError, match=r"test_coverage_arrays.py:\d+: np.unique"):
         autodiffgen.grad(lambda x: np.sum(np.unique(x, axis=0)))(np.ones((2, 2)))
+    with pytest.raises(UnsupportedOperationError, match=r"sorted=False\) of an array a der"):
+        autodiffgen.grad(lambda x: np.sum(np.unique(x, sorted=False)))(np.ones(3))
     with pytest.raises(ValueError, match=r"test_coverage_arrays.py:\d+: np.median of an empty"):
         autodiffgen.grad(lambda x: np.median(x[:0]) + np.sum(x))(np.ones(3))
 

@@ -50,20 +50,24 @@ searchsorted = defprimitive(
 
 
 # ---- results as long as the data says ------------------------------------------------------
-_UNIQUE_PARTS = {"values": 0, "index": 1, "inverse": 1, "counts": 1}  # [i] of np.unique's
+# np.unique's results: result `part` of the call the user wrote, whose `returns` name the
+# results asked for besides the values (as many as the call's return_index=True...): the
+# call made again for each, never a shorter one, since with sorted=False NumPy orders the
+# values of np.unique(a) otherwise than those of np.unique(a, return_counts=True)
+def _unique_options(returns, equal_nan, sorted):
+    return {**{f"return_{r}": True for r in returns}, **({} if equal_nan else
+            {"equal_nan": False}), **({} if sorted else {"sorted": False})}
 
 
-def _unique(a, part, equal_nan):
-    if part == "values":
-        return np.unique(a, equal_nan=equal_nan)
-    return np.unique(a, equal_nan=equal_nan, **{f"return_{part}": True})[1]
+def _unique(a, part, returns, equal_nan, sorted):
+    out = np.unique(a, **_unique_options(returns, equal_nan, sorted))
+    return out[part] if returns else out
 
 
 def _unique_template(params):
-    part, nan = params["part"], "" if params["equal_nan"] else ", equal_nan=False"
-    if part == "values":
-        return f"np.unique({{0}}{nan})"
-    return f"np.unique({{0}}, return_{part}=True{nan})[1]"
+    options = _unique_options(params["returns"], params["equal_nan"], params["sorted"])
+    call = "np.unique({0}" + "".join(f", {k}={v}" for k, v in options.items()) + ")"
+    return f"{call}[{params['part']}]" if params["returns"] else call
 
 
 unique = defprimitive("unique", _unique, _unique_template)

@@ -115,21 +115,27 @@ def _unique(ar, return_index=False, return_inverse=False, return_counts=False, a
         raise UnsupportedOperationError(at(user_loc(), "np.unique(..., axis=...) of a traced "
                                            "array is not supported: only axis=None"))
     trace = current_trace()
+    differentiated = type(ar) is Box and carries_gradient(trace, ar.node)
+    if differentiated and not sorted:
+        raise UnsupportedOperationError(at(user_loc(), "np.unique(..., sorted=False) of an "
+                                           "array a derivative flows through: NumPy promises "
+                                           "no order, so its values' derivative cannot be "
+                                           "placed; leave sorted=True"))
+    asked = [r for r, on in (("index", return_index or differentiated),
+                             ("inverse", return_inverse), ("counts", return_counts)) if on]
+    params = {"returns": tuple(asked), "equal_nan": bool(equal_nan), "sorted": bool(sorted)}
     key = ("unique", count_sources.length_key(trace, ar), bool(equal_nan))
 
-    def part(name, resize=None):
-        box = bind(unique, (ar,), {"part": name, "equal_nan": bool(equal_nan)})
+    def part(i, resize=None):
+        box = bind(unique, (ar,), {"part": i, **params})
         return count_sources.observe_length(trace, box, key, int(np.size(ar)), resize)
 
-    differentiated = type(ar) is Box and carries_gradient(trace, ar.node)
-    index = part("index") if differentiated else None
-    out = [np.ravel(ar)[index] if differentiated else part("values")]
-    if return_index:
-        out.append(index if differentiated else part("index"))
-    if return_inverse:
-        out.append(part("inverse", _in_range))
-    if return_counts:
-        out.append(part("counts"))
+    out = [part(0)] + [part(i + 1, _in_range if r == "inverse" else None)
+                       for i, r in enumerate(asked)]
+    if differentiated:  # the values at their first occurrences: out[1] is the index
+        out[0] = np.ravel(ar)[out[1]]
+        if not return_index:
+            del out[1]
     return out[0] if len(out) == 1 else tuple(out)
 
 
