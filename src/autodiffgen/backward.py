@@ -328,7 +328,7 @@ def split_graphs(name, params, trace, value, grads, seed, fwd_fields=None, bwd_f
     # a mask's count (generalize_counts.py) the backward may read at run time: it defines
     # it again from
     # the saved mask (generalize_counts.checked_before drops it where the count stays a guard)
-    counts = [n for n in trace.guards if n.params["test"] == "count_nonzero"]
+    counts = [n for n in trace.guards if n.params["test"] in ("count_nonzero", "len")]
     needed |= {n.args[0] for n in counts}
     residuals = sorted((n for n in needed if n not in seeds), key=lambda n: n.id)
     value_node = map_tree(value, lambda b: b.node if type(b) is Box else b)

@@ -3,8 +3,11 @@
 Every mask (or array np.nonzero reads) whose count decides a size is a *count source*:
 `observe` records it, with a guard `np.count_nonzero(mask) == k`, and, in a trace that
 generalize_counts.py runs to probe another count (`probing`), hands the selections a copy
-of the mask changed to select that many elements (`seen`). The rules call this module while tracing;
-generalize_counts.py, a later stage, turns the traces at several counts into one program.
+of the mask changed to select that many elements (`seen`). A result as long as the data
+says (np.unique's values, np.bincount's counts) is a count source too, its length the
+count (`observe_length`, a guard `len(u) == k`): a probe changes that result itself. The
+rules call this module while tracing; generalize_counts.py, a later stage, turns the
+traces at several counts into one program.
 """
 
 import contextlib
@@ -18,6 +21,8 @@ from .graph import Node, is_guard
 from .size_formulas import Dim
 
 TEST = "count_nonzero"  # the guard test a count source records
+LENGTH = "len"  # the one a result as long as the data says records (observe_length)
+TESTS = (TEST, LENGTH)
 _state = threading.local()
 
 
@@ -105,6 +110,48 @@ def _constant(value):
     raise TypeError
 
 
+def observe_length(trace, box, key, total, resize=None, least=0):
+    """`box`, a result as long as the data says (np.unique(labels), np.bincount(labels)),
+    decides sizes: record its length as a count source of `trace`, one per `key` (the
+    results of one np.unique call, or of the same call written twice, share it), with
+    the guard `len(box) == k` on the first one. In a probe of that source, returns the
+    box changed to the probed length (nonsense values: only the graph is kept), or, for
+    a result of fixed length whose values index the counted one (np.unique's inverse),
+    changed by `resize(value, k)`. `total`: the most the count can usefully be probed at,
+    `least` the least (generalize_counts._probe_counts)."""
+    if trace is None or box.node.trace_id != trace.id:
+        return box
+    sources = trace.__dict__.setdefault("count_sources", {})
+    key = (LENGTH, key)
+    first = key not in sources
+    if first and resize is not None:  # (its length is not the count)
+        return box
+    index = sources.setdefault(key, len(sources))
+    probe = getattr(_state, "probe", None)
+    if probe is not None and probe.trace_id == trace.id and index in probe.counts:
+        value = (resize or _with_length)(box.value, probe.counts[index])
+        box.node.shape = np.shape(value)  # a new node, which nothing reads yet
+        box = trace.boxes[box.node] = tracer.Box(value, box.node)
+    if first:
+        trace.guard(box, LENGTH, len(box.value))
+        guard = trace.guards[-1]
+        guard.params.update(source=index, read=False, total=total, least=least)
+        trace.__dict__.setdefault("count_guards", []).append(guard)
+    return box
+
+
+def length_key(trace, box):
+    """What identifies the data a length source is computed from (as a mask, `_key`)."""
+    return _key(trace, box.node) if type(box) is tracer.Box and \
+        box.node.trace_id == trace.id else id(box)
+
+
+def _with_length(value, length):
+    value = np.asarray(value)
+    shape = (length, *value.shape[1:])
+    return np.resize(value, shape) if value.size else np.zeros(shape, value.dtype)
+
+
 def read_count(trace, box):
     """int() of a traced np.count_nonzero(mask) (generated code's `count = int(...)`, traced
     again by hessian or grad of grad): the mask becomes a count source, and the number
@@ -144,7 +191,7 @@ def with_count(value, count):
 
 
 def is_count(node):
-    return is_guard(node) and node.params["test"] == TEST
+    return is_guard(node) and node.params["test"] in TESTS
 
 
 def counted(graph):

@@ -42,7 +42,8 @@ def jvp_status(prim):
 _NO_DERIVATIVE = {np.argmax, np.argmin, np.argsort, np.count_nonzero, np.round, np.around,
                   np.shape, np.ndim, np.size, np.zeros_like, np.ones_like, np.empty_like,
                   np.argpartition, np.all, np.any, np.isclose, np.allclose, np.array_equal,
-                  np.array_equiv, np.iscomplexobj, np.isrealobj, np.iscomplex, np.isreal}
+                  np.array_equiv, np.iscomplexobj, np.isrealobj, np.iscomplex, np.isreal,
+                  np.searchsorted}
 _COUNTED = {np.nonzero, np.argwhere, np.flatnonzero}  # indices as many as the data says
 
 

@@ -102,8 +102,27 @@ _READ_FORMS = {"bool": "{x}", "item": "{x}.item({index})", "index": "operator.in
                "layout": "_layout({x})",
                "aliases": "np.may_share_memory({x}, {y})",
                "count_nonzero": "int(np.count_nonzero({x}))",
+               "len": "len({x})",
                "iscomplexobj": "np.iscomplexobj({x})"}
 _LAYOUTS = {"CF": "contiguous", "C": "C-ordered", "F": "Fortran-ordered"}
+# a count read at run time (generalize_counts.py): what it counts, and what was traced
+_COUNTED = {"count_nonzero": ("elements selected",
+                              "{} elements selected; this code serves {} or more"),
+            "len": ("a length the data decides",
+                    "a result of length {}; this code serves lengths of {} or more")}
+_COUNT_GUARDED = {  # a count guarded: what it was, why, and what would serve every count
+    "count_nonzero": (
+        "selected {} elements when traced, and this code serves only that count: traces at "
+        "other counts did not fit one formula in it (Python decided on the number, e.g. a "
+        "reshape, a range or an if; or computed with it in a way not fitted; or two "
+        "selections meet). To serve every count with one trace, keep the count in arrays: "
+        "np.count_nonzero(mask) rather than len(x[mask]) in arithmetic, np.where(mask, x, 0) "
+        "rather than x[mask]"),
+    "len": (
+        "gave a result of length {} when traced, and this code serves only that length: "
+        "traces at other lengths did not fit one formula in it (Python decided on it, e.g. a "
+        "reshape, a range or an if; or the result meets an array of a fixed size, as "
+        "x * np.bincount(labels, minlength=5) with x of 5 elements)")}
 
 
 class Emitter:
@@ -568,13 +587,14 @@ class Emitter:
         x, *y = [render(self.arg_ast(a)) for a in node.args]
         if type(p["outcome"]) is Dim:  # a count the code reads at run time (generalize_counts.py)
             var = p["outcome"].var
-            lines = [(f"{var} = int(np.count_nonzero({x}))",
-                      f"elements selected, {_where(node.loc)}" if node.loc else "")]
+            counted, served = _COUNTED[p["test"]]
+            lines = [(f"{var} = {_READ_FORMS[p['test']].format(x=x)}",
+                      f"{counted}, {_where(node.loc)}" if node.loc else "")]
             if p.get("lo"):
                 self.helpers.add("GuardFailure")
-                message = (f"{_where(node.loc) if node.loc else '?'}: {{{var}}} elements "
-                           f"selected; this code serves {p['lo']} or more (the function "
-                           "reads a size in Python)")
+                message = (f"{_where(node.loc) if node.loc else '?'}: " +
+                           served.format(f"{{{var}}}", p["lo"]) +
+                           " (the function reads a size in Python)")
                 lines += [(f"if {var} < {p['lo']}:", ""),
                           (f"    raise GuardFailure(f{message!r})", "")]
             return lines
@@ -611,14 +631,8 @@ class Emitter:
                 outcome, f"non-contiguous, strides {outcome}")
         elif p["test"] == "aliases":
             message = f"{where}: `{code}` was traced with {x} and {y[0]} not sharing memory"
-        elif p["test"] == "count_nonzero":
-            message = (f"{where}: `{code}` selected {outcome} elements when traced, and this "
-                       "code serves only that count: traces at other counts did not fit one "
-                       "formula in it (Python decided on the number, e.g. a reshape, a range "
-                       "or an if; or computed with it in a way not fitted; or two selections "
-                       "meet). To serve every count with one trace, keep the count in arrays: "
-                       "np.count_nonzero(mask) rather than len(x[mask]) in arithmetic, "
-                       "np.where(mask, x, 0) rather than x[mask]")
+        elif p["test"] in _COUNTED:
+            message = f"{where}: `{code}` " + _COUNT_GUARDED[p["test"]].format(outcome)
         reads = _captured_labels(node) if p["test"] in READS_OF_VALUES else ""
         failure = f"{message!r}, {reads!r}" if reads else repr(message)
         return [(f"if {test}:", f"guard: {code}" if code else "guard"),

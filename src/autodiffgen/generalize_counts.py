@@ -9,7 +9,9 @@ another number of elements (`probe`), and every number that differs between the 
 must fit one formula in the count (size_formulas.Dim, Scale, SymArray in `count`). When all
 do, the guard becomes the definition `count = int(np.count_nonzero(mask))` and the code
 serves every count, 0 included; otherwise (Python that decides on the count, a reshape to
-it, two masks whose counts meet) the guard stays, and another count traces again.
+it, two masks whose counts meet) the guard stays, and another count traces again. The
+length of np.unique's and np.bincount's results is a count too (`len(u) == k`, read as
+`count = len(u)`): its probes change that result's length (count_sources.observe_length).
 
 The values of a changed trace are not the user's (only its graph is kept). Each source is
 changed alone, and only as its selections (x[m], y[m] = v, np.nonzero(m)) and the
@@ -40,7 +42,7 @@ import dataclasses
 
 import numpy as np
 
-from .count_sources import TEST, counted, is_count, probing
+from .count_sources import TESTS, counted, is_count, probing
 from .generalize_batch import Retrace, _Unifier
 from .graph import PYTHON_NUMBERS, Node
 from .size_formulas import COUNT, NoFit, fit, same
@@ -67,7 +69,8 @@ def general(args, optimize, raw):
 
 def _tries_below_2(guard, low):
     try:
-        return min(_probe_counts(guard.params["outcome"], _total(guard), False, low)) < 2
+        return min(_probe_counts(guard.params["outcome"], _total(guard), False, low,
+                                 least=guard.params.get("least", 0))) < 2
     except NoFit:  # too few elements to try two counts (an empty selection's mask)
         return False
 
@@ -88,6 +91,9 @@ def checked_before(graph):
 
 
 def _total(guard):
+    """The most elements the source can count: its mask's, or a length source's bound."""
+    if "total" in guard.params:
+        return guard.params["total"]
     return int(np.prod(guard.args[0].shape))
 
 
@@ -126,7 +132,8 @@ def _around(args, main, raw, base, traced, optimize, low, read):
     graphs, raws, at = [main], [raw], [traced]
     for index, guard in enumerate(_counts(_first(raw))):
         avoid = set(traced[:index] + traced[index + 1:])
-        for count in _probe_counts(traced[index], _total(guard), read, low, avoid):
+        for count in _probe_counts(traced[index], _total(guard), read, low, avoid,
+                                   guard.params.get("least", 0)):
             probe = yield from _probed(args, {**base, index: count})
             moved = [g.params["outcome"] for g in _counts(_first(probe))]
             if len(moved) != len(traced) or moved[index] != count:
@@ -150,7 +157,8 @@ def _apart(guards, lo):
         for index, guard in enumerate(guards):
             total = _total(guard)
             near = [traced[index] + d for step in range(total + 1) for d in (step, -step)]
-            free = [c for c in near if max(lo, 2) <= c < total
+            least = max(lo, 2, guard.params.get("least", 0))
+            free = [c for c in near if least <= c < total
                     and all(abs(c - other) >= gap for other in base.values())]
             if not free:
                 break
@@ -170,8 +178,8 @@ def _unify_all(graphs, names, at, lo):
 def _unified(graphs, names, at, lo):
     unified = _CountUnifier(graphs, names, at).graph()
     for node in unified.nodes:
-        if is_count(node):
-            node.params["lo"] = lo
+        if is_count(node):  # where a size is read, only the counts probed (least up)
+            node.params["lo"] = max(lo, node.params.get("least", 0)) if lo else lo
     return unified
 
 
@@ -182,7 +190,7 @@ def _counts(graph):
 _LOWS = ((1, 0), (0, 1))
 
 
-def _probe_counts(traced, total, read, low=(1, 0), avoid=()):
+def _probe_counts(traced, total, read, low=(1, 0), avoid=(), least=0):
     """Other counts to trace at, at least 2 where the mask is big enough (a count of 1
     broadcasts, 0 empties reductions: formulas serve them, as the same NumPy runs). Two
     near the traced one (else 1 or 0, in the order `low`: a mean does not fit at 0, some
@@ -190,15 +198,18 @@ def _probe_counts(traced, total, read, low=(1, 0), avoid=()):
     else a spread of them (a test `if len(x[m]) > 3:` changes the program at some count
     tried), and counts below 2 trace their own code. The near ones avoid the counts of
     the other sources (`avoid`) and all elements, where the passes may merge the values
-    of two selections, or drop a step that then does nothing (a broadcast to x's shape)."""
-    near = [traced + d for step in range(1, total + 1) for d in (-step, step)]
+    of two selections, or drop a step that then does nothing (a broadcast to x's shape),
+    and are `least` or more (np.bincount's length: a shorter one would not hold the
+    labels it counted, which the code may index it with)."""
+    near = [traced + d for step in range(1, total + 1) for d in (-step, step)
+            if traced + d >= least]
     apart = [c for c in near if 2 <= c < total and c not in avoid]
     counts = (apart + [c for c in near if 2 <= c <= total and c not in apart]
-              + [c for c in low if c != traced])[:2]
+              + [c for c in low if c != traced and c >= least])[:2]
     if read:
         spread = range(2, total + 1) if total <= _EVERY else [
             *range(2, 10), total // 4, total // 2, 3 * total // 4, total - 1, total]
-        counts += [c for c in spread if c != traced and c not in counts]
+        counts += [c for c in spread if c != traced and c not in counts and c >= least]
     if len(counts) < 2:
         raise NoFit
     return counts
@@ -263,7 +274,7 @@ class _CountUnifier(_Unifier):
         return made
 
     def same_guard(self, params):
-        return same(params) or all(p["test"] == TEST for p in params)
+        return same(params) or all(p["test"] in TESTS for p in params)
 
     def fit(self, values):
         if same(values):

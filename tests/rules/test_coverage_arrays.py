@@ -262,6 +262,24 @@ case("take_along_axis-none", lambda x: _s(np.take_along_axis(x, np.array([4, 4, 
 case("take_along_axis-argsort-constant", lambda x, i: _s(np.take_along_axis(x, i, axis=1)),
      normal(3, 4), lambda rng: np.argsort(rng.standard_normal((3, 4)), axis=1))
 
+# ---- median, unique, bincount, searchsorted (issue 25) -----------------------------------
+case("median-odd", lambda x: np.sin(np.median(x)), normal(5))
+case("median-even", lambda x: np.sin(np.median(x)), normal(6))
+case("median-axis0", lambda x: _s(np.median(x, axis=0)), normal(4, 3))
+case("median-axis-1-keepdims", lambda x: _s(x * np.median(x, axis=-1, keepdims=True)),
+     normal(3, 5))
+case("median-axes-tuple", lambda x: _s(np.median(x, axis=(0, 2))), normal(2, 3, 2))
+case("median-none-keepdims", lambda x: _s(np.median(x, keepdims=True) * x), normal(2, 3))
+case("unique-values", lambda x: _s(np.unique(x) * np.arange(6.0)), normal(2, 3))
+case("unique-values-index", lambda x: _s(np.unique(x, return_index=True)[0] ** 2), normal(5))
+case("bincount-weights", lambda w, i: _s(np.bincount(i, weights=w)), normal(6),
+     const(np.array([0, 2, 2, 4, 1, 2])))
+case("bincount-weights-minlength", lambda w, i: _s(np.bincount(i, w, minlength=7)),
+     normal(5), const(np.array([3, 0, 3, 3, 1])))
+case("searchsorted-no-derivative",
+     lambda x: _s(x * np.searchsorted(np.sort(x), x + 0.1, side="right")), normal(6))
+
+
 # ---- indexing: negative steps, ellipsis, newaxis, arrays, masks, combinations ----------
 case("idx-reverse-step2", lambda x: _s(x[::-2]), normal(7))
 case("idx-negative-start-stop", lambda x: _s(x[-1:0:-1]), normal(5))
@@ -309,7 +327,8 @@ FLOAT32 = ["prod-3x4-axis1", "prod-one-zero", "var-2x3x4-axis(0,2)", "std-ddof1-
            "flip-tuple", "roll-tuple", "pad-constant", "triu-k1", "diag-1d-k1",
            "diagonal-3d-swapped", "trace-3d", "take-repeated", "take_along_axis-1",
            "idx-int-arrays-split-by-slice", "idx-mask-2d-then-slice", "idx-2d-repeated-pairs",
-           "idx-tuples-as-arrays"]
+           "idx-tuples-as-arrays", "median-even", "median-axes-tuple",
+           "unique-values-index"]
 
 
 @pytest.mark.parametrize("name", FLOAT32)
@@ -320,7 +339,8 @@ def test_float32_gradients(name):
 # ---- second derivatives -----------------------------------------------------------------
 SECOND = ["prod-3x4-axis1", "var-3x4-axis0", "cumsum-3x4-axis1", "cumprod-5-axis0",
           "roll-axis1", "pad-per-axis", "take-repeated", "tile-tuple", "diagonal-offset",
-          "repeat-axis1", "flip-tuple", "logsumexp-axis1", "idx-tuples-as-arrays"]
+          "repeat-axis1", "flip-tuple", "logsumexp-axis1", "idx-tuples-as-arrays",
+          "median-even", "unique-values-index"]
 
 
 @pytest.mark.parametrize("name", SECOND)
@@ -415,6 +435,33 @@ def test_pad_refuses_other_modes():
                    {"mode": "mean"}, {"constant_values": ((1.0, 2.0), (3.0, 4.0))}):
         with pytest.raises(UnsupportedOperationError, match="np.pad"):
             autodiffgen.grad(lambda x, kw=kwargs: np.sum(np.pad(x, 1, **kw)))(np.ones((2, 2)))
+
+
+def test_unique_median_refusals_name_the_line():
+    with pytest.raises(UnsupportedOperationError, match=r"test_coverage_arrays.py:\d+: np.unique"):
+        autodiffgen.grad(lambda x: np.sum(np.unique(x, axis=0)))(np.ones((2, 2)))
+    with pytest.raises(UnsupportedOperationError, match=r"sorted=False\) of an array a der"):
+        autodiffgen.grad(lambda x: np.sum(np.unique(x, sorted=False)))(np.ones(3))
+    with pytest.raises(ValueError, match=r"test_coverage_arrays.py:\d+: np.median of an empty"):
+        autodiffgen.grad(lambda x: np.median(x[:0]) + np.sum(x))(np.ones(3))
+
+
+def test_unique_of_a_differentiated_array_with_ties_reaches_the_first_occurrence():
+    """As ar.ravel()[index]: the derivative of each value reaches its first occurrence."""
+    def f(x):
+        return np.sum(np.unique(x) ** 2)
+
+    x = np.array([2.0, 1.0, 2.0, 3.0, 1.0])
+    expected = np.array([4.0, 2.0, 0.0, 6.0, 0.0])
+    np.testing.assert_array_equal(autodiffgen.grad(f)(x), expected)
+    np.testing.assert_array_equal(tape.grad(f)(x), expected)
+
+
+def test_median_is_nan_where_numpy_gives_nan():
+    x = np.array([[1.0, np.nan, 3.0], [4.0, 5.0, 6.0]])
+    value, g = autodiffgen.value_and_grad(lambda x: np.sum(np.median(x, axis=1)))(x)
+    assert np.isnan(value)
+    np.testing.assert_array_equal(g[1], [0.0, 1.0, 0.0])
 
 
 def test_generated_code_reads_as_numpy():

@@ -386,6 +386,8 @@ NO_BATCH_RULE = {
     "nonzero": "as many indices as each example's data says: no common shape",
     "flatnonzero": "as many indices as each example's data says: no common shape",
     "argwhere": "as many indices as each example's data says: no common shape",
+    "unique": "as many values as each example's data says: no common shape",
+    "bincount": "as many counts as each example's data says: no common shape",
     "eig_values": "whether the result is complex depends on each example's values",
     "eig_vectors": "whether the result is complex depends on each example's values",
     "draw": "a random draw per example would need a generator per example",

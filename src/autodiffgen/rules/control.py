@@ -30,6 +30,7 @@ READS = {  # test -> how the user's code read the value (x, *index) -> Python ob
     "layout": _layout,
     "aliases": lambda x, y: bool(np.may_share_memory(x, y)),
     "count_nonzero": lambda x: int(np.count_nonzero(x)),  # a mask's count (generalize_counts.py)
+    "len": len,  # the length of np.unique's or np.bincount's result (count_sources.py)
     "iscomplexobj": lambda x: bool(np.iscomplexobj(x)),  # the dtype np.linalg.eig chose
 }
 
@@ -44,11 +45,12 @@ def same(value, outcome):
 
 
 def holds(x, *more, test, outcome, index=(), call=None, call_params=None, source=None,
-          read=False, lo=0, error=None, errstate=()):
+          read=False, lo=0, error=None, errstate=(), total=None, least=0):
     """Whether the guard still holds for the value x (the guard primitive's meaning); for
     a "raises" guard, whether call(x, *more) still raises what it raised when traced.
     `source` numbers a mask's count guard (generalize_counts.py), so that two are never merged into
-    one; `read` says the user's Python read a size after it, `lo` the least count served."""
+    one; `read` says the user's Python read a size after it, `lo` the least count served,
+    `total` and `least` (a length's count) the most and least probed."""
     if test == "raises":
         expected = error if error is not None else RAISES[call.name]
         try:
@@ -57,7 +59,7 @@ def holds(x, *more, test, outcome, index=(), call=None, call_params=None, source
         except expected:
             return True
         return False
-    if test == "count_nonzero" and type(outcome) is not int:  # read at run time
+    if test in ("count_nonzero", "len") and type(outcome) is not int:  # read at run time
         return True
     if type(outcome) is Raised:  # the read raised when traced (in a `try:`, raising.py)
         try:

@@ -1,9 +1,12 @@
-"""NumPy functions that are a few other primitives in a row: sort and partition, diff and
-trapezoid, kron and cross, linspace, append and ptp, matrix_power and multi_dot.
+"""NumPy functions that are a few other primitives in a row: sort, partition and median,
+diff and trapezoid, kron and cross, linspace, append and ptp, matrix_power and multi_dot.
 
 Nothing here has a primitive of its own, nor a rule. sort and partition are an index
 (argsort, or argpartition, which has no derivative) and take_along_axis, so the
-cotangent is scattered back through the permutation; diff and trapezoid are slices and
+cotangent is scattered back through the permutation; median is the mean of the middle
+of a sort (NumPy's own way), so its derivative reaches the one or two middle elements
+(and the data's median, of values no derivative flows through, is computed by the
+generated code at run time, like any step); diff and trapezoid are slices and
 sums; kron is an einsum and a reshape; cross is products of rotated components;
 linspace is start and stop weighted by constants. Their gradients, second derivatives
 included, come from those primitives.
@@ -69,6 +72,36 @@ def _argpartition(a, kth, axis=-1, kind="introselect", order=None):
     axis = normalize_axis(axis, np.ndim(a))
     kth = int(kth) if np.ndim(kth) == 0 else tuple(int(k) for k in kth)
     return bind(argpartition, (a,), {"kth": kth, "axis": -1 if axis == np.ndim(a) - 1 else axis})
+
+
+# ---- median: the mean of the middle of a sort --------------------------------------------
+@register_function(np.median)
+def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """As NumPy computes it: the mean of the one or two middle elements of the sorted
+    values (so an int array's median is a float64), NaN where a NaN sorts last."""
+    check_no_out(out, "np.median")
+    ndim = np.ndim(a)
+    axes = normalize_axis(axis, ndim)
+    if axes is None:
+        a, along = _ravel(a), 0
+    elif type(axes) is tuple:  # the axes moved last and joined into one
+        a = np.moveaxis(a, axes, tuple(range(-len(axes), 0)))
+        a, along = np.reshape(a, np.shape(a)[:ndim - len(axes)] + (-1,)), ndim - len(axes)
+    else:
+        along = axes
+    n = np.shape(a)[along]
+    if n == 0:
+        raise ValueError(at(user_loc(), "np.median of an empty traced array (NumPy gives NaN "
+                            "with a warning): check the size before taking the median"))
+    s, before = _sort(a, along), (slice(None),) * along
+    middle = np.mean(s[before + (slice((n - 1) // 2, n // 2 + 1),)], axis=along)
+    if np.issubdtype(_dtype_of(s), np.inexact):  # NumPy's median is NaN where a NaN is
+        last = s[before + (-1,)]
+        middle = np.where(np.isnan(last), last, middle)
+    if keepdims:
+        middle = np.reshape(middle, (1,) * ndim) if axes is None else \
+            np.expand_dims(middle, axes)
+    return middle
 
 
 # ---- diff and trapezoid: slices along an axis -------------------------------------------
