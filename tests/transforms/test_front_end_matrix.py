@@ -369,7 +369,7 @@ REFUSED = {
 }
 
 
-NOT_YET = {"standard-library random draw", "count from np.unique"}
+NOT_YET = {"standard-library random draw"}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(
