@@ -282,8 +282,11 @@ class Emitter:
         for i, node in enumerate(self.graph.nodes):
             if op(node) == "guard":
                 mark = self.graph.marks.get(node.stack)
-                body += self.guard_lines(node) if mark is None or not mark.tried else \
+                lines = self.guard_lines(node) if mark is None or not mark.tried else \
                     self.tried_guard(node, self.guard_lines(node))
+                if node.loc is not None:  # a trace of this code (grad(grad(f))) reads the
+                    locs.update((len(body) + k, node.loc) for k in range(len(lines)))  # user's
+                body += lines
                 body += self.dels(last_use.get(i, ()))
                 continue
             if node in self.inline_at:
