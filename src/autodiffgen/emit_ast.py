@@ -394,6 +394,8 @@ def literal_ast(value, args=()):
         return dtype_ast(value)
     if isinstance(value, tuple):
         return ast.Tuple([literal_ast(v, args) for v in value], ast.Load())
+    if type(value) is list:  # item by item: a formula in it is code, not its repr
+        return ast.List([literal_ast(v, args) for v in value], ast.Load())
     if isinstance(value, np.generic) and type(value.item()) is type(value):
         return _long_ast(value)
     if isinstance(value, np.generic):

@@ -31,6 +31,7 @@ import numpy as np
 from . import passes
 from .arguments import signature_text
 from .cache.keys import signature_key
+from .capture import Read
 from .graph import Graph, Index, Node, is_guard
 from .passes.rewrite import clone
 from .rules.random import GENERATORS, private_streams
@@ -310,8 +311,12 @@ class _Unifier:
         return fit(values, self.ns, self.var)
 
     def record(self, values):
-        """A dataclass instance (e.g. a capture.Captured), field by field."""
+        """A dataclass instance (e.g. a capture.Captured), field by field. A Read's place
+        (`SCALES[len(x[m])]`) is one in every trace: the code reads it before it computes
+        anything, so no size or count is known there to write a formula over."""
         head = values[0]
+        if type(head) is Read and any(v.chain != head.chain for v in values):
+            raise NoFit
         changed = {}
         for f in dataclasses.fields(head):
             value = self.value([getattr(v, f.name) for v in values])

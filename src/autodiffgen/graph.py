@@ -31,6 +31,7 @@ class Node:
         "prim",
         "shape",
         "stack",
+        "statements",
         "trace_id",
     )
 
@@ -43,6 +44,7 @@ class Node:
         self.dtype = dtype
         self.loc = loc  # (filename, lineno) of the user's code, or None
         self.stack = stack  # user frames, innermost first: used to name values
+        self.statements = None  # per frame, which statement of a line with several (naming)
         self.name = None  # a hint taken from the user's variables, if any
         self.grad_of = grad_of  # for backward nodes: the forward Node whose rule made it
         self.trace_id = None  # which recording made it: nested grads must not mix them

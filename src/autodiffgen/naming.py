@@ -5,8 +5,14 @@ node made while that statement ran (inner calls included). So for each statement
 depth of the user's call stack, the last node of every uninterrupted run of nodes made
 under it gets the statement's target name. Outer statements win over inner ones, since the
 top-level function is what the reader has in front of them.
+
+A line holding several statements (`a = np.sin(x); b = np.cos(x)`) is told apart by the
+columns of the call each frame is in (Python 3.11+ code positions); where those are not
+known (Python 3.10, a frame in generated code) its values get no name rather than a
+neighbour's.
 """
 
+import ast
 import builtins
 import functools
 import keyword
@@ -25,12 +31,29 @@ def assigned_name(loc):
     return match.group(1) if match else None
 
 
+def statement_of(loc, frame):
+    """None when loc's line holds one statement (or none); else the index, in
+    _statements_on(loc), of the statement holding the instruction `frame` runs, or -1 when
+    that is not known (no frame, no columns, a position in no statement: an `if` header)."""
+    statements = _statements_on(loc)
+    if statements is None:
+        return None
+    position = _position(frame) if frame is not None else None
+    if position is not None:
+        for i, (start, end, _) in enumerate(statements):
+            if start <= position < end:
+                return i
+    return -1
+
+
 def name_forward(nodes):
     """Give forward nodes the names of the variables the user bound them to."""
     named = {}  # node -> (depth, name); smaller depth (outer statement) wins
-    open_runs = []  # per depth from the outermost: (statement loc, last node)
+    open_runs = []  # per depth from the outermost: (statement, last node)
     for node in nodes:
         chain = node.stack[::-1]  # outermost first
+        if node.statements is not None:  # (loc, which statement of its line)
+            chain = tuple(zip(chain, node.statements[::-1]))
         for depth in range(len(open_runs)):
             if depth >= len(chain) or open_runs[depth][0] != chain[depth]:
                 _close(open_runs[depth:], depth, named)
@@ -48,10 +71,68 @@ def name_forward(nodes):
 
 
 def _close(runs, first_depth, named):
-    for depth, (loc, node) in enumerate(runs, first_depth):
-        name = assigned_name(loc)
+    for depth, (statement, node) in enumerate(runs, first_depth):
+        name = _statement_name(statement)
         if name and (node not in named or named[node][0] > depth):
             named[node] = (depth, name)
+
+
+def _statement_name(statement):
+    if type(statement[0]) is str:  # a plain loc (filename, line)
+        return assigned_name(statement)
+    loc, index = statement
+    if index is None:
+        return assigned_name(loc)
+    statements = _statements_on(loc)
+    return statements[index][2] if statements and index >= 0 else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _statements_on(loc):
+    """((start, end, assigned name or None), ...) of the simple statements on loc's line,
+    positions as (line, column), when there are several; None when there is one. A line
+    with a `;` in a file that does not parse gives (): several, none of them known."""
+    if ";" not in linecache.getline(loc[0], loc[1]):
+        return None
+    tree = _parse(loc[0])
+    if tree is None:
+        return ()
+    found = tuple(((s.lineno, s.col_offset), (s.end_lineno, s.end_col_offset), _target(s))
+                  for s in ast.walk(tree)
+                  if isinstance(s, ast.stmt) and not hasattr(s, "body")
+                  and s.lineno <= loc[1] <= s.end_lineno)
+    return found if len(found) > 1 else None
+
+
+@functools.lru_cache(maxsize=16)
+def _parse(filename):
+    try:
+        return ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _target(statement):
+    """The variable a simple statement assigns to, as assigned_name reads it from a line."""
+    target = getattr(statement, "target", None)  # `h += ...`, `h: float = ...`
+    if isinstance(statement, ast.Assign):
+        target = statement.targets[0]
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def _position(frame):
+    """(line, column) where the instruction frame runs starts, or None (Python 3.10)."""
+    positions = _positions(frame.f_code)
+    i = frame.f_lasti // 2
+    if positions is None or not 0 <= i < len(positions):
+        return None
+    line, _, column, _ = positions[i]
+    return None if line is None or column is None else (line, column)
+
+
+@functools.lru_cache(maxsize=256)
+def _positions(code):
+    return tuple(code.co_positions()) if hasattr(code, "co_positions") else None
 
 
 class Namespace:

@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from . import argument_writes, errors, raising
+from . import argument_writes, errors, naming, raising
 from .cache.disk.record import user_code
 from .capture import Capture
 from .errors import (
@@ -109,12 +109,18 @@ class Trace:
         return False
 
     def new_node(self, prim, args, params, value, stack=None):
+        statements = None
         if self.grad_of is not None:
-            stack = self.grad_of.stack
+            stack, statements = self.grad_of.stack, self.grad_of.statements
+        elif stack is None and self.replaying is not None:
+            stack, statements = self.replaying.stack, self.replaying.statements
         elif stack is None:
-            stack = user_stack() if self.replaying is None else self.replaying.stack
+            statements = []
+            stack = user_stack(statements)
+            statements = tuple(statements) if any(s is not None for s in statements) else None
         node = Node(self.next_id, prim, args, params, np.shape(value), result_dtype(value),
                     stack[0] if stack else None, stack, self.grad_of)
+        node.statements = statements
         node.trace_id = self.id
         self.next_id += 1
         return node
@@ -168,22 +174,28 @@ def result_dtype(value):
     return dtype if dtype is not None else np.result_type(value)
 
 
-def user_stack():
-    """(filename, lineno) of the user's frames, innermost first, up to the traced call."""
+def user_stack(statements=None):
+    """(filename, lineno) of the user's frames, innermost first, up to the traced call.
+    A list `statements` gets, per frame, which statement of its line the frame is in when
+    the line holds several (naming.statement_of), so `a = f(x); b = g(x)` names apart."""
     frame = sys._getframe(2)
     stack = []
     while frame is not None:
         filename = frame.f_code.co_filename
         generated = GENERATED_LOCS.get(filename)
+        loc = None
         if generated is not None:  # tracing generated code: the user's line it came from
             loc = generated.get(frame.f_lineno)
-            if loc is not None:
-                stack.append(loc)
+            user = None  # the generated line's columns are not the user's
         elif is_internal(filename):
             if stack:
                 break
         else:
-            stack.append((filename, frame.f_lineno))
+            loc, user = (filename, frame.f_lineno), frame
+        if loc is not None:
+            stack.append(loc)
+            if statements is not None:
+                statements.append(naming.statement_of(loc, user))
         frame = frame.f_back
     return tuple(stack)
 

@@ -172,6 +172,24 @@ def test_output_is_deterministic(model):
     assert emit(model).stdout == emit(model).stdout
 
 
+@pytest.mark.parametrize("path", [SEED, MLP, "model"])
+def test_printed_code_runs_as_printed_or_says_on_its_first_line_that_it_does_not(path, model):
+    """`autodiffgen emit model.py > grads.py`: a module autodiffgen fills in when it loads
+    it (mlp's module_globals) failed on its first call with no word of why."""
+    path = model if path == "model" else path
+    result = emit(path)
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    if re.search(r"^\w+ = None\b", result.stdout, re.MULTILINE):  # a name the loader fills in
+        assert first.startswith('"""Runs only inside autodiffgen,') and "emit -o" in first
+        assert "standalone module" in first
+        return
+    scope = {}
+    exec(compile(result.stdout, "grads.py", "exec"), scope)  # noqa: S102  as printed
+    module = cli.load_module(str(path))
+    for label, gf in cli.find_functions(module):
+        scope[f"{gf.__name__}_value_and_grad"](*cli.example_args(label, gf, {}))
+
 # ---- the standalone module --------------------------------------------------------------
 def check_standalone(tmp_path, module_path, function, args, expected):
     inputs, outputs = tmp_path / "inputs.npz", tmp_path / "outputs.npz"

@@ -195,3 +195,51 @@ def test_source_describes_object_arguments_without_addresses():
         return v
     source = ad.emit(lambda x, a: np.sum(a(x)), np.ones(2), act)
     assert "0x" not in source
+
+
+def _sigmoid(z):
+    return 1 / (1 + np.exp(-z))
+
+
+def _two_on_a_line(x):
+    a = np.sin(x); b = np.cos(x)  # the case under test
+    return np.sum(a * b)
+
+
+def _gates(z, c):
+    i = _sigmoid(z[0]); f = _sigmoid(z[1])  # the case under test
+    return np.sum(f * c + i * np.tanh(z[2]))
+
+
+def _assigned(source):
+    """{expression: the name it is assigned to} of the generated forward lines."""
+    forward = source[:source.index("# backward")]
+    return {code.split(" = ", 1)[1]: code.strip().split(" = ", 1)[0]
+            for code, _ in code_lines(forward) if " = " in code}
+
+
+def test_two_statements_on_one_line_keep_their_own_names():
+    x = np.linspace(0.1, 1, 5)
+    assigned = _assigned(ad.grad(_two_on_a_line).source(x))
+    assert assigned["np.sin(x)"] == "a" and assigned["np.cos(x)"] == "b"
+    source = ad.grad(_gates).source(RNG.normal(size=(3, 4)), RNG.normal(size=4))
+    lines = [code.strip() for code, _ in code_lines(source[:source.index("# backward")])]
+    second = next(k for k, code in enumerate(lines) if code.endswith("z[1]"))
+    third = next(k for k, code in enumerate(lines) if code.endswith("z[2]"))
+    assigns = [[code.split(" ")[0] for code in part if re.match(r"\w+ (\S+ )?=", code)]
+               for part in (lines[:second], lines[second:third])]
+    assert "i" in assigns[0] and "f" not in assigns[0], lines  # the input gate is i
+    assert "f" in assigns[1] and "i" not in assigns[1], lines  # the forget gate is f
+
+
+def test_without_columns_two_statements_on_one_line_get_no_name(monkeypatch):
+    """Python 3.10 has no code positions: a value gets no user name rather than its
+    neighbour's."""
+    from autodiffgen import naming
+    monkeypatch.setattr(naming, "_positions", lambda code: None)
+
+    def f(x):  # (not _two_on_a_line, whose code is cached)
+        a = np.sin(x); b = np.cos(x)  # the case under test
+        return np.sum(a * b)
+    assigned = _assigned(ad.grad(f).source(np.linspace(0.1, 1, 5)))
+    assert assigned["np.sin(x)"] not in ("a", "b") and assigned["np.cos(x)"] not in ("a", "b")

@@ -280,6 +280,34 @@ def test_range_over_the_count_and_reshape_to_it_are_guarded():
     assert re.search(r"int\(np.count_nonzero\(m\)\) != \(?3\)?:", source), source
 
 
+SCALES = [1.0 + 0.5 * i for i in range(20)]
+
+
+def test_a_global_read_at_the_count_is_guarded_not_written_as_a_formula():
+    """`SCALES[len(x[m])]` over the rows a 2-D mask selects: the generated code reads its
+    globals before it computes the count, so the place it reads is one per trace (it read
+    `module_globals['SCALES'][Dim(1*count+0)]`: a NameError at every count)."""
+    def f(x):
+        m = x[:, 0] > 0
+        rows = x[m]
+        return np.sum(rows ** 2) * SCALES[len(rows)]
+
+    rng = np.random.default_rng(3)
+    calls = []
+    for m in masks(counts=(3, 5, 3, 2, 6, 0)):
+        x = rng.standard_normal((8, 3))
+        x[:, 0] = np.where(m, 1, -1) * (np.abs(x[:, 0]) + 0.1)
+        calls.append((x,))
+    g = run(f, calls, traces=None)
+    assert "Dim(" not in g.source(*calls[0])
+
+
+def test_a_formula_in_a_list_parameter_is_written_as_code():
+    from autodiffgen.emit_ast import literal_ast, render
+    from autodiffgen.size_formulas import Dim
+    assert render(literal_ast([Dim(2, -1, var="count"), 3, float("inf")])) == \
+        "[2 * count - 1, 3, np.inf]"
+
 def test_guard_error_names_the_line_and_what_to_do():
     def f(x, m):
         s = x[m]  # the_count_line

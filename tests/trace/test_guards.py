@@ -184,6 +184,24 @@ def test_grad_of_grad_through_a_branch():
     assert d2(3.0) == pytest.approx(18.0)
 
 
+def test_guards_of_a_grad_of_grad_name_the_users_line():
+    """The outer grad traces the inner one's generated code: its guards point at the
+    user's `if`, through the line map of that code, not at the caller's line."""
+    def f(a):
+        if a > 0:
+            return a ** 3
+        return -a ** 2
+    line = f"test_guards.py:{f.__code__.co_firstlineno + 1}"
+    for d2 in (grad(grad(f)), grad(grad(grad(f)))):
+        source = d2.source(np.array(2.0))
+        assert "# guard: if a > 0:" in source and f"'{line}: `if a > 0:`" in source, source
+    d2 = grad(grad(f), max_variants=1)
+    assert d2(np.array(2.0)) == pytest.approx(12.0)
+    with pytest.raises(autodiffgen.GuardError) as info:
+        d2(np.array(-2.0))
+    assert str(info.value).startswith(f"{line}: `if a > 0:` was True when traced")
+
+
 def test_standalone_module_refuses_the_other_path(tmp_path):
     source = autodiffgen.emit(branchy, np.array([1.0, 2.0]), standalone=True)
     path = tmp_path / "gen.py"
