@@ -22,6 +22,7 @@ import dis
 import enum
 import functools
 import os
+import random
 import sys
 import types
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ _LIBRARIES = {"numpy", "autodiffgen", "scipy", "astor", "numexpr", "pytest", "_p
               "hypothesis", "builtins"}
 _ARRAY_LIKE = ("__array__", "__array_ufunc__", "__array_function__", "__array_interface__")
 _MAX_CLONES = 512
-_RANDOM = (np.random.Generator, np.random.RandomState)
+_RANDOM = (np.random.Generator, np.random.RandomState, random.Random)  # rules/random.py
 _STDLIB = os.path.dirname(os.__file__)
 _PLAIN_ARGUMENTS = (int, float, complex, bool, str, bytes, type(None))
 _MAX_LEAVES = 256  # a global container with more leaves is left alone
