@@ -31,9 +31,11 @@ sample, choices); seeding or reading the state inside the function.
 import copy
 import functools
 import inspect
+import os
 import random as pyrandom
+import sys
 
-from ..errors import TracingError, UnsupportedOperationError, at
+from ..errors import TracingError, UnsupportedOperationError, at, is_internal
 from ..graph import PYTHON_NUMBERS
 from ..swaps import Swaps
 from ..tracer import (
@@ -83,11 +85,12 @@ _PICK = ("random.choice() of {what} picks which values or code the function uses
          "Pass the pick to the function as an argument, or pick with NumPy: stack the "
          "candidates and index them with an index drawn by rng.integers(n), or np.where")
 _NUMBERS = (int, float)
+_STDLIB = os.path.dirname(os.__file__)
 _MAX_CHOICES = 256
 
 
 # ---- the primitive --------------------------------------------------------------------------
-def _impl(*args, fn, module, keywords):
+def _impl(*args, fn, module, keywords, count=None):
     rng = pyrandom._inst if module else args[0]
     values = args if module else args[1:]
     k = len(values) - len(keywords)
@@ -250,6 +253,60 @@ _SWAPS = Swaps()
 for _fn in (*NUMBER_DRAWS, *REFUSED):
     if hasattr(pyrandom, _fn):
         _SWAPS.add(pyrandom, _fn, _wrapper(_fn, getattr(pyrandom, _fn)))
+
+
+# ---- a random.Random made inside the function ---------------------------------------------
+# One seeded with a constant draws the same numbers on every call: the code keeps them, as
+# any constant. Unseeded (the OS's entropy) or seeded with a traced value, it would not:
+# refused. (Random.__init__ seeds through Random.seed, so both go through here.)
+_SEED = pyrandom.Random.seed
+_UNSEEDED = ("random.Random() without a seed, made inside a traced function, draws from the "
+             "operating system's entropy: the generated code would keep the first call's "
+             "numbers. Make it outside and pass it to the function as an argument, or seed "
+             "it with a constant")
+_TRACED_SEED = ("random.Random(seed) with a traced seed: the generated code would keep the "
+                "numbers drawn when traced. Make it outside and pass it to the function as "
+                "an argument, or use np.random.default_rng(seed), which the code makes anew")
+
+
+@functools.wraps(_SEED)
+def _seed(self, a=None, version=2):
+    trace = current_trace()
+    if trace is not None and not trace.eager and (a is None or type(a) is Box):
+        caller = _user_caller()
+        if caller is not None:
+            raise UnsupportedOperationError(at(caller, _UNSEEDED if a is None else
+                                               _TRACED_SEED))
+    return _SEED(self, a, version)
+
+
+def _user_caller():
+    """(file, line) of the user's code that seeds the generator; None if it is not the
+    user's (copy.deepcopy's private copies, a library)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename == pyrandom.__file__:
+        frame = frame.f_back
+    if frame is None or is_internal(frame.f_code.co_filename) or \
+            frame.f_code.co_filename.startswith(_STDLIB):
+        return None
+    return frame.f_code.co_filename, frame.f_lineno
+
+
+def _system_seed(self, *args, **kwargs):
+    """random.SystemRandom() made inside: its numbers come from the OS, never the same."""
+    trace = current_trace()
+    caller = None if trace is None or trace.eager else _user_caller()
+    if caller is not None:
+        raise UnsupportedOperationError(at(caller, _SYSTEM))
+    return _SYSTEM_SEED(self, *args, **kwargs)
+
+
+_SYSTEM = ("random.SystemRandom() made inside a traced function draws from the operating "
+           "system: the generated code would keep the first call's numbers. Draw outside the "
+           "function and pass the numbers to it as an argument")
+_SYSTEM_SEED = pyrandom.SystemRandom.seed
+_SWAPS.add(pyrandom.Random, "seed", _seed)
+_SWAPS.add(pyrandom.SystemRandom, "seed", _system_seed)
 
 
 def _during_trace(trace):
