@@ -101,7 +101,8 @@ def test_int_draws_and_a_choice_of_numbers_in_arithmetic_and_as_an_index():
     def f(w, x):
         k = random.randint(0, 3)  # a run-time index: no guard, no Python branch
         return np.sum(x @ w[:, k]) * random.choice([0.5, 1.5, 2.5]) + random.randrange(5) * \
-            np.sum(w) + random.choice(range(4)) * np.sum(w ** 2) + random.getrandbits(3)
+            np.sum(w) + random.choice(range(4)) * np.sum(w ** 2) + random.getrandbits(3) + \
+            random.choice((np.float64(0.25), np.float64(4.0))) * np.sum(x)
     compiled, _ = compare(f, lambda rng, k: (W, XS[k]))
     assert "random.choice((0.5, 1.5, 2.5))" in compiled.source(W, XS[0])
 
@@ -230,6 +231,8 @@ SYSTEM = random.SystemRandom()
     (lambda w: random.choice([w[0], w[1]]), UnsupportedOperationError, "traced values"),
     (lambda w: np.sum(w) * (2 if random.choice("ab") == "a" else 1),
      UnsupportedOperationError, "random.choice()"),
+    (lambda w: np.sum(w) * random.choice([1, 2.5]), UnsupportedOperationError,
+     "numbers of several types (float, int)"),
     (_shuffled, UnsupportedOperationError, "random.shuffle()"),
     (lambda w: sum(random.sample([w[0], w[1]], 1)), UnsupportedOperationError,
      "random.sample()"),

@@ -35,6 +35,8 @@ import os
 import random as pyrandom
 import sys
 
+import numpy as np
+
 from ..errors import TracingError, UnsupportedOperationError, at, is_internal
 from ..graph import PYTHON_NUMBERS
 from ..swaps import Swaps
@@ -85,6 +87,7 @@ _PICK = ("random.choice() of {what} picks which values or code the function uses
          "Pass the pick to the function as an argument, or pick with NumPy: stack the "
          "candidates and index them with an index drawn by rng.integers(n), or np.where")
 _NUMBERS = (int, float)
+_CHOOSABLE = (int, float, np.integer, np.floating, np.bool_)  # (bool is an int)
 _STDLIB = os.path.dirname(os.__file__)
 _MAX_CHOICES = 256
 
@@ -166,22 +169,30 @@ def _bind(fn, args, kwargs):
 
 
 def _numbers(seq):
-    """`seq` as a tuple of plain numbers (written in the code), or None if it holds other
-    things (functions, arrays, traced values)."""
+    """`seq` as a tuple of numbers (written in the code), or None if it holds other things
+    (functions, arrays, strings, traced values)."""
     if type(seq) is range and len(seq) <= _MAX_CHOICES:
         seq = tuple(seq)
     if type(seq) not in (list, tuple) or len(seq) > _MAX_CHOICES:
         return None
-    return tuple(seq) if all(type(v) in _NUMBERS for v in seq) else None
+    if not seq:
+        return ()  # Python's own IndexError, at the user's line
+    kinds = {type(v) for v in seq}  # one (a result whose type differs between calls would
+    return tuple(seq) if len(kinds) == 1 and Box not in kinds and isinstance(  # not do)
+        seq[0], _CHOOSABLE) else None
 
 
 def _what(seq):
     items = list(seq) if isinstance(seq, (list, tuple)) else [seq]
+    kinds = ", ".join(sorted({type(v).__name__ for v in items}))
     if any(type(v) is Box for v in items):
         return "traced values (arrays or numbers the function computes)"
+    if items and all(isinstance(v, _CHOOSABLE) for v in items):
+        return (f"numbers of several types ({kinds}), whose result type would differ "
+                "between calls (use numbers of one type),")
     if items and all(callable(v) for v in items):
         return "functions"
-    return "values of type " + ", ".join(sorted({type(v).__name__ for v in items}))
+    return f"values of type {kinds}"
 
 
 # ---- derivatives through a parameter: Python's own formula -------------------------------------
@@ -286,10 +297,11 @@ def _user_caller():
     frame = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename == pyrandom.__file__:
         frame = frame.f_back
-    if frame is None or is_internal(frame.f_code.co_filename) or \
-            frame.f_code.co_filename.startswith(_STDLIB):
+    file = frame.f_code.co_filename if frame is not None else ""
+    if not file or is_internal(file) or file.startswith(_STDLIB) or \
+            "site-packages" in file or "dist-packages" in file:
         return None
-    return frame.f_code.co_filename, frame.f_lineno
+    return file, frame.f_lineno
 
 
 def _system_seed(self, *args, **kwargs):
