@@ -254,14 +254,27 @@ def test_refused_with_a_clear_message_naming_the_line(body, error, words):
     assert random.getstate() == before  # the trace drew from a private copy
 
 
-def test_a_traced_seed_for_a_random_made_inside_is_refused_and_a_constant_one_is_fine():
-    with pytest.raises(UnsupportedOperationError, match="test_stdlib_random.py:.*traced seed"):
-        grad(_seeded_inside)(np.ones(3), 4)
-
+def test_a_random_made_inside_with_a_constant_or_an_int_input_seed_draws_as_eager():
     def constant(w):  # the same numbers each call, as eager: a constant of the code
         return np.sum(w * random.Random(7).random())
     g = grad(constant)
     assert [g(np.ones(3))[0] for _ in range(2)] == [random.Random(7).random()] * 2
+    g = grad(_seeded_inside)  # an int argument: read under a guard, per value
+    seeds = (4, 5, 4, 6)
+    assert [g(np.ones(3), s)[0] for s in seeds] == [random.Random(s).random() for s in seeds]
+    assert g.cache_info().misses == 3
+
+
+@pytest.mark.parametrize("seed, error, words", [
+    (lambda w: random.randint(0, 5), TracingError, "randomly drawn value"),
+    (lambda w: w[0], UnsupportedOperationError, "a seed the function computes"),
+])
+def test_a_random_made_inside_with_a_drawn_or_computed_seed_is_refused(seed, error, words):
+    def f(w):
+        return np.sum(w * random.Random(seed(w)).random())
+    with pytest.raises(error, match="test_stdlib_random.py:") as info:
+        grad(f)(np.ones(3))
+    assert words in str(info.value)
 
 
 def test_the_tape_runs_what_the_compiled_code_refuses_as_eager_python():

@@ -31,6 +31,7 @@ sample, choices); seeding or reading the state inside the function.
 import copy
 import functools
 import inspect
+import operator
 import os
 import random as pyrandom
 import sys
@@ -44,6 +45,7 @@ from ..tracer import (
     HANDLE_METHODS,
     TRACE_HOOKS,
     Box,
+    Handle,
     carries_gradient,
     current_trace,
     located,
@@ -93,7 +95,7 @@ _MAX_CHOICES = 256
 
 
 # ---- the primitive --------------------------------------------------------------------------
-def _impl(*args, fn, module, keywords, count=None):
+def _impl(*args, fn, module, keywords):
     rng = pyrandom._inst if module else args[0]
     values = args if module else args[1:]
     k = len(values) - len(keywords)
@@ -101,15 +103,19 @@ def _impl(*args, fn, module, keywords, count=None):
 
 
 def _template(params):
-    """`random.random()`, `rng.gauss(mu, sigma=0.5)`: as the user's call passed them."""
-    module, keywords = params["module"], params["keywords"]
-    first, count = (0, params["count"]) if module else (1, params["count"] - 1)
-    parts = [f"{{{i}}}" for i in range(first, first + count - len(keywords))]
-    parts += [f"{k}={{{first + count - len(keywords) + j}}}" for j, k in enumerate(keywords)]
-    return f"{'random' if module else '{0}'}.{params['fn']}({', '.join(parts)})"
+    """`random.random()`, `rng.gauss(mu, sigma=0.5)`: as the user's call passed them (the
+    node's arguments: the generator unless `module`, then `count` values, the last ones
+    passed by the names in `keywords`)."""
+    first = 0 if params["module"] else 1
+    keywords = params["keywords"]
+    k = params["count"] - len(keywords)
+    parts = [f"{{{first + i}}}" for i in range(k)]
+    parts += [f"{name}={{{first + k + j}}}" for j, name in enumerate(keywords)]
+    return f"{'random' if first == 0 else '{0}'}.{params['fn']}({', '.join(parts)})"
 
 
-PYDRAW = defprimitive("pydraw", _impl, _template, effect=True)  # (emit imports random if used)
+PYDRAW = defprimitive("pydraw", lambda *args, count, **params: _impl(*args, **params),
+                      _template, effect=True)  # (emit imports random where it is used)
 DRAWS.add(PYDRAW)
 
 
@@ -119,14 +125,11 @@ def pydraw(handle, fn, args, kwargs):
     module's own) in the running trace; return the drawn number as a Box."""
     trace = current_trace()
     bound = _bind(fn, args, kwargs)
-    if fn == "choice":
-        seq = _numbers(bound.arguments["seq"])
-        if seq is None:
-            if trace.eager:  # the tape runs the user's Python as it is
-                return getattr(resolve(_real(handle)), fn)(*args, **kwargs)
-            raise UnsupportedOperationError(at(user_loc(), _PICK.format(
-                what=_what(bound.arguments["seq"]))))
-        bound.arguments["seq"] = seq
+    if fn == "choice" and not _choice_of_numbers(bound):
+        if trace.eager:  # the tape runs the user's Python as it is
+            return getattr(resolve(_real(handle)), fn)(*args, **kwargs)
+        raise UnsupportedOperationError(at(user_loc(), _PICK.format(
+            what=_what(bound.arguments["seq"]))))
     values = {k: v for k, v in bound.arguments.items() if k != "self"}
     for value in values.values():
         if type(value) is Box and value.node.trace_id != trace.id:
@@ -136,25 +139,37 @@ def pydraw(handle, fn, args, kwargs):
     wrt = [k for k, v in values.items() if type(v) is Box and carries_gradient(trace, v.node)]
     if wrt:
         return _reparameterized(handle, fn, values, wrt)
-    positional, keywords = bound.args[1:], bound.kwargs
-    params = {"fn": fn, "module": handle is None, "keywords": tuple(keywords),
-              "count": len(positional) + len(keywords) + (handle is not None)}
-    rng = () if handle is None else (handle.node,)
-    operands = (*positional, *keywords.values())
-    plain = [v.value if type(v) is Box else v for v in operands]
+    return _record(trace, handle, fn, bound.args[1:], bound.kwargs)
+
+
+def _record(trace, handle, fn, positional, keywords):
+    """The draw, made now (from the private copy) and recorded as a node."""
+    rng = () if handle is None else (handle,)
+    operands = (*rng, *positional, *keywords.values())
+    params = {"fn": fn, "module": handle is None, "keywords": tuple(keywords)}
     try:
-        value = PYDRAW.impl(*(() if handle is None else (handle.value,)), *plain,
-                            fn=fn, module=handle is None, keywords=tuple(keywords))
+        value = _impl(*(v.value if type(v) in (Box, Handle) else v for v in operands),
+                      **params)
     except Exception as error:  # Python's own message, plus where the user wrote it
         relocated = located(error, f"in random.{fn}, called at")
         if relocated is error:
             raise
         raise relocated from error
-    box = trace.box(PYDRAW, rng + operands, params, value)
-    if type(value) in _NUMBERS:
+    box = trace.box(PYDRAW, (*(h.node for h in rng), *operands[len(rng):]),
+                    {**params, "count": len(operands) - len(rng)}, value)
+    if type(value) in _NUMBERS:  # a Python number at run time too
         PYTHON_NUMBERS.add(box.node)
     trace.effects.append(box.node)
     return box
+
+
+def _choice_of_numbers(bound):
+    """Whether choice(seq) picks among numbers of one type (then written in the code as
+    a tuple, which `bound` now holds)."""
+    seq = _numbers(bound.arguments["seq"])
+    if seq is not None:
+        bound.arguments["seq"] = seq
+    return seq is not None
 
 
 def _real(handle):
@@ -268,22 +283,26 @@ for _fn in (*NUMBER_DRAWS, *REFUSED):
 
 # ---- a random.Random made inside the function ---------------------------------------------
 # One seeded with a constant draws the same numbers on every call: the code keeps them, as
-# any constant. Unseeded (the OS's entropy) or seeded with a traced value, it would not:
-# refused. (Random.__init__ seeds through Random.seed, so both go through here.)
+# any constant; so does one seeded with an int input (an argument, a global), read under a
+# guard (another seed traces again). Unseeded (the OS's entropy) or seeded with another
+# traced value, it would not: refused. (Random.__init__ seeds through Random.seed.)
 _SEED = pyrandom.Random.seed
 _UNSEEDED = ("random.Random() without a seed, made inside a traced function, draws from the "
              "operating system's entropy: the generated code would keep the first call's "
              "numbers. Make it outside and pass it to the function as an argument, or seed "
              "it with a constant")
-_TRACED_SEED = ("random.Random(seed) with a traced seed: the generated code would keep the "
-                "numbers drawn when traced. Make it outside and pass it to the function as "
-                "an argument, or use np.random.default_rng(seed), which the code makes anew")
+_TRACED_SEED = ("random.Random(seed) with a seed the function computes (not an int): the "
+                "generated code would keep the numbers drawn when traced. Make it outside and "
+                "pass it to the function as an argument, or use np.random.default_rng(seed), "
+                "which the code makes anew")
 
 
 @functools.wraps(_SEED)
 def _seed(self, a=None, version=2):
     trace = current_trace()
-    if trace is not None and not trace.eager and (a is None or type(a) is Box):
+    if trace is not None and type(a) is Box and isinstance(a.value, int):
+        a = operator.index(a)  # an int input: guarded (a drawn one is refused there)
+    elif trace is not None and not trace.eager and (a is None or type(a) is Box):
         caller = _user_caller()
         if caller is not None:
             raise UnsupportedOperationError(at(caller, _UNSEEDED if a is None else
@@ -296,7 +315,7 @@ def _user_caller():
     user's (copy.deepcopy's private copies, a library)."""
     frame = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename == pyrandom.__file__:
-        frame = frame.f_back
+        frame = frame.f_back  # Random.__init__
     file = frame.f_code.co_filename if frame is not None else ""
     if not file or is_internal(file) or file.startswith(_STDLIB) or \
             "site-packages" in file or "dist-packages" in file:
