@@ -30,7 +30,9 @@ p:`) is refused: re-checking it would need a second draw.
 
 This module holds the draw primitives, the generators' method signatures, the private
 streams and the reparameterization; how np.random's functions, Generator arguments and
-np.random.default_rng inside the function reach `draw` is numpy_api/random.py.
+np.random.default_rng inside the function reach `draw` is numpy_api/random.py. Python's
+own random module (its functions, random.Random objects) draws the same way, through
+pyrandom.py's `pydraw` primitive, with the same private streams.
 """
 
 import contextlib
