@@ -202,7 +202,8 @@ def _no_guard_on_draws(trace, box):
                                   ".item()) or a shape (range(k), np.zeros(k)) on a randomly "
                                   "drawn value: the generated code cannot re-check it "
                                   "without drawing again. Decide with array operations "
-                                  "instead (np.where(u < p, a, b)), or draw the number "
+                                  "instead (np.where(u < p, a, b), np.maximum(u, c) for "
+                                  "max(u, c)), or draw the number "
                                   "outside the function and pass it as an argument"))
         if node.prim is not None:
             stack.extend(node.args)
