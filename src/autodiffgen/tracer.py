@@ -700,7 +700,7 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
             recording.capture.trace = None
         if recording.refused and isinstance(error, Exception) and \
                 not isinstance(error, errors.AutodiffgenError):  # a refusal NumPy turned
-            raise recording.refused[0] from error  # into its own (np.zeros(a drawn int))
+            raise recording.refused.pop(0) from error  # into its own (np.zeros(drawn k))
         raise
     if recording.refused:  # raised, and caught by the user's code: not eager's path
         first = recording.refused[0]

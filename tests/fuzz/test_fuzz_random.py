@@ -51,7 +51,8 @@ def stdlib_draw(i, u):
             lambda: random.uniform(u, u + 1.0),  # reparameterized (Python's own formula)
             lambda: random.gauss(u, 0.3) * PY.expovariate(2.0),
             lambda: u * random.randint(0, 2) + PY.choice([0.5, 1.5]),
-            lambda: u * PY.normalvariate(0.0, 1.0),
+            lambda: u * PY.normalvariate(0.0, 1.0) + (  # a drawn index, read at run time
+                u[..., random.randrange(3)][..., None] if np.ndim(u) else u),
             lambda: PY.uniform(-1.0, 1.0) * u + random.triangular()][i]()
 
 
