@@ -429,3 +429,10 @@ def test_other_threads_draw_normally_and_the_module_is_put_back():
     random.seed(0)
     assert value == slow(np.ones(3))
     assert (random.random, random.gauss, random.Random.seed) == originals
+
+
+def test_vmap_of_a_draw_whose_parameter_is_batched_is_refused_naming_it():
+    def f(x):
+        return np.sum(x) * random.uniform(0.0, x[0])
+    with pytest.raises(UnsupportedOperationError, match="test_stdlib_random.py:.*pydraw"):
+        ad.vmap(f)(np.ones((3, 2)))
