@@ -22,6 +22,7 @@ import dis
 import enum
 import functools
 import os
+import random
 import sys
 import types
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import effects
-from .errors import is_internal
+from .errors import TracingError, at, is_internal
 from .tree import alias_kind, is_container, items, user_kind
 
 _INPUT_NUMBERS = (float, complex, np.floating, np.complexfloating)
@@ -39,7 +40,7 @@ _LIBRARIES = {"numpy", "autodiffgen", "scipy", "astor", "numexpr", "pytest", "_p
               "hypothesis", "builtins"}
 _ARRAY_LIKE = ("__array__", "__array_ufunc__", "__array_function__", "__array_interface__")
 _MAX_CLONES = 512
-_RANDOM = (np.random.Generator, np.random.RandomState)
+_RANDOM = (np.random.Generator, np.random.RandomState, random.Random)  # rules/random.py
 _STDLIB = os.path.dirname(os.__file__)
 _PLAIN_ARGUMENTS = (int, float, complex, bool, str, bytes, type(None))
 _MAX_LEAVES = 256  # a global container with more leaves is left alone
@@ -304,7 +305,7 @@ class Capture:
         if isinstance(value, _GUARDED) or value is None:
             return self.guard(read, "==" if value is not None else "is", value)
         if isinstance(value, _RANDOM):
-            return self.generator(value, read) if read is not None else value
+            return self.generator(_exact(value), read) if read is not None else value
         if isinstance(value, enum.Enum) or isinstance(value, type) and issubclass(
                 value, (BaseException, enum.Enum)):
             return self.guard(read, "is", value)
@@ -323,6 +324,7 @@ class Capture:
             return self.clone(value)
         if kind in (types.MethodType, types.BuiltinMethodType) and isinstance(
                 value.__self__, _RANDOM) and read is not None:  # `RNG.normal`, numpy's `rand`
+            _exact(value.__self__)
             return self.generator_method(value, read)
         if kind is types.MethodType:
             func = value.__func__
@@ -630,6 +632,23 @@ class Environ:
         return getattr(os.environ, name)
 
 
+def _exact(generator):
+    """A generator of a subclass (random.SystemRandom, a user's random.Random subclass) is
+    refused: the trace could not draw from a private copy of it, nor the code be sure to
+    draw as it does; its draws would otherwise be made once, when traced, and kept."""
+    kind = type(generator)
+    if kind not in _RANDOM:
+        from .tracer import user_loc
+
+        base = next(k for k in _RANDOM if isinstance(generator, k))
+        spelled = "random.Random" if base is random.Random else f"np.random.{base.__name__}"
+        raise TracingError(at(user_loc(), f"the traced function reads a {kind.__name__}, a "
+                              f"subclass of {spelled}, from outside: its draws would be made "
+                              f"once, when traced. Pass a {spelled} itself (or a "
+                              "np.random.Generator) to the function as an argument instead"))
+    return generator
+
+
 def _worth_rebuilding(value, budget):
     if type(value) in (dict, list, tuple):
         budget[0] -= len(value)
@@ -856,7 +875,7 @@ def read_traced(holder, chain, test=None):
     if test is None and is_input(value):
         return trace.capture.input(value, read)
     if test is None and isinstance(value, _RANDOM):
-        return trace.capture.generator(value, read)
+        return trace.capture.generator(_exact(value), read)
     if test == "==" and not _literal(value, [_MAX_LEAVES]):  # no longer a literal (a dict
         test = "same"  # the function wrote an object into): checked by its contents
     return trace.capture.guard(read, test or "is", value)

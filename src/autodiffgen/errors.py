@@ -6,9 +6,11 @@ the built-in exception a NumPy user would expect, so `except TypeError` still wo
 """
 
 import os
+import random
 import sys
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_RANDOM_PY = random.__file__  # random.Random(seed) seeds in there (rules/pyrandom.py)
 _NUMPY_DIR = None
 
 
@@ -22,9 +24,10 @@ def _numpy_dir():
 
 
 def is_internal(filename):
-    """True for frames of autodiffgen, NumPy's Python layer, and frozen stdlib modules
-    (runpy, importlib), none of which is the user's line."""
-    return filename.startswith((_PACKAGE_DIR, _numpy_dir(), "<frozen "))
+    """True for frames of autodiffgen, NumPy's Python layer, frozen stdlib modules (runpy,
+    importlib) and Python's random module, none of which is the user's line."""
+    return filename.startswith((_PACKAGE_DIR, _numpy_dir(), "<frozen ")) or \
+        filename == _RANDOM_PY
 
 
 def user_frame(depth=1):

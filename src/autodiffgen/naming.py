@@ -22,7 +22,7 @@ import re
 _TARGET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?:[-+*/@]|\*\*|//)?=(?!=)")
 # names generated code must be able to read: keywords, builtins, the modules it calls
 RESERVED = (set(keyword.kwlist) | set(dir(builtins))
-            | {"np", "math", "operator", "numexpr", "scipy", "l", "O", "I"})
+            | {"np", "math", "random", "operator", "numexpr", "scipy", "l", "O", "I"})
 
 
 def assigned_name(loc):

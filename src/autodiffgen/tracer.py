@@ -713,9 +713,12 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
             if capture:
                 recording.capture.finish(fun)
             recording.writes = argument_writes.writes(containers, def_site(fun))
-    except BaseException:  # its capture's clones read it back: a cycle that would hold
-        if recording.capture is not None:  # the failed trace's nodes until a collection
+    except BaseException as error:  # its capture's clones read it back: a cycle that would
+        if recording.capture is not None:  # hold the failed trace's nodes until a collection
             recording.capture.trace = None
+        if recording.refused and isinstance(error, Exception) and \
+                not isinstance(error, errors.AutodiffgenError):  # a refusal NumPy turned
+            raise recording.refused.pop(0) from error  # into its own (np.zeros(drawn k))
         raise
     if recording.refused:  # raised, and caught by the user's code: not eager's path
         first = recording.refused[0]

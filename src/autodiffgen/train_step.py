@@ -158,7 +158,7 @@ class TrainStep(_Transformed):
 
 # what the update's nodes take as their lines (tracer.Trace.new_node): the update is the
 # optimizer's code, so its lines are none of the user's, not the caller's of the step
-_OPTIMIZER_LINES = types.SimpleNamespace(stack=())
+_OPTIMIZER_LINES = types.SimpleNamespace(stack=(), statements=None)
 
 
 def _loss_on_params_and_batch(loss, boxed):

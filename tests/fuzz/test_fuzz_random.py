@@ -1,8 +1,8 @@
 """A differential fuzzer (Hypothesis) for random draws inside differentiated functions.
 
 A program mixes draws (np.random's legacy functions and methods of a Generator passed in,
-with shapes from the data, reparameterized draws whose parameters are traced values, and
-dropout-style masks) with elementwise steps and reductions. The compiled function is
+with shapes from the data, reparameterized draws whose parameters are traced values,
+dropout-style masks, and Python's random module and a random.Random read from a global) with elementwise steps and reductions. The compiled function is
 called three times after one seeding (the third call with another batch size), then
 eager NumPy and the tape are called as many times after re-seeding: every call's value
 and gradient must agree, and the generators must end in the same state. The first call's
@@ -11,6 +11,7 @@ before each evaluation). Derandomized for CI; AUTODIFFGEN_FUZZ=<n> runs n progra
 """
 
 import os
+import random
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -41,11 +42,26 @@ def generator_draw(rng, i, shape, u):
             lambda: rng.permutation(u) if np.ndim(u) else u][i]()
 
 
+PY = random.Random(0)  # a global the function reads: read again at each call
+
+
+def stdlib_draw(i, u):
+    """A number drawn by Python's random module (or PY), in arithmetic with the value u."""
+    return [lambda: u * random.random(), lambda: u + random.gauss(0.0, 0.3),
+            lambda: random.uniform(u, u + 1.0),  # reparameterized (Python's own formula)
+            lambda: random.gauss(u, 0.3) * PY.expovariate(2.0),
+            lambda: u * random.randint(0, 2) + PY.choice([0.5, 1.5]),
+            lambda: u * PY.normalvariate(0.0, 1.0) + (  # a drawn index, read at run time
+                u[..., random.randrange(3)][..., None] if np.ndim(u) else u),
+            lambda: PY.uniform(-1.0, 1.0) * u + random.triangular()][i]()
+
+
 @st.composite
 def programs(draw):
     steps = []
     for k in range(draw(st.integers(2, 7))):
-        kind = draw(st.sampled_from(["unary", "binary", "reduce", "legacy", "rng", "dropout"]))
+        kind = draw(st.sampled_from(["unary", "binary", "reduce", "legacy", "rng", "dropout",
+                                     "stdlib"]))
         steps.append((kind, draw(st.integers(0, 1 + k)), draw(st.integers(0, 1 + k)),
                       draw(st.integers(0, 6)), draw(st.floats(0.2, 0.9))))
     return steps
@@ -65,6 +81,8 @@ def run(steps, w, x, rng):
             out = u + legacy_draw(i % 6, np.shape(u), u)
         elif kind == "rng":
             out = u * generator_draw(rng, i, np.shape(u), u)
+        elif kind == "stdlib":
+            out = stdlib_draw(i, u)
         else:
             out = u * (rng.random(np.shape(u)) < p) / p
         values.append(out)
@@ -73,14 +91,19 @@ def run(steps, w, x, rng):
 
 def seeded(seed):
     np.random.seed(seed)
+    random.seed(seed + 2)
+    PY.seed(seed + 3)
     return np.random.default_rng(seed + 1)
 
 
 def states(rng):
     legacy, own = np.random.get_state(), rng.bit_generator.state
-    after = np.concatenate([np.random.rand(2), rng.random(2)])
+    python, py = random.getstate(), PY.getstate()
+    after = np.concatenate([np.random.rand(2), rng.random(2), [random.random(), PY.random()]])
     np.random.set_state(legacy)
     rng.bit_generator.state = own
+    random.setstate(python)
+    PY.setstate(py)
     return after
 
 

@@ -369,11 +369,7 @@ REFUSED = {
 }
 
 
-NOT_YET = {"standard-library random draw"}
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(
-    reason="not built yet")) if c in NOT_YET else c for c in CASES])
+@pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("front_end", list(FRONT_ENDS))
 def test_every_front_end_answers_what_eager_numpy_answers(front_end, case):
     f = CASES[case]

@@ -9,6 +9,7 @@ generates, per signature, the tests that give the same answer faster; a change h
 be mirrored there (tests/cache/test_dispatch.py checks that they agree).
 """
 
+import random
 from collections import namedtuple
 
 import numpy as np
@@ -20,7 +21,8 @@ from ..tree import is_namedtuple, kind_of
 CacheInfo = namedtuple("CacheInfo", "hits misses entries")
 _STATIC = (int, bool, str, bytes, complex, type(None))
 _INT64 = 2**63
-_GENERATORS = (np.random.Generator, np.random.RandomState)  # inputs: keyed by type, not identity
+_GENERATORS = (np.random.Generator, np.random.RandomState, random.Random)  # inputs: keyed by
+# type, not identity
 
 
 def leaf_key(x, diff):

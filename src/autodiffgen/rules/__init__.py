@@ -282,6 +282,7 @@ from . import (  # noqa: F401
     indices,
     linalg,
     products,
+    pyrandom,
     random,
     reductions,
     shapes,

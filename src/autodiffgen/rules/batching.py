@@ -391,6 +391,7 @@ NO_BATCH_RULE = {
     "eig_values": "whether the result is complex depends on each example's values",
     "eig_vectors": "whether the result is complex depends on each example's values",
     "draw": "a random draw per example would need a generator per example",
+    "pydraw": "a random draw per example would need a generator per example",
     "default_rng": "a random draw per example would need a generator per example",
     "call": "a user's function called by odeint",
     "odeint": "scipy.integrate.odeint of one example",

@@ -30,12 +30,15 @@ p:`) is refused: re-checking it would need a second draw.
 
 This module holds the draw primitives, the generators' method signatures, the private
 streams and the reparameterization; how np.random's functions, Generator arguments and
-np.random.default_rng inside the function reach `draw` is numpy_api/random.py.
+np.random.default_rng inside the function reach `draw` is numpy_api/random.py. Python's
+own random module (its functions, random.Random objects) draws the same way, through
+pyrandom.py's `pydraw` primitive, with the same private streams.
 """
 
 import contextlib
 import copy
 import operator
+import random as pyrandom
 import threading
 
 import numpy as np
@@ -44,7 +47,7 @@ from ..errors import TracingError, at
 from ..tracer import Box, carries_gradient, current_trace, located, user_loc
 from . import defprimitive
 
-GENERATORS = (np.random.Generator, np.random.RandomState)
+GENERATORS = (np.random.Generator, np.random.RandomState, pyrandom.Random)  # (rules/pyrandom.py)
 
 
 def is_generator(value):
@@ -119,7 +122,7 @@ def states_kept(leaves):
     """The generators among `leaves`, and np.random's global one, are put back as they were
     after the block: running generated code to see which variant serves (f.source) must
     not draw for real."""
-    kept = [g for g in leaves if is_generator(g)] + [np.random.mtrand._rand]
+    kept = [g for g in leaves if is_generator(g)] + [np.random.mtrand._rand, pyrandom._inst]
     states = [_state(g) for g in kept]
     try:
         yield
@@ -127,12 +130,16 @@ def states_kept(leaves):
         for g, state in zip(kept, states):
             if type(g) is np.random.Generator:
                 g.bit_generator.state = state
-            else:
+            elif type(g) is np.random.RandomState:
                 g.set_state(state)
+            else:
+                g.setstate(state)
 
 
 def _state(g):
-    return g.bit_generator.state if type(g) is np.random.Generator else g.get_state()
+    if type(g) is np.random.Generator:
+        return g.bit_generator.state
+    return g.get_state() if type(g) is np.random.RandomState else g.getstate()
 
 
 # ---- the primitives ---------------------------------------------------------------------------
@@ -164,6 +171,7 @@ def _draw_template(params):
 
 
 DRAW = defprimitive("draw", _draw_impl, _draw_template, effect=True)
+DRAWS = {DRAW}  # the primitives that draw (and rules/pyrandom.py's, Python's random module)
 DEFAULT_RNG = np.random.default_rng
 MAKE_RNG = defprimitive("default_rng", lambda *seed: DEFAULT_RNG(*seed),
                         lambda params: "np.random.default_rng({*})", effect=True)

@@ -19,6 +19,7 @@ from a global or closure is refused with a message naming it.
 import contextlib
 import dis
 import functools
+import random as pyrandom
 import types
 
 import numpy as np
@@ -38,7 +39,7 @@ from ...tracer import (
 )
 from ..random import (
     DEFAULT_RNG,
-    DRAW,
+    DRAWS,
     GENERATOR_METHODS,
     GENERATORS,
     LEGACY_METHODS,
@@ -161,18 +162,26 @@ def _refuse_captured(trace):
     stack = [code]
     while stack:
         c = stack.pop()
-        names += c.co_names
+        names += [i.argval for i in dis.get_instructions(c)  # not an attribute's name
+                  if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
         stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
     found = [(n, fun.__globals__.get(n)) for n in names]
     found += [(n, c.cell_contents) for n, c in zip(code.co_freevars, fun.__closure__ or ())
               if c.cell_contents is not None]
     for name, value in found:
-        if is_generator(value):
+        owner = getattr(value, "__self__", None)  # `from random import gauss`: a method
+        if is_generator(value) or is_generator(owner):
             raise TracingError(at(_line_reading(code, name), "the traced function reads the "
                                   f"random generator {name!r} from a global or closure "
                                   "variable; a standalone module would draw from it once, "
-                                  "when generated. Pass the generator to the function as an "
-                                  "argument"))
+                                  f"when generated. {_instead(owner)}"))
+
+
+def _instead(owner):
+    if owner is np.random.mtrand._rand or owner is pyrandom._inst:
+        module = "np.random" if owner is np.random.mtrand._rand else "random"
+        return f"Call it as {module}.<function>(...) instead"
+    return "Pass the generator to the function as an argument"
 
 
 def _line_reading(code, name):
@@ -200,11 +209,14 @@ def _no_guard_on_draws(trace, box):
         if node in seen or type(node) is not Node:
             continue
         seen.add(node)
-        if node.prim is DRAW:
+        if node.prim in DRAWS:
             raise TracingError(at(user_loc(), "Python control flow (if, float(), int(), "
-                                  ".item()) on a randomly drawn value: the generated code "
-                                  "cannot re-check it without drawing again. Decide with "
-                                  "array operations instead (np.where(u < p, a, b))"))
+                                  ".item()) or a shape (range(k), np.zeros(k)) on a randomly "
+                                  "drawn value: the generated code cannot re-check it "
+                                  "without drawing again. Decide with array operations "
+                                  "instead (np.where(u < p, a, b), np.maximum(u, c) for "
+                                  "max(u, c)), or draw the number "
+                                  "outside the function and pass it as an argument"))
         if node.prim is not None:
             stack.extend(node.args)
 
