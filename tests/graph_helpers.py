@@ -72,3 +72,19 @@ def served_by_one_trace(fun, calls, rtol):
         np.testing.assert_allclose(g, tg, rtol=rtol)
     assert f.cache_info().misses == 1
     return f
+
+
+def assert_tree_close(got, want, rtol=1e-12):
+    """Two pytrees (dicts, tuples, lists) of the same structure, leaf by leaf close, each
+    container of the same type."""
+    assert type(got) is type(want)
+    if isinstance(want, dict):
+        assert list(got) == list(want)
+        for k in want:
+            assert_tree_close(got[k], want[k], rtol)
+    elif isinstance(want, (tuple, list)):
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            assert_tree_close(a, b, rtol)
+    else:
+        np.testing.assert_allclose(got, want, rtol=rtol)

@@ -4,6 +4,7 @@ length are refused, naming the function."""
 
 import numpy as np
 import pytest
+from graph_helpers import assert_tree_close
 
 import autodiffgen as ad
 from autodiffgen import tape
@@ -35,20 +36,6 @@ def _bn():
     return {"running_mean": np.zeros(2), "calls": 0.0, "momentum": 0.8}
 
 
-def _assert_same_state(got, want):
-    assert type(got) is type(want)
-    if isinstance(want, dict):
-        assert got.keys() == want.keys()
-        for key in want:
-            _assert_same_state(got[key], want[key])
-    elif isinstance(want, list):
-        assert len(got) == len(want)
-        for a, b in zip(got, want):
-            _assert_same_state(a, b)
-    else:
-        np.testing.assert_allclose(got, want, rtol=1e-12)
-
-
 @pytest.mark.parametrize("make", [ad.grad, ad.value_and_grad, tape.grad])
 def test_grad_performs_the_write_on_every_call(make):
     g = make(batch_norm_loss)
@@ -57,7 +44,7 @@ def test_grad_performs_the_write_on_every_call(make):
         w, x = _data(k)
         got = g(w, x, state)
         batch_norm_loss(w, x, eager)
-        _assert_same_state(state, eager)
+        assert_tree_close(state, eager)
         want = tape.grad(batch_norm_loss)(w, x, _bn())
         np.testing.assert_allclose(got[1] if isinstance(got, tuple) else got, want)
     assert state["calls"] == 4.0
@@ -75,7 +62,7 @@ def test_writes_into_a_list_and_a_nested_dict():
     got, want = [None, {}], [None, {}]
     g = ad.grad(list_state)(w, x, got)
     list_state(w, x, want)
-    _assert_same_state(got, want)
+    assert_tree_close(got, want)
     np.testing.assert_allclose(g, tape.grad(list_state)(w, x, [None, {}]))
 
 
@@ -84,10 +71,10 @@ def test_jvp_and_vjp_perform_the_write():
     state, eager = _bn(), _bn()
     ad.jvp(batch_norm_loss, (w, x, state), (np.ones_like(w), None, None))
     batch_norm_loss(w, x, eager)
-    _assert_same_state(state, eager)
+    assert_tree_close(state, eager)
     state = _bn()
     ad.vjp(batch_norm_loss, w, x, state)
-    _assert_same_state(state, eager)
+    assert_tree_close(state, eager)
 
 
 def test_compile_step_performs_the_write():
@@ -100,7 +87,7 @@ def test_compile_step_performs_the_write():
     for _ in range(3):
         batch_norm_loss(params["w"], x, eager)
         step(params, opt, x, state)
-        _assert_same_state(state, eager)
+        assert_tree_close(state, eager)
 
 
 def test_vmap_refuses_a_write_naming_the_function():
@@ -128,4 +115,4 @@ def test_a_standalone_module_performs_the_write():
         w, x = _data(k)
         namespace["value_and_grad"](w, x, state)
         batch_norm_loss(w, x, eager)
-        _assert_same_state(state, eager)
+        assert_tree_close(state, eager)

@@ -3,6 +3,7 @@ generated function (more outputs of it), with no derivative flowing from it."""
 
 import numpy as np
 import pytest
+from graph_helpers import assert_tree_close
 
 import autodiffgen as ad
 from autodiffgen import tape
@@ -33,20 +34,6 @@ def numeric_grad(f, w, eps=1e-6):
 
 def expected_aux(w, x):
     return loss(w, x)[1]
-
-
-def assert_tree_close(got, want):
-    assert type(got) is type(want)
-    if isinstance(want, dict):
-        assert list(got) == list(want)
-        for k in want:
-            assert_tree_close(got[k], want[k])
-    elif isinstance(want, tuple):
-        assert len(got) == len(want)
-        for a, b in zip(got, want):
-            assert_tree_close(a, b)
-    else:
-        np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
 def data(seed):
