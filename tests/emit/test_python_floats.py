@@ -1,7 +1,7 @@
 """Code for Python floats (emit_scalar.py: the math module and Python operators) gives
 NumPy's values, infinities, nans and warnings: at points at and past the edges of each
 function's domain, a gradient at Python floats is the gradient at 0-d float64 arrays
-(NumPy code) and the dynamic tape's (eager NumPy), with the same kinds of warning, and
+(NumPy code) and the dynamic tape's there (eager NumPy), with the same kinds of warning, and
 raises the same warning under simplefilter("error"). Issue 25: grad(np.arccos)(1.0)
 raised ZeroDivisionError, (2.0) math's ValueError, where NumPy gives -inf and nan."""
 
@@ -140,6 +140,20 @@ def test_a_warning_raised_as_an_error_is_numpys(name):
                 want, _ = _run(arrays, np.array(x))
             assert type(got) is type(want) if isinstance(want, Exception) \
                 else not isinstance(got, Exception), f"{name} at {x}: {got!r}, {want!r}"
+
+
+def test_two_python_floats_give_numpys_values_and_warnings():
+    def f(a, b):
+        return np.log(a) * b + np.arccos(b) / a
+    vg, vg_arrays = ad.value_and_grad(f, argnums=(0, 1)), ad.value_and_grad(f, argnums=(0, 1))
+    vg(0.5, 0.25)
+    vg_arrays(np.array(0.5), np.array(0.25))
+    for a in (0.0, 1.0, -1.0, np.inf):
+        for b in (0.0, 1.0, 2.0, np.nan):
+            got, got_kinds = _run(vg, a, b)
+            want, want_kinds = _run(vg_arrays, np.array(a), np.array(b))
+            _same((got[0], *got[1]), (want[0], *want[1]), f"at {a}, {b}")
+            assert got_kinds == want_kinds, f"at {a}, {b}: {got_kinds}, {want_kinds}"
 
 
 @pytest.mark.parametrize("x", [1.0, 2.0, -1.0])
