@@ -356,8 +356,20 @@ class Emitter:
         if checked:
             tail += [(f"if not math.isfinite({' + '.join(checked)}):", ""),
                      (f"    {call}", "an inf or a nan: NumPy's warnings")]
-        locs = {(k + 1 if k >= start else k): loc for k, loc in locs.items()}
-        return body[:start] + tried + tail, locs
+        outer = self.outer_numbers()
+        head = [(f"if {outer}:", ""), (f"    {call}", "a value of an enclosing trace")] \
+            if outer else []
+        locs = {(k + 1 + len(head) if k >= start else k): loc for k, loc in locs.items()}
+        return body[:start] + head + tried + tail, locs
+
+    def outer_numbers(self):
+        """`type(x) is not float`: the test that a number read besides the arguments (a
+        closure's x) is not a Box of an enclosing trace (grad(lambda x: x * grad(lambda
+        y: x + y)(1.0))), which the NumPy twin follows and math.isfinite would refuse."""
+        tests = [f"type({self.names[n]}) is not {_PYTHON_TYPES[n.dtype.kind]}"
+                 for n in self.graph.inputs if n.params.get("read") is not None
+                 and n in self.names and n in PYTHON_NUMBERS and n.dtype.kind in _PYTHON_TYPES]
+        return " or ".join(tests)
 
     def node_name(self, node):
         """A fresh name after the user's variable, the gradient's value or the primitive;
@@ -1159,6 +1171,9 @@ def emit_module(graphs, standalone=False, pure=False, extra=()):
         locs.update({start + i: loc for i, loc in line_locs.items()})
         start -= 2  # the blank lines between parts
     return source, injected, locs
+
+
+_PYTHON_TYPES = {"f": "float", "i": "int", "b": "bool"}  # a Python number's, by its dtype's kind
 
 
 def _finite_checks(graph):
