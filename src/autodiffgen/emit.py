@@ -14,6 +14,7 @@ what they are (`rows = np.arange(n)`); no line over 100 characters (emit_ast.wra
 
 import ast
 import collections
+import dataclasses
 import functools
 import inspect
 import os
@@ -51,7 +52,7 @@ from .emit_memory import (
     sunk,
     ufunc_of,
 )
-from .emit_scalar import SCALAR
+from .emit_scalar import MATH_ERRORS, OVERFLOWS, PROPAGATES, SCALAR
 from .emit_slots import Slot, c_ordered, c_ordered_product, subscript_ast
 from .emit_text import Texts, statement
 from .generated_helpers import HELPERS
@@ -145,6 +146,9 @@ class Emitter:
         self.helpers = set()
         self.imports = set()  # modules other than NumPy that some primitive's template uses
         self.scalar = graph.scalar and _all_python_floats(graph) and not graph.marks
+        self.numpy_twin = None  # the name of the NumPy function a scalar one falls back to
+        self.twin = False  # this is such a function (numpy_on_numbers)
+        self.made_numpy = set()  # its derivatives of Python numbers written as NumPy calls
         self.pure = pure  # no writes into dead buffers (code an enclosing trace will read)
         self.inline_at = _inlined(self.graph)  # `x.T` read once: written where it is read
         self.inline_ast = {}
@@ -284,6 +288,7 @@ class Emitter:
         self.ns.used.update(self.counts)
         self.pending = []  # lines of count-sized constants the next statement reads
         body = self.captured_checks() + self.unpack_inputs()
+        start = len(body)  # the statements a scalar function tries (numpy_fallback)
         locs = {}  # body index -> the user's (file, line) the statement came from
         last_use = self.last_uses()
         reuse, self.joins, self.contiguous = {}, None, ()
@@ -353,6 +358,8 @@ class Emitter:
                     locs[len(body)] = node.loc
                 body.append((render(stmt) if text is None else text, comment))
                 body += dead
+        if self.numpy_twin is not None and len(body) > start:
+            body, locs = self.numpy_fallback(body, locs, start)
         outputs = self.graph.outputs
         body += self.pending
         if self.graph.writes:  # argument_writes.py: the items the function assigned
@@ -376,6 +383,34 @@ class Emitter:
     def written_ast(self, path):
         """The target of a write into an argument's container: `bn_param['mean']`."""
         return self.graph.params[path[0]] + "".join(f"[{key!r}]" for key in path[1:])
+
+    def numpy_fallback(self, body, locs, start):
+        """A scalar function's statements from `start` on in a `try:`; where a math-module
+        form raises, or an input or a value that may overflow silently is not finite, the
+        call returns its NumPy twin's result instead: NumPy's infinities, nans and warnings
+        (emit_scalar.py says why these cases are all)."""
+        call = f"return {self.numpy_twin}({', '.join(self.params)})"
+        checked = [self.names[n] for n in _finite_checks(self.graph)]
+        tried = [("try:", "")] + [("    " + code if code else code, comment)
+                                  for code, comment in body[start:]]
+        tail = [(f"except {MATH_ERRORS}:", ""), (f"    {call}", "math's error: NumPy's value")]
+        if checked:
+            tail += [(f"if not math.isfinite({' + '.join(checked)}):", ""),
+                     (f"    {call}", "an inf or a nan: NumPy's warnings")]
+        outer = self.outer_numbers()
+        head = [(f"if {outer}:", ""), (f"    {call}", "a value of an enclosing trace")] \
+            if outer else []
+        locs = {(k + 1 + len(head) if k >= start else k): loc for k, loc in locs.items()}
+        return body[:start] + head + tried + tail, locs
+
+    def outer_numbers(self):
+        """`type(x) is not float`: the test that a number read besides the arguments (a
+        closure's x) is not a Box of an enclosing trace (grad(lambda x: x * grad(lambda
+        y: x + y)(1.0))), which the NumPy twin follows and math.isfinite would refuse."""
+        tests = [f"type({self.names[n]}) is not {_PYTHON_TYPES[n.dtype.kind]}"
+                 for n in self.graph.inputs if n.params.get("read") is not None
+                 and n in self.names and n in PYTHON_NUMBERS and n.dtype.kind in _PYTHON_TYPES]
+        return " or ".join(tests)
 
     def node_name(self, node):
         """A fresh name after the user's variable, the gradient's value or the primitive;
@@ -515,15 +550,21 @@ class Emitter:
 
     def numpy_on_numbers(self, node):
         """Whether `node`, written with Python's operators, would compute a Python number
-        where the trace's NumPy call gave a NumPy scalar (np.greater(x, 0) of a float x)."""
-        if self.scalar or node in PYTHON_NUMBERS or not any(
-                type(a) is Node for a in node.args):
+        where the trace's NumPy call gave a NumPy scalar (np.greater(x, 0) of a float x).
+        In a scalar function's NumPy twin, also a derivative's operator on Python numbers
+        (a rule's x ** -0.5 of a float x: NumPy's inf at 0.0, as Autograd's, not Python's
+        ZeroDivisionError; the values are all float64 there, so no dtype changes)."""
+        if self.scalar or not any(type(a) is Node for a in node.args) or \
+                node in PYTHON_NUMBERS and not (self.twin and node.grad_of is not None):
             return False
         template = node.prim.template
-        return isinstance(template, str) and not template.startswith("np.") \
+        numpy = isinstance(template, str) and not template.startswith("np.") \
             and ufunc_of(node.prim) is not None \
-            and all(a in PYTHON_NUMBERS if type(a) is Node else type(a) in (int, float, bool)
-                    for a in node.args)
+            and all(a in PYTHON_NUMBERS and a not in self.made_numpy if type(a) is Node
+                    else type(a) in (int, float, bool) for a in node.args)
+        if numpy and node in PYTHON_NUMBERS:  # a twin's: its readers see a NumPy scalar
+            self.made_numpy.add(node)
+        return numpy
 
     def raising(self, node, stmt, comment, locs, at):
         """A call that can raise on some values, traced on values where it did not: a raise
@@ -990,9 +1031,11 @@ def _inlined(graph):
 
 
 def _all_python_floats(graph):
-    """Every value is a Python-float scalar with a math-module form (emit_scalar.py)."""
+    """Every value is a Python-float scalar with a math-module form (emit_scalar.py), and
+    every constant is a finite number (Emitter.numpy_fallback checks computed values)."""
     def scalar_constant(a):
-        return type(a) is Node or np.ndim(a) == 0 and not isinstance(a, (str, bytes))
+        return type(a) is Node or np.ndim(a) == 0 and \
+            isinstance(a, (int, float, np.generic, np.ndarray)) and bool(np.isfinite(a))
     return all(op(n) == "guard" or n.shape == () and n.dtype == np.float64 and op(n) in SCALAR
                and all(scalar_constant(a) for a in n.args) for n in graph.nodes)
 
@@ -1124,12 +1167,22 @@ def emit_module(graphs, standalone=False, pure=False, extra=()):
     shared = Namespace(p for graph in graphs for p in graph.params)  # no constant shadows one
     for graph in graphs:
         emitter = Emitter(graph, standalone, constants, pure)
-        emitter.ns.used |= shared.used
-        functions.append("\n".join(emitter.function()))
-        function_locs.append(emitter.line_locs)
-        shared.used |= emitter.ns.used
-        helpers |= emitter.helpers
-        imports |= emitter.imports
+        emitters = [emitter]
+        if emitter.scalar:  # and its NumPy twin, for NumPy's values where math's differ
+            emitter.numpy_twin = shared.fresh(f"{graph.name}_numpy")
+            emitters.insert(0, Emitter(_numpy_twin(graph, emitter.numpy_twin), standalone,
+                                       constants, pure))
+            emitters[0].twin = True
+        before, texts = set(shared.used), []
+        for each in emitters:  # the twin first: the other's names avoid its constants'
+            each.ns.used |= before | {entry[0] for entry in constants.values()}
+            texts.append(("\n".join(each.function()), each.line_locs))
+            shared.used |= each.ns.used
+            helpers |= each.helpers
+            imports |= each.imports
+        for text, line_locs in reversed(texts):  # the function, then its twin
+            functions.append(text)
+            function_locs.append(line_locs)
     constant_lines = emitter.constant_lines()  # the module's constants, shared by its functions
     helpers = {h for h in helpers  # not a helper whose call became a statement (`h[i] += v`)
                if any(h in text for text in functions) or any(h in text for text in extra)}
@@ -1167,6 +1220,33 @@ _LOADED_HEADER = (
      'standalone module.'), "",
     f"Generated by autodiffgen {__version__}. From Python, autodiffgen.emit(f, *args,",
     "standalone=True) writes a standalone module. Do not edit: regenerate it.", '"""')
+
+
+_PYTHON_TYPES = {"f": "float", "i": "int", "b": "bool"}  # a Python number's, by its dtype's kind
+
+
+def _finite_checks(graph):
+    """The values whose finiteness a scalar function checks (numpy_fallback): the float
+    inputs and the values of OVERFLOWS, but those a later checked value of PROPAGATES
+    reads, as its being finite says they are (last first, as read in the code)."""
+    known, checked = set(), []
+    for node in reversed(graph.nodes):
+        if node not in known and op(node) in OVERFLOWS:
+            checked.append(node)
+            known.add(node)
+        if node in known and op(node) in PROPAGATES:
+            known.update(a for a in node.args if type(a) is Node)
+    checked += [n for n in reversed(graph.inputs) if n.dtype.kind == "f" and n not in known]
+    return checked[::-1]
+
+
+def _numpy_twin(graph, name):
+    """The graph written with NumPy calls, which a scalar function (Emitter.scalar) runs
+    where the math module's forms would not give NumPy's values and warnings."""
+    return dataclasses.replace(
+        graph, name=name, scalar=False,
+        doc=f"{graph.name} with NumPy calls: its values where math raises or a value "
+            "is not finite (NumPy's infinities, nans and warnings).")
 
 
 def _literal(value):

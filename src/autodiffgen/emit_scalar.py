@@ -1,9 +1,15 @@
 """How each primitive is written when every value is a Python float: the `math` module
 and Python operators, with no NumPy call and no array allocation.
 
-Used for functions of Python floats only (see emit.Emitter.scalar). Domain errors then
-raise like Python does (math.log(-1.0) is a ValueError, 1.0 / 0.0 a ZeroDivisionError)
-instead of returning nan or inf with a warning.
+Used for functions of Python floats only (see emit.Emitter.scalar), where they give
+NumPy's values: on finite operands, a form either gives the finite value NumPy gives
+(without a warning: NumPy sets no flag but underflow's, which it ignores by default), or
+raises (math.log(0.0), math.acos(2.0): ValueError; 1.0 / 0.0: ZeroDivisionError;
+math.exp(1e3): OverflowError), or is one of OVERFLOWS, which return an inf or a nan
+silently (1e308 * 10.0) where NumPy warns. So the function runs its NumPy twin instead,
+for NumPy's infinities, nans and warnings, when a form raises or when an input or a value
+of OVERFLOWS is not finite (emit.Emitter.numpy_fallback): the other forms keep a finite
+operand finite or raise.
 """
 
 _SAME = "{0}"  # reshapes, broadcasts and reductions of a scalar are the scalar itself
@@ -33,3 +39,18 @@ SCALAR = {
     "mean": _SAME, "max": _SAME, "min": _SAME, "transpose": _SAME,
     "recompute_from": "_recompute_from({0}, {1})",  # a checkpoint's (checkpointing.py)
 }
+
+# the forms above that give an inf or a nan of finite operands without raising; the other
+# math-module functions raise instead (math.exp(1e3): OverflowError), and negation,
+# abs and the identities keep a finite value finite
+OVERFLOWS = frozenset({"add", "subtract", "multiply", "divide", "square", "reciprocal",
+                       "hypot"})
+
+# the forms whose value is not finite when an operand is not (inf - inf and inf * 0.0 are
+# nan): a finite result checks its operands too, so the check reads fewer values
+PROPAGATES = frozenset({"add", "subtract", "multiply", "square", "negative", "positive",
+                        "absolute", "fabs"} | {name for name, form in SCALAR.items()
+                                               if form == _SAME})
+
+# what the forms raise where NumPy returns an inf or a nan with a warning
+MATH_ERRORS = "(ValueError, ZeroDivisionError, OverflowError)"

@@ -2,18 +2,44 @@
 
 import math
 
+import numpy as np
+
+const = np.float64(1.0)                   # float64[]
+
 
 def f_value_and_grad(x1, x2):
     """Value of f and its gradient with respect to x1, x2, traced at (x1=2.0, x2=5.0)."""
+    try:
+        # forward
+        log = math.log(x1)  # seed_function.py:16  return np.log(x1) + x1 * x2 - np.sin(x2)
+        multiply = x1 * x2
+        add = log + multiply
+        sin = math.sin(x2)
+        f = add - sin
+        # backward
+        cos = math.cos(x2)                # grad of sin, seed_function.py:16
+        g_x2 = x1 - cos                   # grad of multiply
+        divide = 1.0 / x1                 # grad of log
+        g_x1 = x2 + divide
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return f_value_and_grad_numpy(x1, x2)  # math's error: NumPy's value
+    if not math.isfinite(f + g_x2 + g_x1):
+        return f_value_and_grad_numpy(x1, x2)  # an inf or a nan: NumPy's warnings
+    return (f, (g_x1, g_x2))
+
+
+def f_value_and_grad_numpy(x1, x2):
+    """f_value_and_grad with NumPy calls: its values where math raises or a value is not
+    finite (NumPy's infinities, nans and warnings)."""
     # forward
-    log = math.log(x1)  # seed_function.py:16  return np.log(x1) + x1 * x2 - np.sin(x2)
+    log = np.log(x1)  # seed_function.py:16  return np.log(x1) + x1 * x2 - np.sin(x2)
     multiply = x1 * x2
     add = log + multiply
-    sin = math.sin(x2)
+    sin = np.sin(x2)
     f = add - sin
     # backward
-    cos = math.cos(x2)                    # grad of sin, seed_function.py:16
+    cos = np.cos(x2)                      # grad of sin, seed_function.py:16
     g_x2 = x1 - cos                       # grad of multiply
-    divide = 1.0 / x1                     # grad of log
+    divide = const / x1                   # grad of log
     g_x1 = x2 + divide
     return (f, (g_x1, g_x2))

@@ -13,6 +13,7 @@ from functools import partial
 import numpy as np
 import pytest
 import tables
+from graph_helpers import served_by_one_trace
 from tables import axis_id, const, f64, normal, shape_id, signed, uniform
 from tables import sum_sin as _s
 
@@ -157,6 +158,17 @@ def _written_at_tuples(x):
     y = x * 1.0
     y[(0, 2), (1, 1)] = x[(1, 2), (0, 0)] ** 2
     return y
+
+
+def _written_at_range(x):
+    y = x * 1.0
+    y[range(1, 3), 0] = x[range(2), 1] * 3.0
+    return y
+
+
+def _cross_entropy(p, y):
+    """The classic p[range(N), y]: each row's probability of its label (issue 25)."""
+    return -np.log(p[range(p.shape[0]), y]).mean()
 
 
 def _weighted(pieces):
@@ -310,6 +322,11 @@ case("idx-mask-with-newaxis", lambda x: _s(x[None, np.array([True, False, True])
 case("idx-chained", lambda x: _s(x[::-1][1:][[0, 0]][:, None]), normal(4, 2))
 case("idx-scalar-then-array", lambda x: _s(x[1][[2, 2, 0]]), normal(2, 3))
 case("idx-0d-ellipsis", lambda x: _s(x[...] * x[()]), f64(normal()))
+case("idx-range-and-labels", _cross_entropy, positive(4, 3), const(np.array([2, 0, 1, 2])))
+case("idx-range-step-reversed", lambda x: _s(x[range(4, 0, -2)] * x[range(2), ::-1]),
+     normal(5, 3))
+case("idx-range-empty", lambda x: _s(x[range(0)]) + _s(x[range(2, 2)]), normal(3, 2))
+case("idx-range-write", lambda x: _s(_written_at_range(x)), normal(3, 2))
 
 BY_NAME = tables.by_name(CASES)
 
@@ -415,6 +432,15 @@ def test_index_sequences_holding_a_traced_int_are_guarded():
         np.add.at(expected, ([i, 0], [1, i]), 2 * x[[i, 0], [1, i]])
         np.testing.assert_array_equal(g(x, i), expected)
     assert "GuardFailure" in g.source(x, 2)
+
+
+def test_a_range_of_the_batch_size_serves_every_batch_size():
+    """p[range(len(p)), y] is p[np.arange(n), y]: one trace serves the other sizes, the
+    range written as the arange of n it is (it was an unsupported index: issue 25)."""
+    rng = np.random.default_rng(3)
+    p, y = rng.uniform(0.1, 1.0, (6, 3)), rng.integers(0, 3, 6)
+    f = served_by_one_trace(_cross_entropy, [(p, y), (p[:5], y[:5]), (p[:3], y[:3])], 1e-12)
+    assert "np.arange(n" in f.source(p, y)
 
 
 def test_split_returns_a_list_of_traced_pieces():

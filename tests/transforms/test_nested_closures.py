@@ -46,6 +46,14 @@ def test_no_perturbation_confusion():
     np.testing.assert_allclose(got, 2 * x)
 
 
+def test_an_inner_function_of_python_floats_reading_an_outer_value():
+    """The inner code for Python floats (math module) reads the outer x, a traced value
+    there: it runs its NumPy twin, which the outer trace follows (math.sin of it, or the
+    check that its values are finite, would call float() on it)."""
+    got = ad.grad(lambda x: x * ad.grad(lambda y: np.sin(x) * y)(1.0))(1.0)
+    assert got == pytest.approx(np.sin(1.0) + np.cos(1.0), rel=1e-14)
+
+
 def test_an_inner_function_returning_the_closed_over_value():
     """The inner output is the outer value itself (read again from the closure by the
     inner code): its derivative is the outer one's."""

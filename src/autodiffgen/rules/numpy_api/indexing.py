@@ -1,7 +1,7 @@
 """x[...] on traced values, and the index helpers generated code calls: how a key the user
 writes (ints, slices, None, Ellipsis, arrays, masks, and lists or tuples inside a tuple
-key, which NumPy reads as arrays: `x[(0, 1), (3, 2)]`) becomes an `Index` and the
-arrays it refers to, recorded as the primitives of rules/indexing.py.
+key, which NumPy reads as arrays: `x[(0, 1), (3, 2)]`; ranges: `p[range(n), y]`) becomes an
+`Index` and the arrays it refers to, recorded as the primitives of rules/indexing.py.
 
 A traced mask selects as many elements as the data says (generalize_counts.py decides whether that
 count is read at run time or guarded); a slice bound that is a traced int argument is
@@ -39,7 +39,8 @@ def parse_index(key, shape=None):
             axis if item is None else None
         if dynamic is not None:
             items.append(dynamic)
-        elif type(item) is Box or isinstance(item, (np.ndarray, list, tuple)):  # a probed mask: seen
+        elif type(item) is Box or isinstance(item, (np.ndarray, list, tuple, range)):
+            # a probed mask: seen; a constant: an array (_index_array)
             arrays.append(count_sources.seen(current_trace(), item) if type(item) is Box
                           else _index_array(item))
             items.append(Slot(len(arrays)))
@@ -59,6 +60,11 @@ def parse_index(key, shape=None):
 
 
 def _index_array(item):
+    """A constant index as NumPy reads it: a range is the np.arange it is (an int array even
+    when empty, which np.asarray(range(0)) is not), so p[range(len(y)), y] serves every
+    batch size as p[np.arange(len(y)), y] does (generalize_batch fits it to arange(n))."""
+    if type(item) is range:
+        return np.arange(item.start, item.stop, item.step)
     try:
         return np.asarray(item)
     except TracingError:
