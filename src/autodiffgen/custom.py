@@ -21,7 +21,7 @@ from . import rules as registry
 from ._typing import Fun, PyTree
 from .generated_helpers import stop_gradient as _stop_gradient_impl
 from .rules import Primitive, defprimitive, register_helper
-from .tracer import Box, bind
+from .tracer import Box, bind, stand_in
 from .tree import map_tree
 
 
@@ -81,6 +81,7 @@ stop_gradient_prim = defprimitive("stop_gradient", lambda x: x, "_stop_gradient(
 
 
 def _stop_leaf(x):
+    x = stand_in(x)  # a new constant a traced index wrote into: its Box
     return bind(stop_gradient_prim, (x,), {}) if type(x) is Box else x
 
 

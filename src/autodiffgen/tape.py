@@ -76,7 +76,7 @@ def _write(args, trace):
 def _not_nested(args):
     """The tape computes on concrete arrays: under another transformation (its Boxes as
     arguments) it would drop their derivatives, so it refuses."""
-    if any(type(leaf) is Box for leaf in leaves(args)):
+    if any(type(tracer.stand_in(leaf)) is Box for leaf in leaves(args)):
         raise TracingError(at(tracer.user_loc(), "the tape (autodiffgen.tape) does not nest "
                               "inside another transformation; use autodiffgen's grad, jvp or "
                               "vjp for the inner one"))

@@ -52,6 +52,9 @@ GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (numpy_api.rando
 CONVERSION_HINTS = []  # hook() -> (loc, message) or None, when np.asarray refuses a Box (rules/scipy)
 RAISES = {}  # primitive name -> what it raises on some values (rules/control.py)
 COUNT_READS = []  # [hook(trace, box) -> int or None]: count_sources.read_count, for int()
+STAND_INS = {}  # type -> stand_in(obj): an array object the rules trace as something else
+# (numpy_api.building: a fresh constant a traced index wrote into is its Box), so that a
+# handler never reads its memory as a constant
 
 _state = threading.local()
 _trace_ids = itertools.count(1)
@@ -205,8 +208,19 @@ def user_loc():
     return stack[0] if stack else ("<unknown>", 0)
 
 
+def stand_in(value):
+    """`value` as the handlers see it (STAND_INS), a list or tuple's items included."""
+    kind = type(value)
+    if kind in STAND_INS:
+        return STAND_INS[kind](value)
+    if (kind is tuple or kind is list) and any(type(v) in STAND_INS for v in value):
+        return kind(map(stand_in, value))
+    return value
+
+
 def bind(prim, args, params):
     """Apply a primitive: plain values in, plain value out; any Box in, a Box out."""
+    args = tuple(map(stand_in, args))
     if params and any(_holds_box(v) for v in params.values()):
         params = {k: concrete(v) for k, v in params.items()}
     if not any(type(a) is Box for a in args):
@@ -258,6 +272,8 @@ def _holds_box(value):
     kind = type(value)
     if kind is Box:
         return True
+    if kind in STAND_INS:  # a new constant a traced index wrote into (STAND_INS)
+        return type(STAND_INS[kind](value)) is Box
     if kind is tuple or kind is list:
         return any(map(_holds_box, value))
     return kind is slice and _holds_box((value.start, value.stop, value.step))
@@ -464,6 +480,7 @@ class Box:
         return self._refuse_array(dtype)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = tuple(map(stand_in, inputs))
         if kwargs.get("out") is not None or any(type(a) is Box for a in kwargs.get("out", ())):
             raise TracingError(at(user_loc(), f"in-place np.{ufunc.__name__}(..., out=...) "
                                   "with a traced value: write `y = x + v`, not `x += v`, "
@@ -484,6 +501,7 @@ class Box:
         raise UnsupportedOperationError(at(user_loc(), unsupported_message(name)))
 
     def __array_function__(self, func, types, args, kwargs):
+        args, kwargs = tuple(map(stand_in, args)), {k: stand_in(v) for k, v in kwargs.items()}
         handler = FUNCTIONS.get(func)
         if handler is None and _numbers_only(args + tuple(kwargs.values())):
             return func(*map(concrete, args), **{k: concrete(v) for k, v in kwargs.items()})
@@ -710,9 +728,11 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
                     if stored is None:
                         raise
                     raise stored from error
+            out = map_tree(out, stand_in)
             if capture:
                 recording.capture.finish(fun)
-            recording.writes = argument_writes.writes(containers, def_site(fun))
+            recording.writes = [(path, map_tree(value, stand_in)) for path, value in
+                                argument_writes.writes(containers, def_site(fun))]
     except BaseException as error:  # its capture's clones read it back: a cycle that would
         if recording.capture is not None:  # hold the failed trace's nodes until a collection
             recording.capture.trace = None
@@ -760,6 +780,7 @@ def unbox(tree):
 
 
 def _unbox_leaf(x):
+    x = stand_in(x)
     if type(x) is Handle:
         return x.value
     if type(x) is not Box:
@@ -781,6 +802,7 @@ def is_number_input(x, diff):
 
 
 def _box_tree(recording, x, path, name, diff):
+    x = stand_in(x)  # np.zeros(n) made in an enclosing trace: a plain array, or its Box
     kind = type(x)
     if (kind is int or kind is float or kind is complex) and is_number_input(x, diff):
         box = recording.new_input(x, name, path)

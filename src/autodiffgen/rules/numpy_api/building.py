@@ -21,10 +21,21 @@ import numpy as np
 from ...capture import add_stand_in
 from ...errors import UnsupportedOperationError, at
 from ...swaps import Swaps
-from ...tracer import ENTER_HOOKS, Box, _holds_box, bind, concrete, current_trace, user_loc
+from ...tracer import (
+    ENTER_HOOKS,
+    STAND_INS,
+    Box,
+    _holds_box,
+    bind,
+    concrete,
+    current_trace,
+    stand_in,
+    user_loc,
+)
 from .. import astype
 from ..elementwise import copy as copy_prim
 from .shapes import PASSING
+from .views import mark_fresh
 
 
 def gather(obj):
@@ -52,6 +63,7 @@ def _as_array(box, dtype, copy):
     """np.array / np.asarray of a traced value: cast, copied, or itself. A list whose
     Boxes were all read (traced ints, guarded: np.stack reads them) gathers into a plain
     array."""
+    box = stand_in(box)
     if type(box) is not Box:
         return np.array(box, dtype=dtype, copy=copy or None)
     if dtype is not None and np.dtype(dtype) != box.dtype:
@@ -172,6 +184,8 @@ def _own_wrapper(original, handler, fill=None):
         data = args[fill] if fill is not None and len(args) > fill else \
             kwargs.get("fill_value") if fill is not None else args[0] if args else \
             kwargs.get("object", kwargs.get("a"))
+        if type(data) is Fresh:  # np.asarray(x) may be a view of x: x stays plain
+            data.__dict__["viewed"] = True
         if current_trace() is None or not _holds_box(data if type(data) in (list, tuple)
                                                      else (data,)) or \
                 sys._getframe(1).f_code.co_filename.startswith(tuple(FOREIGN)):
@@ -281,7 +295,7 @@ class Indexable(np.ndarray):
 
 
 def _plain(x):
-    return x.view(np.ndarray) if type(x) is Indexable else x
+    return x.view(np.ndarray) if type(x) in (Indexable, Fresh) else x
 
 
 def _indexable(original):
@@ -289,6 +303,132 @@ def _indexable(original):
     def make(*args, **kwargs):
         out = original(*args, **kwargs)
         return out.view(Indexable) if current_trace() is not None else out
+    return make
+
+
+class Fresh(np.ndarray):
+    """What np.zeros, np.ones, np.empty and np.full of a constant (and their *_like of a
+    plain array) give the traced code: a new constant array that a traced index can
+    index or write into (`x = np.zeros((k, 1)); x[i] = 1`, a one-hot of an int argument
+    i). A plain array would read i as a Python int (NumPy converts the index), a guard
+    that fails for every new i; this one becomes traced there, its Box (a copy of the
+    constant, then the write), so i is read when the code runs. Until then it is a plain
+    array, and what it takes part in gives plain arrays. A view of it, or one with a view
+    (x[0], x.reshape(...), np.asarray(x)), stays plain: the view would not see the write."""
+
+    def __array_finalize__(self, obj):
+        if isinstance(obj, Fresh) and np.may_share_memory(self, obj):
+            obj.__dict__["viewed"] = True  # a view of it (x.T, x.reshape(...))
+
+    def __getitem__(self, key):
+        traced = _traced(self, key)
+        if traced is not None:
+            return traced[key]
+        out = np.ndarray.__getitem__(self, key)
+        if isinstance(out, np.ndarray):
+            if out.base is not None:
+                self.__dict__["viewed"] = True
+            return out.view(np.ndarray)
+        return out
+
+    def __setitem__(self, key, value):
+        traced = _traced(self, key)
+        if traced is not None:
+            traced[key] = value
+        else:
+            np.ndarray.__setitem__(self, key, value)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = [_plain(x) for x in inputs]
+        out = kwargs.get("out")
+        if out is not None:
+            kwargs["out"] = tuple(_plain(x) for x in out)
+        result = getattr(ufunc, method)(*inputs, **kwargs)
+        if out is None or result is None:
+            return result
+        return out if type(result) is tuple else out[0]  # x += 1 keeps x itself, as NumPy
+
+    def __array_function__(self, func, types, args, kwargs):
+        args = [_plain(a) if type(a) is not list else [_plain(x) for x in a] for a in args]
+        out = func(*args, **{k: _plain(v) for k, v in kwargs.items()})
+        if isinstance(out, np.ndarray) and np.may_share_memory(out, self):
+            self.__dict__["viewed"] = True  # np.reshape(x, ...), np.transpose(x)
+        return out
+
+    def __reduce__(self):  # pickled (the disk cache) as the constant it is
+        return self.view(np.ndarray).__reduce__()
+
+
+def _traced(fresh, key):
+    """fresh's Box once a traced index reaches it (it is then a TracedFresh, its Box
+    standing in for it everywhere), or None: fresh stays plain. (A traced value written
+    at a constant index, out[0] = w[0], is still refused: tracer._STORE_MESSAGE.)"""
+    trace = current_trace()
+    if trace is None or trace.grad_of is not None or \
+            not _holds_box(key if type(key) is tuple else (key,)):
+        return None
+    if not fresh.__dict__.get("made") or fresh.__dict__.get("viewed"):
+        return None
+    plain = fresh.view(np.ndarray)
+    box = trace.box(copy_prim, (plain.copy(),), {}, plain.copy())
+    mark_fresh(trace, box)
+    fresh.__dict__["box"] = box
+    fresh.__class__ = TracedFresh
+    return box
+
+
+class TracedFresh(np.ndarray):
+    """A Fresh array after a traced index or value reached it: its Box stands in for it
+    everywhere (attributes, operators, the tracer's handlers: tracer.STAND_INS); its own
+    memory, the constant it started as, is never read again."""
+
+    def __getattribute__(self, name):
+        if name in ("__dict__", "__class__"):
+            return object.__getattribute__(self, name)
+        return getattr(object.__getattribute__(self, "__dict__")["box"], name)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if "out" in kwargs:  # x += v: Box's in-place operator rebinds it
+            kwargs["out"] = tuple(map(stand_in, kwargs["out"]))
+        return getattr(ufunc, method)(*map(stand_in, inputs), **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return func(*map(stand_in, args), **{k: stand_in(v) for k, v in kwargs.items()})
+
+
+def _box_of(traced):
+    return object.__getattribute__(traced, "__dict__")["box"]
+
+
+def _delegate(name):
+    def method(self, *args):
+        return getattr(_box_of(self), name)(*args)
+    method.__name__ = name
+    return method
+
+
+for _name in ("__getitem__", "__setitem__", "__len__", "__iter__", "__bool__", "__float__",
+              "__int__", "__index__", "__complex__", "__repr__", "__str__", "__copy__",
+              "__deepcopy__", "__reduce__", "__reduce_ex__", "__contains__", "__format__",
+              "__array__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
+              "__ifloordiv__", "__imod__", "__ipow__", "__imatmul__", "__iand__", "__ior__"):
+    setattr(TracedFresh, _name, _delegate(_name))
+STAND_INS[Fresh] = lambda fresh: fresh.view(np.ndarray)  # a constant, as a plain one
+STAND_INS[TracedFresh] = _box_of
+
+
+def _fresh_maker(name, does):
+    """np.zeros and the like, as the traced code sees them: a Fresh array while tracing
+    (NumPy's function `does`, or its swap above (np.full of a traced fill), does the work;
+    np.empty's is np.zeros', so the constants in the code do not vary from run to run)."""
+    @functools.wraps(getattr(np, name))
+    def make(*args, **kwargs):
+        out = getattr(np, does if current_trace() is not None else name)(*args, **kwargs)
+        if current_trace() is None or type(out) is not np.ndarray:
+            return out
+        fresh = out.view(Fresh)  # (a view of `out`, which nothing else holds)
+        fresh.__dict__["made"] = True
+        return fresh
     return make
 
 
@@ -310,6 +450,11 @@ _SCALARS = ("half", "single", "double", "longdouble", "float16", "float32", "flo
 _VIEW = {name: _ScalarType(getattr(np, name).__name__, (getattr(np, name),),
                            {"__module__": "numpy"}) for name in _SCALARS if hasattr(np, name)}
 _VIEW.update(eye=_indexable(np.eye), identity=_indexable(np.identity))
+_VIEW.update({name: _fresh_maker(name, does) for name, does in
+              (("zeros", "zeros"), ("ones", "ones"), ("empty", "zeros"), ("full", "full"),
+               ("zeros_like", "zeros_like"), ("ones_like", "ones_like"),
+               ("empty_like", "zeros_like"), ("full_like", "full_like"))})
+PASSING.add(_VIEW["zeros"].__code__)  # np.zeros_like(x) of a traced x: the user's call
 _VIEW_MODULE = _NumpyView("numpy", np.__doc__)
 add_stand_in(np, _VIEW_MODULE)
 for _name, _value in _VIEW.items():

@@ -36,7 +36,8 @@ def write(box, new, assign=False):
     views = _views(trace)
     chain = views.chain_up(box)  # (view, record) from box up to the array it looks into
     root = chain[-1][1].base if chain else box
-    _guard_layouts(trace)
+    if not is_fresh(trace, root):
+        _guard_layouts(trace)
     if root.node.prim is None:
         _check_not_shared(trace, root)
     names = _names(box, root, chain, assign)
@@ -115,6 +116,19 @@ def _check_pair(trace, written, other):
                               f"which shares memory with {what}: NumPy would change both. "
                               "Pass a copy (np.copy) of the argument"))
     trace.guard(root, "aliases", False, more=(other,))
+
+
+def mark_fresh(trace, box):
+    """Note `box` as a new constant array the traced code made (building.Fresh): a write
+    into it, or into its views, reaches no argument, so needs no layout guard."""
+    if not hasattr(trace, "fresh_roots"):
+        trace.fresh_roots = {}  # id(box) -> weakref to it (a Box is not hashable)
+    trace.fresh_roots[id(box)] = weakref.ref(box)
+
+
+def is_fresh(trace, box):
+    ref = getattr(trace, "fresh_roots", {}).get(id(box))
+    return ref is not None and ref() is box
 
 
 def _guard_layouts(trace):
