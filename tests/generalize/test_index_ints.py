@@ -83,12 +83,7 @@ def write_then_add_in_place(i, w):
 @pytest.mark.parametrize("fun", [one_hot_dot, read_at_traced_index, write_then_add_in_place])
 def test_a_new_constant_indexed_by_an_int_argument_is_traced_once(fun):
     w = np.random.default_rng(3).normal(size=(VOCAB, 1))
-    vg = value_and_grad(fun, argnums=1)
-    for i in (0, 3, 1, 4, 2, -1):
-        value, g = vg(i, w)
-        np.testing.assert_allclose(value, fun(i, w), rtol=1e-12)
-        np.testing.assert_allclose(g, tape.grad(fun, argnums=1)(i, w), rtol=1e-12)
-    assert vg.cache_info().misses == 1
+    _compare(fun, w, (0, 3, 1, 4, 2, -1), traces=1)
 
 
 def constants_read_by_python(i, w):
@@ -109,12 +104,7 @@ def view_then_indexed_write(i, w):
                                          (view_then_indexed_write, 3)])
 def test_other_new_constants_stay_plain(fun, traces):
     w = np.random.default_rng(4).normal(size=(VOCAB, 1))
-    vg = value_and_grad(fun, argnums=1)
-    for i in (0, 3, 1, 3):
-        value, g = vg(i, w)
-        np.testing.assert_allclose(value, fun(i, w), rtol=1e-12)
-        np.testing.assert_allclose(g, tape.grad(fun, argnums=1)(i, w), rtol=1e-12)
-    assert vg.cache_info().misses == traces
+    _compare(fun, w, (0, 3, 1, 3), traces)
 
 
 def aliased_and_in_place(i, w):
@@ -138,12 +128,18 @@ def lists_and_conversions(i, w):
 @pytest.mark.parametrize("fun", [aliased_and_in_place, lists_and_conversions])
 def test_the_traced_array_is_what_every_name_and_conversion_sees(fun):
     w = np.array([0.3, 0.5, 0.7])
+    _compare(fun, w, (0, 2, 1), traces=1)
+
+
+def _compare(fun, w, indices, traces):
+    """value_and_grad of fun(i, w) at each index i: eager's value, the tape's gradient,
+    and `traces` traces in all."""
     vg = value_and_grad(fun, argnums=1)
-    for i in (0, 2, 1):
+    for i in indices:
         value, g = vg(i, w)
         np.testing.assert_allclose(value, fun(i, w), rtol=1e-12)
         np.testing.assert_allclose(g, tape.grad(fun, argnums=1)(i, w), rtol=1e-12)
-    assert vg.cache_info().misses == 1
+    assert vg.cache_info().misses == traces
 
 
 def one_hot_as_aux(i, w):
