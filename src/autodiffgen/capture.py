@@ -274,7 +274,8 @@ class Capture:
         type(self).SCALE is read like self.SCALE)."""
         if self._builtins is None:
             def importer(name, globals=None, locals=None, fromlist=(), level=0):
-                module = builtins.__import__(name, globals, locals, fromlist, level)
+                with self.trace.suspended():  # the module's own code is not traced
+                    module = builtins.__import__(name, globals, locals, fromlist, level)
                 return self.substitute(module, Read(module, (), ""))
 
             def type_of(obj, *rest):

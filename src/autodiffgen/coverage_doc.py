@@ -12,13 +12,15 @@ import textwrap
 
 import numpy as np
 
-from . import rules  # noqa: F401  (fills the registries)
+from . import rules
 from .coverage_autograd import section as autograd_section
 from .rules import PRIMITIVES
 from .rules.batching import NO_BATCH_RULE
 from .rules.numpy_api.building import BUILDING
 from .rules.scipy import SCIPY_FUNCTIONS
 from .tracer import FUNCTIONS, UFUNC_METHODS, UFUNCS
+
+rules.load_scipy()  # the docs list SciPy's rules (and their batching rules) too
 
 
 def vjp_status(prim):

@@ -51,6 +51,7 @@ ENTER_HOOKS = []  # (enter(), leave()) as a recording becomes, and stops being, 
 GUARD_HOOKS = []  # hook(trace, box) before a guard is recorded (numpy_api.random: none on a draw)
 CONVERSION_HINTS = []  # hook() -> (loc, message) or None, when np.asarray refuses a Box (rules/scipy)
 RAISES = {}  # primitive name -> what it raises on some values (rules/control.py)
+UFUNC_MISSES = []  # hook(ufunc) -> whether it registered rules that may serve it (SciPy's)
 COUNT_READS = []  # [hook(trace, box) -> int or None]: count_sources.read_count, for int()
 STAND_INS = {}  # type -> stand_in(obj): an array object the rules trace as something else
 # (numpy_api.building: a fresh constant a traced index wrote into is its Box), so that a
@@ -110,6 +111,16 @@ class Trace:
             leave()
         _state.trace = self._outer
         return False
+
+    @contextlib.contextmanager
+    def suspended(self):
+        """No trace current in this thread meanwhile: a module the traced function imports
+        runs its top-level code as plain Python (scipy.special's draws a default_rng)."""
+        _state.trace = self._outer
+        try:
+            yield
+        finally:
+            _state.trace = self
 
     def new_node(self, prim, args, params, value, stack=None):
         statements = None
@@ -486,6 +497,8 @@ class Box:
                                   "with a traced value: write `y = x + v`, not `x += v`, "
                                   "when x is a NumPy array and v is traced"))
         prim = UFUNCS.get(ufunc) if method == "__call__" else None
+        if prim is None and method == "__call__" and any(hook(ufunc) for hook in UFUNC_MISSES):
+            prim = UFUNCS.get(ufunc)
         if prim is not None and not kwargs:
             return bind(prim, inputs, {})
         if prim is not None:

@@ -88,3 +88,33 @@ def test_stages_do_not_import_the_api():
     for stage in ("tracer", "backward", "pipeline", "emit", "poly", "passes", "rules",
                   "cache.entries"):
         assert "api" not in _reach(graph, stage), stage
+
+
+def _fresh_python(code):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_importing_autodiffgen_imports_no_scipy():
+    """SciPy's rules are registered when SciPy is used (rules.load_scipy), so `import
+    autodiffgen` does not pay for scipy.signal, stats and integrate."""
+    assert _fresh_python("import sys, autodiffgen; print('scipy' in sys.modules)") == ["False"]
+
+
+def test_scipy_rules_are_there_when_scipy_is_imported_before_or_inside_the_function():
+    code = """if True:
+        import numpy as np, autodiffgen as ad
+        def inside(x):
+            import scipy.special
+            return np.sum(scipy.special.gammaln(x))
+        print(ad.grad(inside)(np.array([2.0]))[0].round(6))
+        from scipy.special import logsumexp
+        print(ad.grad(lambda x: logsumexp(x))(np.zeros(2))[0])
+        print(ad.vmap(lambda x: np.sum(__import__('scipy').special.expit(x)))(np.zeros((2, 1))))
+    """
+    assert _fresh_python(code) == ["0.422784", "0.5", "[0.5", "0.5]"]

@@ -31,11 +31,23 @@ arguments, {*} all of them and {name} a parameter; parameters listed in `default
 added as keyword arguments when they differ from the default.
 """
 
+import contextlib
+import sys
+import threading
+
 import numpy as np
 
 from ..errors import UnsupportedOperationError, at
 from ..generated_helpers import HELPERS
-from ..tracer import UFUNCS, bind, result_dtype, user_loc
+from ..tracer import (
+    TRACE_HOOKS,
+    UFUNC_MISSES,
+    UFUNCS,
+    bind,
+    current_trace,
+    result_dtype,
+    user_loc,
+)
 
 PRIMITIVES = {}
 TRACEABLE_HELPERS = {}  # runtime helper name -> a version that records a primitive on Boxes
@@ -286,13 +298,51 @@ from . import (  # noqa: F401
     random,
     reductions,
     shapes,
-    special,
 )
-from . import scipy as _scipy  # noqa: F401  (SciPy's Python functions, when it is there)
 from .numpy_api import boxmethod, register_function  # re-exported: how users add one
 
 __all__ = ["PRIMITIVES", "Primitive", "boxmethod", "broadcast_up", "defbatch", "defjvp",
            "defprimitive", "defvjp", "register_function", "register_helper", "register_ufunc", "unbroadcast"]
 
 # the batching rules (vmap), once every primitive exists
-from . import batching  # noqa: F401
+from . import batching
+
+_scipy_lock = threading.Lock()
+_scipy_loaded = False
+
+
+def load_scipy():
+    """SciPy's rules (rules/special.py: scipy.special's ufuncs; rules/scipy: its Python
+    functions), registered once, with their batching rules: at the first trace that runs
+    after SciPy was imported, or at a SciPy ufunc the trace meets (imported inside the
+    function), or for the docs. Imported with autodiffgen, they would import
+    scipy.signal, stats and integrate, half a second, for every user of it."""
+    global _scipy_loaded
+    with _scipy_lock:
+        if _scipy_loaded:
+            return
+        _scipy_loaded = True
+        trace = current_trace()  # SciPy's own import code runs untraced
+        with trace.suspended() if trace is not None else contextlib.nullcontext():
+            from . import scipy, special  # noqa: F401
+        batching.register()
+
+
+@contextlib.contextmanager
+def _scipy_when_imported(trace):
+    if not _scipy_loaded and "scipy" in sys.modules:
+        load_scipy()
+    yield
+
+
+def _scipy_ufunc(ufunc):
+    """A ufunc the tracer has no rule for (SciPy imported inside the traced function):
+    SciPy's rules, if they may serve it."""
+    if _scipy_loaded or "scipy" not in sys.modules:  # not loaded: not one of SciPy's
+        return False
+    load_scipy()
+    return True
+
+
+TRACE_HOOKS.insert(0, _scipy_when_imported)
+UFUNC_MISSES.append(_scipy_ufunc)

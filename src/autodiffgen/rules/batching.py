@@ -403,7 +403,7 @@ NO_BATCH_RULE = {
 }
 
 
-def _register():
+def register():
     ufuncs = {p.name for p in UFUNCS.values() if p.op is not None} - {"matmul"}
     for name in sorted(ufuncs | set(_ELEMENTWISE_MORE)):
         if name in PRIMITIVES:
@@ -414,4 +414,4 @@ def _register():
                 defbatch(PRIMITIVES[name], rule)
 
 
-_register()
+register()
