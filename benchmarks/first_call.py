@@ -33,7 +33,8 @@ if __name__ == "__main__":  # one thread, before NumPy (and its BLAS) is importe
 
 import numpy as np
 
-from autodiffgen import api, pipeline, tracer, value_and_grad
+from autodiffgen import api, pipeline, value_and_grad
+from autodiffgen.trace import tracer
 
 STAGES = ("trace", "backward", "passes", "generalize", "emission", "compile", "run")
 

@@ -9,11 +9,11 @@ import numpy as np
 
 import autodiffgen as ad
 from autodiffgen import passes, pipeline, tape
-from autodiffgen.arguments import normalize_argnums
 from autodiffgen.cache.loader import load
-from autodiffgen.emit import emit_module
+from autodiffgen.codegen.emitter import emit_module
 from autodiffgen.pipeline import finish
 from autodiffgen.testing import check_grads
+from autodiffgen.trace.arguments import normalize_argnums
 
 
 def gradient_graph(fun, args, argnums, names):

@@ -9,7 +9,8 @@
 from . import rules, tape  # noqa: F401  (rules registers every primitive; tape: the reference)
 from ._version import __version__
 from .api import GradFunction, emit, grad, grad_and_aux, standalone_source, value_and_grad
-from .checkpointing import checkpoint
+from .backward.checkpointing import checkpoint
+from .cache.retrace import explain_retraces
 from .custom import defjvp, defvjp, primitive, stop_gradient
 from .errors import (
                      ArgumentError,
@@ -20,7 +21,6 @@ from .errors import (
                      UnsupportedOperationError,
 )
 from .picture import graph_of
-from .retrace import explain_retraces
 from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp, vmap
 from .tree import register_pytree_node
 

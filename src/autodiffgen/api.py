@@ -11,17 +11,19 @@ from typing import Any, overload
 
 import numpy as np
 
-from . import backward, pipeline, tracer
+from . import pipeline
 from ._typing import ArgNums, Fun
-from .arguments import MAX_ARGS, Differentiated, caller, decorator, signature_text, single
+from .backward import reverse as backward
 from .cache.dispatch import MISS
 from .cache.entries import FunctionCache
 from .cache.keys import signature_key
 from .cache.loader import load
 from .cache.view import View, shared_store
-from .emit import emit_module
+from .codegen.emitter import emit_module
 from .errors import ArgumentError, at, function_name, where
 from .standalone import standalone_module
+from .trace import tracer
+from .trace.arguments import MAX_ARGS, Differentiated, caller, decorator, signature_text, single
 from .tree import leaves
 
 

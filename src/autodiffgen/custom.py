@@ -18,11 +18,10 @@ from collections.abc import Callable
 from typing import Any
 
 from . import rules as registry
-from ._typing import Fun, PyTree
-from .generated_helpers import stop_gradient as _stop_gradient_impl
-from .rules import Primitive, defprimitive, register_helper
-from .tracer import Box, bind, stand_in
-from .tree import map_tree
+from ._typing import Fun
+from .rules import Primitive
+from .rules.control import stop_gradient  # noqa: F401  (re-exported: part of this API)
+from .trace.tracer import bind
 
 
 class CustomPrimitive:
@@ -74,21 +73,3 @@ def defvjp(f: Fun, *rules: Callable[..., Any] | None) -> None:
 def defjvp(f: Fun, *rules: Callable[..., Any] | None) -> None:
     """JVP rules for a primitive, one per argument: rule(t, ans, *args) -> tangent."""
     registry.defjvp(_primitive_of(f), *_user_rules(f, rules))
-
-
-stop_gradient_prim = defprimitive("stop_gradient", lambda x: x, "_stop_gradient({0})",
-                                  helper="_stop_gradient")
-
-
-def _stop_leaf(x):
-    x = stand_in(x)  # a new constant a traced index wrote into: its Box
-    return bind(stop_gradient_prim, (x,), {}) if type(x) is Box else x
-
-
-def stop_gradient(x: PyTree) -> PyTree:
-    """x (an array or a pytree of them), as a constant for differentiation: no derivative
-    flows through it, also when the generated code is differentiated again."""
-    return map_tree(x, _stop_leaf)
-
-
-register_helper("_stop_gradient", _stop_gradient_impl, _stop_leaf)

@@ -17,10 +17,10 @@ import numpy as np
 
 from ._typing import ArgNums, Fun, PyTree
 from .cli_examples import _SPEC_NAMES
-from .emit import Emitter, _where
+from .codegen.emitter import Emitter, _where
 from .graph import Index, Node, Slot, is_guard
-from .naming import Namespace
-from .size_formulas import Dim, SymArray
+from .graph.size_formulas import Dim, SymArray
+from .trace.naming import Namespace
 
 _INSTALL = ("graphviz's `dot` program is not on PATH: install graphviz (apt-get install "
             "graphviz, brew install graphviz, conda install graphviz) or save as .dot")

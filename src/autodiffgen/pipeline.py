@@ -34,9 +34,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import backward, generalize_batch, generalize_counts, naming, passes, tracer
-from .emit import emit_module
+from . import passes
+from .backward import reverse as backward
+from .codegen.emitter import emit_module
+from .generalize import batch as generalize_batch
+from .generalize import counts as generalize_counts
 from .graph import Graph, with_guards_first
+from .trace import naming, tracer
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ import textwrap
 import numpy as np
 
 from . import pipeline
-from .emit import emit_module
+from .codegen.emitter import emit_module
 from .errors import function_name
-from .generalize_batch import LOWS, agrees, batch_of, grown
-from .size_formulas import Batch
+from .generalize.batch import LOWS, agrees, batch_of, grown
+from .graph.size_formulas import Batch
 from .tree import Field, child, is_container, items
 
 PROBE_ROWS = 2048  # the large size a module's code is checked at (see _holds_above)

@@ -7,10 +7,12 @@ purpose; tests compare the generated code against it.
 
 import numpy as np
 
-from . import argument_writes, backward, forward, tracer
-from .arguments import Differentiated, decorator, single
+from .backward import forward
+from .backward import reverse as backward
 from .errors import TracingError, at
-from .tracer import Box, result_dtype
+from .trace import argument_writes, tracer
+from .trace.arguments import Differentiated, decorator, single
+from .trace.tracer import Box, result_dtype
 from .tree import leaves, map_tree
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from . import tape
 from ._typing import ArgNums, Fun
 from .api import GradFunction
-from .arguments import normalize_argnums
+from .trace.arguments import normalize_argnums
 from .tree import (
     is_container,
     items,

@@ -43,12 +43,14 @@ import types
 
 import numpy as np
 
-from . import backward, retrace, tracer
 from .api import GradFunction
-from .arguments import signature_text
+from .backward import reverse as backward
+from .cache import retrace
 from .cache.disk import store
 from .cache.disk.entry import OnDisk
 from .errors import ArgumentError, at, function_name
+from .trace import tracer
+from .trace.arguments import signature_text
 from .transforms import _Transformed
 from .tree import leaves, map_tree
 

@@ -17,21 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from . import (
-    arguments,
-    backward,
-    batched,
-    forward,
-    generalize_counts,
-    pipeline,
-    rules,
-    tracer,
-)
+from . import pipeline, rules
 from ._typing import ArgNums, Fun, PyTree
 from .api import GradFunction, grad
-from .arguments import signature_text, single
+from .backward import batched, forward
+from .backward import reverse as backward
 from .cache.view import kept_with
 from .errors import ArgumentError, OutputError, at, function_name
+from .generalize import counts as generalize_counts
+from .trace import arguments, tracer
+from .trace.arguments import signature_text, single
 from .tree import leaves, map_tree
 
 _ELSEWHERE = weakref.WeakKeyDictionary()  # callables without a __dict__ of their own

@@ -225,8 +225,8 @@ def test_size_0_constants_keep_their_shape_and_dtype():
     np.testing.assert_allclose(value, grow_by_concatenation(x))
     np.testing.assert_allclose(g, tape.grad(grow_by_concatenation)(x))
     for const in (np.zeros((0, 3), np.float32), np.zeros((2, 0, 4), np.int64)):
-        made = eval(autodiffgen.emit_ast.render(  # our own literal
-            autodiffgen.emit_ast.constant_ast(const, True)), {"np": np})
+        made = eval(autodiffgen.codegen.expressions.render(  # our own literal
+            autodiffgen.codegen.expressions.constant_ast(const, True)), {"np": np})
         assert made.shape == const.shape and made.dtype == const.dtype
 
 

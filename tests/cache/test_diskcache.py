@@ -22,9 +22,10 @@ import autodiffgen
 from autodiffgen import _version, diskcache, passes
 from autodiffgen.cache.disk import files as disk_files
 from autodiffgen.cache.disk import key as disk_key
-from autodiffgen.cache.disk import reads, record, store
+from autodiffgen.cache.disk import reads, store
 from autodiffgen.cache.keys import signature_key
 from autodiffgen.diskcache import CacheDirError, DiskCacheWarning, Variant
+from autodiffgen.trace import record
 
 KEY = hashlib.sha256(b"one").hexdigest()
 OTHER = hashlib.sha256(b"two").hexdigest()
@@ -527,7 +528,8 @@ SECOND = """
     import numpy as np
     sys.path.insert(0, sys.argv[1])
     import model
-    from autodiffgen import diskcache, tracer
+    from autodiffgen import diskcache
+    from autodiffgen.trace import tracer
     from autodiffgen.cache.keys import signature_key
     from autodiffgen.cache.loader import load
     tracer.trace = None  # a trace in this process would fail
@@ -562,7 +564,7 @@ THROUGH_GRAD = """
     sys.path.insert(0, sys.argv[1])
     import model
     import autodiffgen
-    from autodiffgen import tracer
+    from autodiffgen.trace import tracer
     if sys.argv[2] == "second":
         tracer.trace = None  # a trace in this process would fail
     f = autodiffgen.value_and_grad(model.f)

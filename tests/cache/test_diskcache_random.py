@@ -29,7 +29,7 @@ RUN = """
     sys.path.insert(0, sys.argv[1])
     import model_random as model
     import autodiffgen
-    from autodiffgen import tracer
+    from autodiffgen.trace import tracer
     if sys.argv[2] == "second":
         tracer.trace = None  # a trace in this process would fail: the code is loaded
     f = autodiffgen.value_and_grad(model.f)

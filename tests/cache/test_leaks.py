@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import autodiffgen as ad
-from autodiffgen import tape, tracer
+from autodiffgen import tape
 from autodiffgen.graph import Graph, Node
+from autodiffgen.trace import tracer
 
 TRACED_TYPES = (tracer.Box, Node, tracer.Trace, Graph)
 

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import autodiffgen as ad
-from autodiffgen import tape, tracer
+from autodiffgen import tape
+from autodiffgen.trace import tracer
 
 THREADS = 8
 TIMEOUT = 20  # seconds: a deadlock fails the test instead of hanging it

@@ -20,7 +20,7 @@ import pytest
 import autodiffgen as ad
 from autodiffgen import passes
 from autodiffgen.api import emit_functions
-from autodiffgen.emit_ast import WIDTH, docstring, wrap
+from autodiffgen.codegen.expressions import WIDTH, docstring, wrap
 
 ROOT = pathlib.Path(__file__).parents[2]
 RNG = np.random.default_rng(11)
@@ -237,7 +237,7 @@ def test_two_statements_on_one_line_keep_their_own_names():
 def test_without_columns_two_statements_on_one_line_get_no_name(monkeypatch):
     """Python 3.10 has no code positions: a value gets no user name rather than its
     neighbour's."""
-    from autodiffgen import naming
+    from autodiffgen.trace import naming
     monkeypatch.setattr(naming, "_positions", lambda code: None)
 
     def f(x):  # (not _two_on_a_line, whose code is cached)

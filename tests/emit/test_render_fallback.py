@@ -14,7 +14,8 @@ import pytest
 from golden_models import hessian_args, hessian_fn, jvp_args, jvp_fn
 
 import autodiffgen as ad
-from autodiffgen import emit_ast, passes
+from autodiffgen import passes
+from autodiffgen.codegen import expressions as emit_ast
 
 GOLDEN = pathlib.Path(__file__).parents[1] / "golden"
 

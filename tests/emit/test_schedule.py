@@ -14,7 +14,7 @@ from autodiffgen import tape
 from autodiffgen.testing import check_grads
 
 RNG = np.random.default_rng(7)
-EMIT = importlib.import_module("autodiffgen.emit")  # the package exports a function `emit`
+EMIT = importlib.import_module("autodiffgen.codegen.emitter")  # the package exports a function `emit`
 
 
 def two_layers(A, B, x, t):  # a (n, 32) activation whose last reader is B's gradient

@@ -8,8 +8,8 @@ import pytest
 
 import autodiffgen as ad
 from autodiffgen import passes
-from autodiffgen.emit_slots import Slot, _contiguous, _stacked_slots
 from autodiffgen.graph import Node
+from autodiffgen.plan.slots import Slot, _contiguous, _stacked_slots
 from autodiffgen.rules import PRIMITIVES
 from autodiffgen.testing import check_grads
 

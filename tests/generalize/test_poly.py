@@ -14,15 +14,17 @@ from golden_models import mlp_args, mlp_loss
 from graph_helpers import gradient_graph
 
 import autodiffgen as ad
-from autodiffgen import generalize_batch, passes, pipeline, tape
-from autodiffgen.arguments import normalize_argnums
+from autodiffgen import passes, pipeline, tape
+from autodiffgen.cache import shared
 from autodiffgen.cache.keys import signature_key
 from autodiffgen.cache.loader import load
 from autodiffgen.cache.shared import Shared
-from autodiffgen.emit import emit_module
+from autodiffgen.codegen.emitter import emit_module
+from autodiffgen.generalize import batch as generalize_batch
 from autodiffgen.generated_helpers import GuardFailure
 from autodiffgen.graph import Index, Node
-from autodiffgen.size_formulas import Dim, NoFit, Scale, SymArray, evaluate, fit, is_symbolic
+from autodiffgen.graph.size_formulas import Dim, NoFit, Scale, SymArray, evaluate, fit, is_symbolic
+from autodiffgen.trace.arguments import normalize_argnums
 
 
 # ---- what GradFunction does with generalize_batch.py (the integration, in miniature) ----------------
@@ -383,12 +385,12 @@ def test_emit_module_only_emits(monkeypatch):
 def test_poly_key():
     x, y, params = (_data()[a] for a in "xyp")
     diff = [True, False, False]
-    key = generalize_batch.poly_key((params, x, y), diff)
-    assert key == generalize_batch.poly_key((params, x[:37], y[:37]), diff)
-    assert key != generalize_batch.poly_key((params, x[:37], y[:36]), diff)
-    assert key != generalize_batch.poly_key((params, x[:, :3], y), diff)
+    key = shared.poly_key((params, x, y), diff)
+    assert key == shared.poly_key((params, x[:37], y[:37]), diff)
+    assert key != shared.poly_key((params, x[:37], y[:36]), diff)
+    assert key != shared.poly_key((params, x[:, :3], y), diff)
     assert key != signature_key((params, x, y), diff)
-    assert generalize_batch.poly_key((1.0, "a"), [True, False]) is None
+    assert shared.poly_key((1.0, "a"), [True, False]) is None
     assert generalize_batch.batch_of((params, x, y), diff).paths == ((1,), (2,))
 
 

@@ -303,8 +303,8 @@ def test_a_global_read_at_the_count_is_guarded_not_written_as_a_formula():
 
 
 def test_a_formula_in_a_list_parameter_is_written_as_code():
-    from autodiffgen.emit_ast import literal_ast, render
-    from autodiffgen.size_formulas import Dim
+    from autodiffgen.codegen.expressions import literal_ast, render
+    from autodiffgen.graph.size_formulas import Dim
     assert render(literal_ast([Dim(2, -1, var="count"), 3, float("inf")])) == \
         "[2 * count - 1, 3, np.inf]"
 

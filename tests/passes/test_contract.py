@@ -13,8 +13,9 @@ import pytest
 from graph_helpers import flat, run, traced
 
 import autodiffgen as ad
-from autodiffgen import contraction, passes
-from autodiffgen.contraction import plan
+from autodiffgen import passes
+from autodiffgen.passes import contraction
+from autodiffgen.passes.contraction import plan
 from autodiffgen.testing import check_grads
 
 RNG = np.random.default_rng(16)

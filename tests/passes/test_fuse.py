@@ -179,7 +179,7 @@ def test_numexpr_names_are_renamed_in_the_expression(numexpr):
 
 
 def test_an_output_is_never_a_fused_root(numexpr):
-    """emit_memory.owns does not know the fused primitive: a fused gradient would be copied."""
+    """rules.buffers.owns does not know the fused primitive: a fused gradient would be copied."""
     _, after, _ = fused_pair(rational, RNG.normal(size=8), RNG.normal(size=8))
     outputs = {id(g) for g in after.outputs[1]}
     assert not any(id(n) in outputs for n in fused_nodes(after))

@@ -11,7 +11,8 @@ import pytest
 from graph_helpers import traced
 
 import autodiffgen as ad
-from autodiffgen import emit_ast, passes
+from autodiffgen import passes
+from autodiffgen.codegen import expressions as emit_ast
 from autodiffgen.graph import Node
 
 SIZES = (50, 200, 800)
@@ -359,7 +360,7 @@ def test_statement_texts_by_layout_are_the_rendered_ones(shape, monkeypatch):
     """emit_text reuses a statement's text for statements of its layout: the module is the
     one every statement's tree rendered alone gives, and the trees built and rendered do
     not grow with the graph."""
-    emit_text = importlib.import_module("autodiffgen.emit_text")
+    emit_text = importlib.import_module("autodiffgen.codegen.text")
     learned = []
     learn = emit_text.Texts._learn
     monkeypatch.setattr(emit_text.Texts, "_learn",
@@ -379,7 +380,7 @@ def test_statement_texts_by_layout_are_the_rendered_ones(shape, monkeypatch):
 def test_int_paths_are_written_as_rendered():
     """An input at params[k][j] (a deep net's weights) is unpacked by text written out,
     which is the text its tree renders to."""
-    emit = importlib.import_module("autodiffgen.emit")
+    emit = importlib.import_module("autodiffgen.codegen.emitter")
     emitter = emit.Emitter(traced(lambda p, x: np.sum(x), [np.ones(2)], np.ones(2)))
     for path in [(0, 3), (0, 12, 0), (1, 0, 1, 2), (0, "W"), (0, -1), (0, True)]:
         assert emitter.path_text(path) == emit_ast.render(emitter.path_ast(path))
@@ -426,7 +427,7 @@ def test_freeing_first_looks_back_only_where_a_move_can_free_more(monkeypatch):
     only for a statement whose dying buffers are larger than its result: in a chain of
     equal-sized values, the products of two dying values (199 of 1,100 statements here;
     598 when every statement that frees a buffer had its window built)."""
-    schedule = importlib.import_module("autodiffgen.schedule")
+    schedule = importlib.import_module("autodiffgen.plan.schedule")
     windows, statements = [], []
     views, target = schedule._views, schedule._target
     monkeypatch.setattr(schedule, "_views", lambda *a: windows.append(1) or views(*a))

@@ -284,8 +284,8 @@ def test_rows_read_out_of_order_or_twice_keep_their_own_buffer():
 
 
 def test_rows_slot():
-    from autodiffgen.emit_slots import Slot, _rows_slot
     from autodiffgen.graph import Node
+    from autodiffgen.plan.slots import Slot, _rows_slot
     base = Node(0, None, (), {}, (5, 2, 6), np.dtype(np.float64))
     value = Node(1, None, (), {}, (3, 2, 2), np.dtype(np.float64))
     rows = [(k, Slot(base, (k + 1, (0, None), (4, 6)))) for k in range(3)]

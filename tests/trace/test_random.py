@@ -437,13 +437,14 @@ def test_interception_is_undone_on_every_exit_and_other_threads_draw_normally():
     np.random.seed(9)
     np.testing.assert_array_equal(seen[0], np.random.rand(2))
     assert seen[1] == np.random.default_rng(1).random()
-    assert type(value) is not ad.tracer.Box
+    assert type(value) is not ad.trace.tracer.Box
     assert (np.random.rand, np.random.normal, np.random.default_rng) == originals
 
 
 def test_code_from_the_disk_cache_draws_as_eager(tmp_path, monkeypatch):
-    from autodiffgen import diskcache, tracer
+    from autodiffgen import diskcache
     from autodiffgen.cache.disk import store
+    from autodiffgen.trace import tracer
     for name in ("_explicit", "_path", "_max_bytes"):  # put back after the test
         monkeypatch.setattr(store, name, getattr(store, name))
     diskcache.enable(tmp_path / "cache")

@@ -378,8 +378,9 @@ def test_a_data_dependent_branch_fails_its_guard_before_any_draw():
 
 
 def test_code_from_the_disk_cache_draws_as_eager(tmp_path, monkeypatch):
-    from autodiffgen import diskcache, tracer
+    from autodiffgen import diskcache
     from autodiffgen.cache.disk import store
+    from autodiffgen.trace import tracer
     for name in ("_explicit", "_path", "_max_bytes"):  # put back after the test
         monkeypatch.setattr(store, name, getattr(store, name))
     diskcache.enable(tmp_path / "cache")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import autodiffgen
-from autodiffgen import cotangent_sums
+from autodiffgen.backward import cotangent_sums
 from autodiffgen.testing import check_grads
 
 RNG = np.random.default_rng(20261124)

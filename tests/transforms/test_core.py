@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import autodiffgen
-from autodiffgen import emit, grad, tape, tracer, value_and_grad
+from autodiffgen import emit, grad, tape, value_and_grad
 from autodiffgen.graph import Node, toposort
 from autodiffgen.testing import GradientMismatch, check_grads
+from autodiffgen.trace import tracer
 
 RNG = np.random.default_rng(20261122)
 

@@ -253,7 +253,7 @@ _PICTURES = {}
 def _graph_of(f, k, x, v):
     """The drawn graph is the code's: emitted and run, it reads what the trace read."""
     from autodiffgen.cache.loader import load
-    from autodiffgen.emit import emit_module
+    from autodiffgen.codegen.emitter import emit_module
 
     def run(graph):
         source, namespace, locs = emit_module([graph])

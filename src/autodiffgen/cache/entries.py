@@ -25,13 +25,13 @@ import threading
 import weakref
 from collections import OrderedDict
 
-from .. import retrace, tracer
 from ..errors import GuardError, TracingError, function_name
 from ..generated_helpers import GuardFailure
 from ..graph import Node, is_guard
 from ..rules.random import states_kept
+from ..trace import tracer
 from ..tree import leaves
-from . import dispatch
+from . import dispatch, retrace
 from .disk.entry import OnDisk
 from .keys import CacheInfo, signature_key
 from .shared import Shared

@@ -6,7 +6,8 @@ missed looks here before tracing: when a function traced at another batch size s
 call's size, the call gets that function under its own key, without a trace.
 """
 
-from ..generalize_batch import batch_of, poly_key
+from ..generalize.batch import batch_of, map_paths
+from .keys import signature_key
 
 
 class Shared:
@@ -30,3 +31,37 @@ class Shared:
 
     def clear(self):
         self.entries.clear()
+
+
+class BatchRows:
+    """In a polymorphic key: an array of any number of rows, with these trailing dims."""
+
+    __slots__ = ("dtype", "rest")
+
+    def __init__(self, rest, dtype):
+        self.rest, self.dtype = rest, dtype
+
+    def __eq__(self, other):
+        return type(other) is BatchRows and (other.rest, other.dtype) == (self.rest, self.dtype)
+
+    def __hash__(self):
+        return hash((BatchRows, self.rest, self.dtype))
+
+    def __repr__(self):
+        return f"BatchRows([n, {', '.join(map(str, self.rest))}], {self.dtype})"
+
+
+def poly_key(args, diff_flags):
+    """The signature key with each batch leaf's leading size left out (None if the call
+    has no batch axis): the key under which a polymorphic function is found again."""
+    return _keyed(args, diff_flags)[0]
+
+
+def _keyed(args, diff_flags):
+    """(poly key, batch size) of a call; (None, None) without a batch axis."""
+    batch = batch_of(args, diff_flags)
+    if batch is None:
+        return None, None
+    marked = map_paths(list(args), set(batch.paths),
+                        lambda a: BatchRows(a.shape[1:], a.dtype))
+    return signature_key(marked, diff_flags), batch.n

@@ -11,8 +11,9 @@ axis other than a sum or mean (a max over the batch).
 
 import numpy as np
 
-from .. import tape, tracer
+from .. import tape
 from ..errors import AutodiffgenError, at
+from ..trace import tracer
 from ..tree import leaves
 
 

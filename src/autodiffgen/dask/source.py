@@ -14,9 +14,9 @@ them at every call (`still_holds`): a change makes the variants new, never stale
 import hashlib
 
 from .. import pipeline
-from ..capture import Check, same_contents, snapshot
 from ..errors import TracingError, at
 from ..rules.random import DRAW
+from ..trace.capture import Check, same_contents, snapshot
 
 
 def module_variant(gf, args):

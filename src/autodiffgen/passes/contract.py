@@ -13,12 +13,12 @@ order, its value could differ in the last bit from the one the guard compares wi
 
 import numpy as np
 
-from ..contraction import BLAS_DTYPES, plan
 from ..graph import NOTES, Node, op, users_of
 from ..rules import PRIMITIVES
 from ..rules.products import split_subscripts
-from ..tracer import result_dtype
+from ..trace.tracer import result_dtype
 from ..tree import leaves
+from .contraction import BLAS_DTYPES, plan
 from .rewrite import clone, guard_reads, substitute
 
 

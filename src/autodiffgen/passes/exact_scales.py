@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from ..graph import Node, op, users_of
-from ..size_formulas import Scale, is_count_var
+from ..graph.size_formulas import Scale, is_count_var
 from .dce import dce
 from .rewrite import clone, guard_reads, substitute
 

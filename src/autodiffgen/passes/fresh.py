@@ -10,9 +10,9 @@ the optimizations this always runs, passes on or off.
 
 import dataclasses
 
-from ..emit_memory import owns
 from ..graph import Node
 from ..rules import PRIMITIVES
+from ..rules.buffers import owns
 from ..tree import leaves, map_tree
 
 

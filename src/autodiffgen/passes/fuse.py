@@ -77,7 +77,7 @@ def fuse(graph, min_elements=None):
     computed = set(graph.nodes) - absorbed
     replace = {}
     for root in reversed(graph.nodes):  # consumers first: a tree is found from its root
-        # an output stays a NumPy result, which emit_memory.owns knows for a new array
+        # an output stays a NumPy result, which rules.buffers.owns knows for a new array
         if root in absorbed or root in kept or not _fusible(root, root) \
                 or not _pays_off(root, min_elements):  # first: a small chain stays linear
             continue

@@ -37,11 +37,11 @@ recorded them; forward-mode graphs (`kind == "jvp"`) are left alone.
 
 import numpy as np
 
-from ..forms import computed_op as _computed
-from ..forms import is_one as _one
-from ..forms import plus_one as _plus_one
-from ..forms import sigmoid_of as _sigmoid
 from ..graph import Node, op, original, users_of
+from ..graph.forms import computed_op as _computed
+from ..graph.forms import is_one as _one
+from ..graph.forms import plus_one as _plus_one
+from ..graph.forms import sigmoid_of as _sigmoid
 from ..rules import PRIMITIVES
 from ..tree import leaves
 from .rewrite import clone, guard_reads, substitute

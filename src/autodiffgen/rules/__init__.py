@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import UnsupportedOperationError, at
 from ..generated_helpers import HELPERS
-from ..tracer import (
+from ..trace.tracer import (
     TRACE_HOOKS,
     UFUNC_MISSES,
     UFUNCS,

@@ -21,7 +21,7 @@ result hook of the tracer).
 import numpy as np
 
 from ..errors import UnsupportedOperationError, at
-from ..tracer import RESULT_HOOKS, Box, carries_gradient, user_loc
+from ..trace.tracer import RESULT_HOOKS, Box, carries_gradient, user_loc
 from . import (  # noqa: F401  (the families COMPLEX_OK marks, registered first)
     PRIMITIVES,
     assembly,

@@ -12,10 +12,13 @@ import operator
 
 import numpy as np
 
+from .._typing import PyTree
 from ..generated_helpers import GuardFailure, _layout
-from ..raising import Raised
-from ..tracer import GUARD, RAISES
-from . import defprimitive
+from ..generated_helpers import stop_gradient as _stop_gradient_impl
+from ..trace.raising import Raised
+from ..trace.tracer import GUARD, RAISES, Box, bind, stand_in
+from ..tree import map_tree
+from . import defprimitive, register_helper
 
 READS = {  # test -> how the user's code read the value (x, *index) -> Python object
     "bool": lambda x: bool(x),
@@ -82,3 +85,23 @@ guard = defprimitive("guard", holds, "if <{0} read otherwise>: raise GuardFailur
 GUARD.append(guard)
 
 __all__ = ["READS", "GuardFailure", "guard", "holds", "same"]
+
+
+# ---- stop_gradient: a value that is a constant for differentiation -------------------
+
+stop_gradient_prim = defprimitive("stop_gradient", lambda x: x, "_stop_gradient({0})",
+                                  helper="_stop_gradient")
+
+
+def _stop_leaf(x):
+    x = stand_in(x)  # a new constant a traced index wrote into: its Box
+    return bind(stop_gradient_prim, (x,), {}) if type(x) is Box else x
+
+
+def stop_gradient(x: PyTree) -> PyTree:
+    """x (an array or a pytree of them), as a constant for differentiation: no derivative
+    flows through it, also when the generated code is differentiated again."""
+    return map_tree(x, _stop_leaf)
+
+
+register_helper("_stop_gradient", _stop_gradient_impl, _stop_leaf)

@@ -13,7 +13,7 @@ numpy_api/eig.py guards it.
 
 import numpy as np
 
-from ..tracer import RAISES
+from ..trace.tracer import RAISES
 from . import defprimitive
 from .linalg import _T, solve
 

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..errors import UnsupportedOperationError, at
-from ..tracer import Box, user_loc
+from ..trace.tracer import Box, user_loc
 from . import defprimitive, register_ufunc
 
 

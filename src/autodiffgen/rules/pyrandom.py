@@ -40,8 +40,8 @@ import numpy as np
 
 from ..errors import TracingError, UnsupportedOperationError, at, is_internal
 from ..graph import PYTHON_NUMBERS
-from ..swaps import Swaps
-from ..tracer import (
+from ..trace.swaps import Swaps
+from ..trace.tracer import (
     HANDLE_METHODS,
     TRACE_HOOKS,
     Box,

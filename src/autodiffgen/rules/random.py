@@ -44,7 +44,7 @@ import threading
 import numpy as np
 
 from ..errors import TracingError, at
-from ..tracer import Box, carries_gradient, current_trace, located, user_loc
+from ..trace.tracer import Box, carries_gradient, current_trace, located, user_loc
 from . import defprimitive
 
 GENERATORS = (np.random.Generator, np.random.RandomState, pyrandom.Random)  # (rules/pyrandom.py)

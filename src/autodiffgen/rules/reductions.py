@@ -10,7 +10,7 @@ prod's and cumprod's rules are products of the other elements, exact at zeros.
 import numpy as np
 
 from ..graph import Index
-from ..tracer import Box
+from ..trace.tracer import Box
 from . import defprimitive, register_helper
 from .indexing import getitem
 

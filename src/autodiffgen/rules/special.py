@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from ..errors import UnsupportedOperationError, at
-from ..tracer import bind, current_trace, user_loc
+from ..trace.tracer import bind, current_trace, user_loc
 from . import PRIMITIVES, defprimitive, register_helper
 from .complex_numbers import mark_complex_ok
 from .elementwise import ufunc

@@ -21,12 +21,12 @@ import types
 
 import numpy as np
 
-from ... import retrace
 from ...errors import function_name
+from ...trace.record import Recorder
+from .. import retrace
 from . import reads, store
 from .key import entry_key, fingerprint
 from .reads import MISSING, Unpersistable, module_named, qualname, text_of
-from .record import Recorder
 
 
 class OnDisk:

@@ -24,7 +24,7 @@ import functools
 import numpy as np
 
 from ...errors import TracingError, UnsupportedOperationError, at
-from ...tracer import FUNCTIONS, UFUNC_METHODS, Box, shape_args, user_loc
+from ...trace.tracer import FUNCTIONS, UFUNC_METHODS, Box, shape_args, user_loc
 
 
 def register_function(*funcs):

@@ -18,10 +18,10 @@ import types
 
 import numpy as np
 
-from ...capture import add_stand_in
 from ...errors import UnsupportedOperationError, at
-from ...swaps import Swaps
-from ...tracer import (
+from ...trace.capture import add_stand_in
+from ...trace.swaps import Swaps
+from ...trace.tracer import (
     ENTER_HOOKS,
     STAND_INS,
     Box,

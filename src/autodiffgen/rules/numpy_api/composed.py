@@ -18,7 +18,7 @@ import string
 import numpy as np
 
 from ...errors import TracingError, UnsupportedOperationError, at
-from ...tracer import Box, bind, user_loc
+from ...trace.tracer import Box, bind, user_loc
 from .. import astype
 from ..indices import argpartition
 from . import (

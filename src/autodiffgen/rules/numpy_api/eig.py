@@ -5,7 +5,7 @@ so each result carries a guard on its dtype, and the other kind traces again.
 
 import numpy as np
 
-from ...tracer import Box, current_trace
+from ...trace.tracer import Box, current_trace
 from ..eig import eig_values, eig_vectors
 from . import register_function
 

@@ -16,14 +16,14 @@ import operator
 
 import numpy as np
 
-from ... import count_sources
 from ...errors import TracingError, at
 from ...generated_helpers import _add_at as _add_at_impl
 from ...generated_helpers import _getitem as _getitem_helper
 from ...generated_helpers import _setitem as _setitem_impl
 from ...generated_helpers import scatter_add as _scatter_add_impl
 from ...graph import Index, Slot
-from ...tracer import Box, _holds_box, concrete, current_trace, result_dtype, user_loc
+from ...trace import count_sources
+from ...trace.tracer import Box, _holds_box, concrete, current_trace, result_dtype, user_loc
 from .. import register_helper
 from ..indexing import add_at, getitem, scatter_add, setitem, shifted
 from . import boxmethod

@@ -9,9 +9,9 @@ import operator
 
 import numpy as np
 
-from ... import count_sources
 from ...errors import TracingError, UnsupportedOperationError, at
-from ...tracer import Box, bind, carries_gradient, current_trace, user_loc
+from ...trace import count_sources
+from ...trace.tracer import Box, bind, carries_gradient, current_trace, user_loc
 from ..indices import (
     argmax,
     argmin,

@@ -7,7 +7,7 @@ reductions and singular values, and needs no rule of its own.
 import numpy as np
 
 from ...errors import UnsupportedOperationError, at
-from ...tracer import result_dtype, user_loc
+from ...trace.tracer import result_dtype, user_loc
 from ..complex_numbers import abs2
 from ..linalg import (
     cholesky,

@@ -26,8 +26,8 @@ import numpy as np
 
 from ...errors import TracingError, UnsupportedOperationError, at
 from ...graph import Node
-from ...swaps import Swaps
-from ...tracer import (
+from ...trace.swaps import Swaps
+from ...trace.tracer import (
     GUARD_HOOKS,
     HANDLE_METHODS,
     INPUT_KINDS,

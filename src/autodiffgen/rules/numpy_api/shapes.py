@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from ...errors import UnsupportedOperationError, at, is_internal
-from ...tracer import Box, user_loc
+from ...trace.tracer import Box, user_loc
 from ..shapes import (
     broadcast_to,
     concatenate,

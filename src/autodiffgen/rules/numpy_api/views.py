@@ -15,7 +15,15 @@ import weakref
 import numpy as np
 
 from ...errors import TracingError, at
-from ...tracer import INPUT_HOOKS, RESULT_HOOKS, Box, bind, current_trace, source_line, user_loc
+from ...trace.tracer import (
+    INPUT_HOOKS,
+    RESULT_HOOKS,
+    Box,
+    bind,
+    current_trace,
+    source_line,
+    user_loc,
+)
 from ..control import READS
 from ..indexing import getitem, setitem, shifted
 from ..shapes import expand_dims, reshape, squeeze, transpose

@@ -32,7 +32,7 @@ import numpy as np
 
 from ...errors import TracingError, at
 from ...graph import Index
-from ...tracer import Box, current_trace, user_loc
+from ...trace.tracer import Box, current_trace, user_loc
 from .. import astype
 from ..control import READS
 from ..indexing import setitem, shifted

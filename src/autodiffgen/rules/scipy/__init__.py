@@ -21,9 +21,9 @@ import functools
 import os
 import sys
 
-from ...capture import add_stand_in
-from ...swaps import Swaps
-from ...tracer import CONVERSION_HINTS, TRACE_HOOKS, _holds_box, current_trace
+from ...trace.capture import add_stand_in
+from ...trace.swaps import Swaps
+from ...trace.tracer import CONVERSION_HINTS, TRACE_HOOKS, _holds_box, current_trace
 from ..numpy_api.building import FOREIGN
 
 SCIPY_FUNCTIONS = {}  # "scipy.special.logsumexp" -> "composed" or the primitive's name (docs)

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.integrate
 
 from ...errors import UnsupportedOperationError, at
-from ...tracer import Box, bind, concrete, current_trace, user_loc
+from ...trace.tracer import Box, bind, concrete, current_trace, user_loc
 from ...tree import is_container, items, leaves
 from .. import TRANSFORMS, defprimitive, register_helper
 from . import register

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.linalg
 
 from ...errors import UnsupportedOperationError, at
-from ...tracer import bind, concrete, user_loc
+from ...trace.tracer import bind, concrete, user_loc
 from .. import defprimitive
 from ..complex_numbers import mark_complex_ok
 from ..numpy_api.eig import kind_guarded

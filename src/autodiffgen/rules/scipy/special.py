@@ -10,9 +10,9 @@ import math
 import numpy as np
 import scipy.special
 
-from ...custom import stop_gradient
 from ...errors import UnsupportedOperationError, at
-from ...tracer import Box, result_dtype, user_loc
+from ...trace.tracer import Box, result_dtype, user_loc
+from ..control import stop_gradient
 from ..special import polygamma
 from . import register
 

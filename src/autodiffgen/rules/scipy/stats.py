@@ -13,7 +13,7 @@ import scipy.special as sp
 import scipy.stats
 
 from ...errors import UnsupportedOperationError, at
-from ...tracer import Box, carries_gradient, current_trace, user_loc
+from ...trace.tracer import Box, carries_gradient, current_trace, user_loc
 from . import register
 
 _LOG_2PI = math.log(2 * math.pi)

@@ -42,10 +42,10 @@ import dataclasses
 
 import numpy as np
 
-from .count_sources import TESTS, counted, is_count, probing
-from .generalize_batch import Retrace, _Unifier
-from .graph import PYTHON_NUMBERS, Node
-from .size_formulas import COUNT, NoFit, fit, same
+from ..graph import PYTHON_NUMBERS, Node
+from ..graph.size_formulas import COUNT, NoFit, fit, same
+from ..trace.count_sources import TESTS, counted, is_count, probing
+from .batch import Retrace, _Unifier
 
 
 # ---- generalizing ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .tree import leaves
+from ..tree import leaves
 
 
 class Node:

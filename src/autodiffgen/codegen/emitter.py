@@ -25,10 +25,28 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ._version import __version__
-from .capture import chain_text, is_globals, read_traced, same_contents
-from .count_sources import count_var
-from .emit_ast import (
+from .._version import __version__
+from ..generated_helpers import HELPERS
+from ..graph import NOTES, PYTHON_NUMBERS, Node, constant_key, op, recomputed
+from ..graph.size_formulas import Dim, Scale, SymArray
+from ..plan.memory import (
+    RECOMPUTED,
+    contiguous_transposes,
+    one_name,
+    rematerialized,
+    reuse_plan,
+    sunk,
+)
+from ..plan.schedule import freeing_first
+from ..plan.slots import Slot, c_ordered, c_ordered_product, subscript_ast
+from ..rules.buffers import VIEWS, ufunc_of
+from ..trace.capture import chain_text, is_globals, read_traced, same_contents
+from ..trace.count_sources import count_var
+from ..trace.naming import RESERVED, Namespace
+from ..trace.raising import Raised, errstate_code
+from ..trace.tracer import RAISES, source_line
+from ..tree import Child, Field, is_namedtuple, kind_of, leaves, registration
+from .expressions import (
     PARSE_LOCK,
     WIDTH,
     call_ast,
@@ -42,27 +60,8 @@ from .emit_ast import (
     symbolic_array_ast,
     wrap,
 )
-from .emit_memory import (
-    RECOMPUTED,
-    VIEWS,
-    contiguous_transposes,
-    one_name,
-    rematerialized,
-    reuse_plan,
-    sunk,
-    ufunc_of,
-)
-from .emit_scalar import MATH_ERRORS, OVERFLOWS, PROPAGATES, SCALAR
-from .emit_slots import Slot, c_ordered, c_ordered_product, subscript_ast
-from .emit_text import Texts, statement
-from .generated_helpers import HELPERS
-from .graph import NOTES, PYTHON_NUMBERS, Node, constant_key, op, recomputed
-from .naming import RESERVED, Namespace
-from .raising import Raised, errstate_code
-from .schedule import freeing_first
-from .size_formulas import Dim, Scale, SymArray
-from .tracer import RAISES, source_line
-from .tree import Child, Field, is_namedtuple, kind_of, leaves, registration
+from .scalar import MATH_ERRORS, OVERFLOWS, PROPAGATES, SCALAR
+from .text import Texts, statement
 
 _COMMENT_COLUMN = 40
 
@@ -722,7 +721,7 @@ class Emitter:
             elif check.test == "same":  # its contents, against a private copy
                 was = self.object_code(check.value, read)
                 same = self.handover(same_contents, "same_contents",
-                                     "autodiffgen.capture's comparison")
+                                     "autodiffgen.trace.capture's comparison")
                 test = f"not {same}({self.read_code(read, 'same')}, {was})"
                 message = (f"{os.path.basename(read.where)}: {read.label} holds other values "
                            "than when traced (the traced code keeps them as constants)")
@@ -758,7 +757,7 @@ class Emitter:
         """`module_globals['config'].scale`: the place a value was read from."""
         holder = self.handover(*_holder(read))
         if self.pure:  # an enclosing trace runs this code: the read is its input or guard
-            reader = self.handover(read_traced, "read_traced", "autodiffgen.capture's reader")
+            reader = self.handover(read_traced, "read_traced", "autodiffgen.trace.capture's reader")
             return f"{reader}({holder}, {read.chain!r}{'' if test is None else ', ' + repr(test)})"
         return holder + chain_text(read.chain)
 
@@ -1187,7 +1186,7 @@ def emit_module(graphs, standalone=False, pure=False, extra=()):
     helpers = {h for h in helpers  # not a helper whose call became a statement (`h[i] += v`)
                if any(h in text for text in functions) or any(h in text for text in extra)}
     injected = emitter.injected
-    with PARSE_LOCK:  # getsource of a class parses its module (see emit_ast.PARSE_LOCK)
+    with PARSE_LOCK:  # getsource of a class parses its module (see raising.PARSE_LOCK)
         parts = [inspect.getsource(HELPERS[name]).rstrip() for name in sorted(helpers)]
     if constant_lines:
         parts.append("\n".join(constant_lines))

@@ -17,9 +17,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from .emit_memory import VIEWS, owns
-from .graph import Node, has_effect, is_guard, op
-from .tree import leaves
+from ..graph import Node, has_effect, is_guard, op
+from ..rules.buffers import VIEWS, owns
+from ..tree import leaves
 
 WINDOW = 8  # how far back a statement moves: the pattern is a rule's two lines, and a
 #            bounded look keeps the stage linear in the graph

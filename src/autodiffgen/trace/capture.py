@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import TracingError, at, is_internal
+from ..tree import alias_kind, is_container, items, user_kind
 from . import effects
-from .errors import TracingError, at, is_internal
-from .tree import alias_kind, is_container, items, user_kind
 
 _INPUT_NUMBERS = (float, complex, np.floating, np.complexfloating)
 _INT64 = 2**63

@@ -28,15 +28,14 @@ import dataclasses
 
 import numpy as np
 
-from . import passes
-from .arguments import signature_text
-from .cache.keys import signature_key
-from .capture import Read
-from .graph import Graph, Index, Node, is_guard
-from .passes.rewrite import clone
-from .rules.random import GENERATORS, private_streams
-from .size_formulas import Batch, NoFit, SymArray, evaluate, fit, same
-from .tree import child, is_container, items, leaves, rebuild, static_part
+from .. import passes
+from ..graph import Graph, Index, Node, is_guard
+from ..graph.size_formulas import Batch, NoFit, SymArray, evaluate, fit, same
+from ..passes.rewrite import clone
+from ..rules.random import GENERATORS, private_streams
+from ..trace.arguments import signature_text
+from ..trace.capture import Read
+from ..tree import child, is_container, items, leaves, rebuild, static_part
 
 # the low sizes tried, in turn (1 row broadcasts: it stays specialized; at 2 rows, n-1 is 1)
 LOWS = (2, 8)
@@ -76,60 +75,26 @@ def _leaves_with_paths(tree, path):
         yield path, tree
 
 
-def _map_paths(tree, paths, fn, path=()):
+def map_paths(tree, paths, fn, path=()):
     """`tree` with fn(leaf) at each of `paths` (full paths: argument index first)."""
     if path in paths:
         return fn(tree)
     if not is_container(tree):
         return tree
-    return rebuild(tree, [_map_paths(child, paths, fn, path + (key,))
+    return rebuild(tree, [map_paths(child, paths, fn, path + (key,))
                           for key, child in items(tree)])
 
 
 def cut(args, batch, m):
     """The arguments with every batch leaf cut to its first m rows."""
-    return tuple(_map_paths(list(args), set(batch.paths), lambda a: a[:m]))
+    return tuple(map_paths(list(args), set(batch.paths), lambda a: a[:m]))
 
 
 def grown(args, batch, m):
     """The arguments with every batch leaf's rows repeated up to m rows, or its first m
     (a standalone module checks its code above the traced size on them: standalone.py)."""
-    return tuple(_map_paths(list(args), set(batch.paths),
+    return tuple(map_paths(list(args), set(batch.paths),
                             lambda a: np.resize(a, (m, *a.shape[1:]))))
-
-
-class BatchRows:
-    """In a polymorphic key: an array of any number of rows, with these trailing dims."""
-
-    __slots__ = ("dtype", "rest")
-
-    def __init__(self, rest, dtype):
-        self.rest, self.dtype = rest, dtype
-
-    def __eq__(self, other):
-        return type(other) is BatchRows and (other.rest, other.dtype) == (self.rest, self.dtype)
-
-    def __hash__(self):
-        return hash((BatchRows, self.rest, self.dtype))
-
-    def __repr__(self):
-        return f"BatchRows([n, {', '.join(map(str, self.rest))}], {self.dtype})"
-
-
-def poly_key(args, diff_flags):
-    """The signature key with each batch leaf's leading size left out (None if the call
-    has no batch axis): the key under which a polymorphic function is found again."""
-    return _keyed(args, diff_flags)[0]
-
-
-def _keyed(args, diff_flags):
-    """(poly key, batch size) of a call; (None, None) without a batch axis."""
-    batch = batch_of(args, diff_flags)
-    if batch is None:
-        return None, None
-    marked = _map_paths(list(args), set(batch.paths),
-                        lambda a: BatchRows(a.shape[1:], a.dtype))
-    return signature_key(marked, diff_flags), batch.n
 
 
 # ---- generalizing a traced graph over the batch size ------------------------------------
@@ -141,7 +106,7 @@ def generalize(raw, args, diff_flags, names, optimize):
     `batch` is not None: it then serves every call whose poly_key is this call's and whose
     batch size is in batch.lo..batch.hi. A graph with data-dependent sizes (a mask's
     count) stays specialized per shape, its counts read at run time where they fit."""
-    from . import generalize_counts  # generalize_counts builds on this module's unifier
+    from . import counts as generalize_counts  # generalize_counts builds on this module's unifier
 
     if generalize_counts.counted(raw):  # data-dependent sizes: specialized per shape
         return (yield from generalize_counts.general(args, optimize, raw))

@@ -10,14 +10,11 @@ import warnings
 
 import numpy as np
 
-from .checkpointing import lookup_for
-from .cotangent_sums import Cotangents, plain
-from .errors import ArgumentError, OutputError, at, def_site, function_name
-from .graph import Graph, Node, toposort
-from .rules import PRIMITIVES, missing_rule, unbroadcast
-from .shift_invariance import dead_shifts
-from .tracer import Box, result_dtype
-from .tree import (
+from ..errors import ArgumentError, OutputError, at, def_site, function_name
+from ..graph import Graph, Node, toposort
+from ..rules import PRIMITIVES, missing_rule, unbroadcast
+from ..trace.tracer import Box, result_dtype
+from ..tree import (
     is_container,
     is_mapping,
     items,
@@ -29,6 +26,9 @@ from .tree import (
     step_text,
     structure_text,
 )
+from .checkpointing import lookup_for
+from .cotangent_sums import Cotangents, plain
+from .shift_invariance import dead_shifts
 from .whole_rules import whole_rules
 
 _WARNED_BOOL = {}  # warnings' registry: one warning per place, however often it traces

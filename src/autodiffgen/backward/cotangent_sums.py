@@ -15,8 +15,8 @@ nodes, sums the same way.
 
 import numpy as np
 
-from .rules import PRIMITIVES
-from .tracer import RESULT_HOOKS, Box, result_dtype
+from ..rules import PRIMITIVES
+from ..trace.tracer import RESULT_HOOKS, Box, result_dtype
 
 
 class Cotangents:

@@ -18,11 +18,12 @@ import ast
 import dis
 import linecache
 import sys
+import threading
 from typing import NamedTuple
 
 import numpy as np
 
-from .errors import is_internal
+from ..errors import is_internal
 
 
 class Mark(NamedTuple):
@@ -40,6 +41,12 @@ class Raised(NamedTuple):
     error: type
 
 
+# CPython 3.11's ast.parse keeps a recursion counter per interpreter, not per thread: two
+# threads parsing at once can fail with "AST constructor recursion depth mismatch"
+# (gh-106905). Every parse (user source here, templates in codegen, inspect.getsource in emit) holds this.
+PARSE_LOCK = threading.Lock()
+
+
 _TRY_LINES = {}  # filename -> (its lines as linecache holds them, set of try-body lines)
 
 
@@ -49,8 +56,6 @@ def _try_body_lines(filename):
     cached = _TRY_LINES.get(filename)
     if cached is not None and cached[0] is lines:
         return cached[1]
-    from .emit_ast import PARSE_LOCK  # (emit_ast imports the rules, which import us)
-
     found = set()
     try:
         with PARSE_LOCK:  # CPython 3.11: no two threads may parse at once (gh-106905)

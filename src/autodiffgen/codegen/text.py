@@ -17,9 +17,9 @@ import re
 
 import numpy as np
 
-from .emit_ast import filled_text, render
-from .emit_slots import c_ordered_product
-from .graph import Node
+from ..graph import Node
+from ..plan.slots import c_ordered_product
+from .expressions import filled_text, render
 
 _SLOT = re.compile(r"_adg_slot_(\d+)_")
 _NUMBERS = (int, float, bool)
@@ -95,6 +95,6 @@ def _template(known):
 def statement(value, name, in_place):
     """`name = value`, or the update in place emit._in_place writes."""
     if in_place:
-        from .emit import _in_place  # emit imports this module
+        from .emitter import _in_place  # emit imports this module
         return _in_place(value, name)
     return ast.Assign([ast.Name(name, ast.Store())], value)

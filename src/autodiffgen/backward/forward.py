@@ -8,12 +8,12 @@ gets none.
 
 import numpy as np
 
-from . import tracer
-from .errors import ArgumentError, at
-from .graph import Node
-from .rules import broadcast_up
-from .tracer import Box
-from .tree import map_trees
+from ..errors import ArgumentError, at
+from ..graph import Node
+from ..rules import broadcast_up
+from ..trace import tracer
+from ..trace.tracer import Box
+from ..tree import map_trees
 
 
 def tangents(trace, nodes, seeds, lookup):

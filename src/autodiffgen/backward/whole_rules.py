@@ -26,8 +26,8 @@ operations, so second derivatives come from its own primitives' rules.
 
 import numpy as np
 
-from .forms import sigmoid_of
-from .graph import Node, op, users_of
+from ..graph import Node, op, users_of
+from ..graph.forms import sigmoid_of
 
 
 def whole_rules(order, seeded):

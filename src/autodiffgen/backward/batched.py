@@ -21,10 +21,7 @@ as JAX refuses such control flow under vmap. Guards on shared values stay guards
 
 import numpy as np
 
-from .arguments import index as as_index
-from .arguments import signature_text
-from .backward import fused_graph
-from .errors import (
+from ..errors import (
     ArgumentError,
     OutputError,
     TracingError,
@@ -33,12 +30,14 @@ from .errors import (
     def_site,
     function_name,
 )
-from .graph import Node, is_guard
-from .rules import PRIMITIVES
-from .rules.batching import Context, Unbatchable
-from .rules.control import READS
-from .tracer import Box, result_dtype, user_loc
-from .tree import (
+from ..graph import Node, is_guard
+from ..rules import PRIMITIVES
+from ..rules.batching import Context, Unbatchable
+from ..rules.control import READS
+from ..trace.arguments import index as as_index
+from ..trace.arguments import signature_text
+from ..trace.tracer import Box, result_dtype, user_loc
+from ..tree import (
     is_container,
     items,
     leaves,
@@ -49,6 +48,7 @@ from .tree import (
     step_text,
     structure_text,
 )
+from .reverse import fused_graph
 
 
 def axes_per_leaf(axes, tree, where):

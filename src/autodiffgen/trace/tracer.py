@@ -20,10 +20,8 @@ import threading
 
 import numpy as np
 
-from . import argument_writes, errors, naming, raising
-from .cache.disk.record import user_code
-from .capture import Capture
-from .errors import (
+from .. import errors
+from ..errors import (
     ArgumentError,
     OutputError,
     TracingError,
@@ -35,8 +33,11 @@ from .errors import (
     is_internal,
     user_frame,
 )
-from .graph import PYTHON_NUMBERS, Node
-from .tree import is_container, items, leaves, map_tree, rebuild
+from ..graph import PYTHON_NUMBERS, Node
+from ..tree import is_container, items, leaves, map_tree, rebuild
+from . import argument_writes, naming, raising
+from .capture import Capture
+from .record import user_code
 
 UFUNCS = {}  # np.ufunc -> Primitive, for ufunc(...) calls
 UFUNC_METHODS = {}  # (np.ufunc, method name) -> handler(*inputs, **kwargs)

@@ -13,7 +13,7 @@ import dis
 import os
 import warnings
 
-from .errors import TracingError, at, user_frame
+from ..errors import TracingError, at, user_frame
 
 _WARNED = set()
 _ADVICE = ("the generated code repeats no Python side effects, so this happens on no call "

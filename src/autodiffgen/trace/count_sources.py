@@ -16,9 +16,9 @@ import warnings
 
 import numpy as np
 
+from ..graph import Node, is_guard
+from ..graph.size_formulas import Dim
 from . import tracer
-from .graph import Node, is_guard
-from .size_formulas import Dim
 
 TEST = "count_nonzero"  # the guard test a count source records
 LENGTH = "len"  # the one a result as long as the data says records (observe_length)

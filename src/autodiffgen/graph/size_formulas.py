@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from .graph import Index
+from . import Index
 
 _ULPS = 2  # a float fits if the formula's value is this close to the traced one
 

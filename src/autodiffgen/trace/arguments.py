@@ -11,7 +11,7 @@ import operator
 
 import numpy as np
 
-from .errors import ArgumentError, at, def_site, function_name, user_frame, where
+from ..errors import ArgumentError, at, def_site, function_name, user_frame, where
 
 MAX_ARGS = 256
 

@@ -22,8 +22,8 @@ serves every batch size it did before.
 import ast
 from dataclasses import dataclass
 
-from .graph import Node, op, recomputed
-from .tree import leaves
+from ..graph import Node, op, recomputed
+from ..tree import leaves
 
 
 @dataclass(frozen=True, eq=False)

@@ -30,13 +30,13 @@ the enclosing trace sees the generated code, recomputation included, not the che
 import functools
 import inspect
 
-from ._typing import F
-from .errors import function_name
-from .graph import COPY_OF, PYTHON_NUMBERS, Node
-from .rules import Primitive, defbatch, defprimitive, register_helper
-from .rules.batching import spread
-from .tracer import Box, bind, current_trace, stand_in, user_stack
-from .tree import leaves, map_tree
+from .._typing import F
+from ..errors import function_name
+from ..graph import COPY_OF, PYTHON_NUMBERS, Node
+from ..rules import Primitive, defbatch, defprimitive, register_helper
+from ..rules.batching import spread
+from ..trace.tracer import Box, bind, current_trace, stand_in, user_stack
+from ..tree import leaves, map_tree
 
 
 def _recompute_from(x, *after):

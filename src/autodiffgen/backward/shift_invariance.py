@@ -8,7 +8,7 @@ and yields rounding noise. `dead_shifts` finds such subtractions so that the bac
 pass skips the max's side of them; anything else that reads s or the max keeps it.
 """
 
-from .graph import Node, op, users_of
+from ..graph import Node, op, users_of
 
 
 def dead_shifts(order):

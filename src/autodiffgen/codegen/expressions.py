@@ -21,18 +21,15 @@ import warnings
 
 import numpy as np
 
-from .emit_scalar import SCALAR
-from .graph import Index, Slot
-from .size_formulas import Dim, Scale, is_count_var
+from ..graph import Index, Slot
+from ..graph.size_formulas import Dim, Scale, is_count_var
+from ..trace.raising import PARSE_LOCK
+from .scalar import SCALAR
 
 _INLINE_LIMIT = 16  # constant arrays up to this size are written out as literals
 
 
 _RENDER_LOCK = threading.Lock()
-# CPython 3.11's ast.parse keeps a recursion counter per interpreter, not per thread: two
-# threads parsing at once can fail with "AST constructor recursion depth mismatch"
-# (gh-106905). Every parse (templates here, inspect.getsource in emit) holds this.
-PARSE_LOCK = threading.Lock()
 
 
 def render(tree):

@@ -8,7 +8,7 @@ may rewrite or has traced in this graph.
 
 import numpy as np
 
-from .graph import Node, op
+from . import Node, op
 
 
 def sigmoid_of(s, computed):

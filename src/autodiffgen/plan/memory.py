@@ -25,34 +25,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from .emit_slots import Joins, joins_in_place, joins_last_use
-from .graph import Node, has_effect, is_guard, op, recomputed
-from .passes.rewrite import clone, substitute
-from .rules import elementwise_ufunc
-from .tree import leaves
-
-# primitives whose result is a new array of its own (a view would share its buffer)
-_OWNERS = {"matmul", "scatter_add", "add_at", "copy", "concatenate", "stack", "sum", "mean", "prod",
-           "max", "min",
-           "where", "clip", "astype", "tile", "repeat", "pad", "cumsum", "cumprod",
-           "angle", "fftn", "ifftn", "rfftn", "irfftn", "eig_values", "eig_vectors"}
-REDUCTIONS = {"sum", "mean", "max", "min", "prod"}  # take out= of their result's shape
-VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast_to",
-          "stop_gradient", "recompute_from", "einsum", "diagonal", "real", "imag"}
-
-
-def ufunc_of(prim):
-    """The NumPy ufunc a primitive applies as it is, or None (asked several times per
-    node by the emitter's stages: kept on the primitive, whose impl and op never change)."""
-    try:
-        return prim._ufunc_of
-    except AttributeError:
-        pass
-    impl = prim.impl
-    name = impl.__name__ if prim.op is not None and isinstance(impl, np.ufunc) and \
-        getattr(np, impl.__name__, None) is impl else None
-    prim._ufunc_of = name
-    return name
+from ..graph import Node, has_effect, is_guard, op, recomputed
+from ..passes.rewrite import clone, substitute
+from ..rules import elementwise_ufunc
+from ..rules.buffers import REDUCTIONS, VIEWS, _contraction, owns, ufunc_of
+from ..tree import leaves
+from .slots import Joins, joins_in_place, joins_last_use
 
 
 def reuse_plan(graph, last_use):
@@ -174,20 +152,6 @@ def _elementwise(prim):
     """A ufunc applied elementwise (not a generalized one such as matmul, which must not
     write into an operand it is still reading)."""
     return ufunc_of(prim) is not None and elementwise_ufunc(prim)
-
-
-def owns(node):
-    """The node's value is a new array of its own (so it may be written into)."""
-    name = op(node)
-    return name is not None and (name in _OWNERS or ufunc_of(node.prim) is not None or
-                                 name == "einsum" and len(node.args) >= 2)  # _contraction
-
-
-def _contraction(node):
-    """An einsum of two or more operands: NumPy makes its result (or a transposed view of
-    a temporary nobody else holds), never a view of an operand, as one operand's einsum
-    can be (`np.einsum("ii->i", a)`)."""
-    return op(node) == "einsum" and len(node.args) >= 2
 
 
 def one_name(graph, plan):

@@ -12,7 +12,7 @@ A write that changes a container's length (`append`, `pop`, `del d[k]`) has no o
 to assign: it is refused, naming the function, rather than dropped.
 """
 
-from .errors import TracingError, at
+from ..errors import TracingError, at
 
 
 def snapshot(tree, path=()):
@@ -59,7 +59,7 @@ def _text(path):
 def perform(args, found, value):
     """Assign the writes `found` into the caller's containers in `args`, each item's value
     through `value` (the tape: a Box's array)."""
-    from .tree import map_tree
+    from ..tree import map_tree
 
     for path, item in found:
         container = args[path[0]]
