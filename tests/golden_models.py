@@ -62,3 +62,49 @@ def jvp_args():
     rng = np.random.default_rng(3)
     W, x = rng.normal(size=(3, 4)), rng.normal(size=4)
     return (W, x), (np.ones_like(W), np.ones_like(x))
+
+
+def lstm_cell(params, x, h, c):
+    """One LSTM cell step (input, forget, output gates and the candidate), as in the
+    textbook: the four gates from one matmul each of x and h, split along the columns."""
+    z = x @ params["Wx"] + h @ params["Wh"] + params["b"]
+    n = h.shape[1]
+    i = 1.0 / (1.0 + np.exp(-z[:, :n]))
+    f = 1.0 / (1.0 + np.exp(-z[:, n:2 * n]))
+    o = 1.0 / (1.0 + np.exp(-z[:, 2 * n:3 * n]))
+    g = np.tanh(z[:, 3 * n:])
+    c_new = f * c + i * g
+    h_new = o * np.tanh(c_new)
+    return np.sum(h_new ** 2) + np.sum(c_new ** 2)
+
+
+def lstm_args(batch=4, n_in=3, hidden=5, dtype=np.float64):
+    rng = np.random.default_rng(4)
+    params = {"Wx": rng.normal(size=(n_in, 4 * hidden)).astype(dtype) / 2,
+              "Wh": rng.normal(size=(hidden, 4 * hidden)).astype(dtype) / 2,
+              "b": np.zeros(4 * hidden, dtype)}
+    x = rng.normal(size=(batch, n_in)).astype(dtype)
+    h = rng.normal(size=(batch, hidden)).astype(dtype)
+    c = rng.normal(size=(batch, hidden)).astype(dtype)
+    return params, x, h, c
+
+
+def step_loss(params, x, y):
+    """A 64-32-10 MLP with a ReLU and softmax cross-entropy: the loss of the compiled
+    training step (compile_step with Adam), as examples/digits.py trains it."""
+    h = np.maximum(x @ params["W1"] + params["b1"], 0.0)
+    logits = h @ params["W2"] + params["b2"]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return -log_probs[np.arange(len(y)), y].mean()
+
+
+def step_args(batch=16, sizes=(64, 32, 10)):
+    rng = np.random.default_rng(5)
+    params = {}
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes), start=1):
+        params[f"W{i}"] = rng.normal(0.0, np.sqrt(2.0 / n_in), (n_in, n_out))
+        params[f"b{i}"] = np.zeros(n_out)
+    x = rng.normal(size=(batch, sizes[0]))
+    y = rng.integers(0, sizes[-1], batch)
+    return params, x, y

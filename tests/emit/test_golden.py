@@ -1,6 +1,7 @@
-"""The emitted code of five programs, kept as reviewed golden files in tests/golden/: the
+"""The emitted code of seven programs, kept as reviewed golden files in tests/golden/: the
 MLP and the recurrent net (value and gradient), the seed example (examples/seed_function.py),
-a Hessian (the VJP of the generated gradient that ad.hessian runs) and a JVP.
+a Hessian (the VJP of the generated gradient that ad.hessian runs), a JVP, an LSTM cell
+and a whole compiled training step (forward, backward and Adam's update).
 
 To regenerate, after a change that alters the generated code on purpose:
 
@@ -25,10 +26,14 @@ from golden_models import (
     hessian_fn,
     jvp_args,
     jvp_fn,
+    lstm_args,
+    lstm_cell,
     mlp_args,
     mlp_loss,
     rnn_args,
     rnn_loss,
+    step_args,
+    step_loss,
 )
 
 import autodiffgen as ad
@@ -72,8 +77,22 @@ def jvp_source():
     return jvp_fn.__autodiffgen_jvp__.source(*primals, *tangents)
 
 
+def lstm_source():
+    return ad.emit(lstm_cell, *lstm_args(), argnums=0)
+
+
+def train_step_source():
+    """A whole compiled training step: forward, backward and Adam's update."""
+    from autodiffgen.optim import Adam, compile_step
+
+    params, x, y = step_args()
+    step = compile_step(step_loss, Adam(lr=3e-3))
+    return step.source(params, step.init(params), x, y)
+
+
 SOURCES = {"mlp": mlp_source, "rnn": rnn_source, "seed_function": seed_source,
-           "hessian": hessian_source, "jvp": jvp_source}
+           "hessian": hessian_source, "jvp": jvp_source, "lstm_cell": lstm_source,
+           "train_step": train_step_source}
 
 
 @pytest.mark.parametrize("name", SOURCES)
