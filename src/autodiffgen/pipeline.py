@@ -7,7 +7,7 @@
                 a scalar; jvp: tangents; vjp: two functions; vmap: the batch; a training
                 step: the optimizer's update), one Graph or a tuple of Graphs of one trace
     optimize    passes.optimize: dce, cse, fold, ... to a fixed point
-    generalize  generalize_batch.generalize, generalize_counts.general: one graph for
+    generalize  generalize.batch.generalize, generalize.counts.general: one graph for
                 every batch size and mask count the code allows (traces at other sizes)
     finish      passes.ensure_fresh, guards first: what the emitter takes as given
     emit        emit.emit_module: Graph -> Python source
@@ -21,12 +21,11 @@ counts, batch sizes, the memory plan and emission are this module's, so a guaran
 here holds for all of them. No other module calls tracer.trace to compile.
 
 Generalizing needs the function traced again at other sizes and counts. Rather than call
-back into the tracer, those stages are generators that yield a generalize_batch.Retrace
-and are sent the graph; `drive` performs the traces, so every stage takes data and
-returns data.
+the tracer, those stages take the trace and outputs stages as a function, `retrace(args)`
+(`traced` with this request), and the optimize stage as `optimize(graph)`, so that no
+later stage reaches back to an earlier one.
 """
 
-import contextlib
 import functools
 import gc
 import threading
@@ -154,12 +153,12 @@ def program(request):
         return optimize(graph, numexpr=not (request.standalone or request.pure))
 
     raw = traced(request, request.args)
+    retrace = functools.partial(traced, request)
     if request.batch is None or request.pure:  # a mask's count still read at run time
-        stage = generalize_counts.general(request.args, optimized, raw)
+        graphs = generalize_counts.general(request.args, optimized, raw, retrace)
     else:
-        stage = generalize_batch.generalize(raw, request.args, request.batch,
-                                            request.names, optimized)
-    graphs = drive(stage, functools.partial(traced, request))
+        graphs = generalize_batch.generalize(raw, request.args, request.batch,
+                                             request.names, optimized, retrace)
     graphs = list(graphs) if type(graphs) is tuple else [graphs]
     if request.last is not None:
         graphs = request.last(graphs)
@@ -189,7 +188,7 @@ def traced(request, args):
 def optimize(graph, numexpr):
     """The passes (when on: AUTODIFFGEN_PASSES=0 turns them off); `numexpr`: the code may
     use numexpr (not in a standalone module, nor in code an enclosing trace runs)."""
-    return generalize_batch.optimize(graph, numexpr)
+    return passes.optimize(graph, numexpr=numexpr) if passes.ENABLED else graph
 
 
 def finish(graph):
@@ -201,22 +200,3 @@ def finish(graph):
         graph, _ = passes.affine(passes.exact_scales(graph)[0])
     return with_guards_first(passes.ensure_fresh(graph))
 
-
-def drive(stage, trace):
-    """Run a generalizing stage (a generator, see the module docstring): trace each
-    generalize_batch.Retrace it yields, send back the graph, and return what it returns."""
-    try:
-        request = next(stage)
-        while True:
-            graph = error = None
-            with request.context or contextlib.nullcontext():
-                try:
-                    graph = trace(request.args)
-                except Exception as failed:  # noqa: BLE001  a size the code does not run at
-                    error = failed
-            request = stage.throw(error) if error is not None and request.errors \
-                else stage.send(graph)
-    except StopIteration as done:
-        return done.value
-    finally:  # a failed trace's traceback holds this frame, which held it: a cycle
-        error = None  # keeping the graphs until a collection

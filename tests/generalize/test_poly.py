@@ -54,8 +54,8 @@ class PolyGrad:
         def build(a):
             return gradient_graph(self.fun, a, self.argnums, self.names)
         optimize = functools.partial(pipeline.optimize, numexpr=False)
-        graph = pipeline.finish(pipeline.drive(
-            generalize_batch.generalize(build(args), args, self.diff, self.names, optimize), build))
+        graph = pipeline.finish(generalize_batch.generalize(
+            build(args), args, self.diff, self.names, optimize, build))
         return graph, graph.batch
 
     def compile(self, args):
@@ -424,8 +424,8 @@ def test_numexpr_lowering_before_unification(monkeypatch):
     def build(a):
         return gradient_graph(loss, a, f.argnums, f.names)
     optimize = functools.partial(pipeline.optimize, numexpr=True)
-    graph = pipeline.finish(pipeline.drive(
-        generalize_batch.generalize(build((w, x)), (w, x), f.diff, f.names, optimize), build))
+    graph = pipeline.finish(generalize_batch.generalize(
+        build((w, x)), (w, x), f.diff, f.names, optimize, build))
     batch = graph.batch
     source, namespace, locs = emit_module([graph])
     assert batch is not None and "numexpr" in source

@@ -28,14 +28,14 @@ import dataclasses
 
 import numpy as np
 
-from .. import passes
-from ..graph import Graph, Index, Node, is_guard
-from ..graph.size_formulas import Batch, NoFit, SymArray, evaluate, fit, same
-from ..passes.rewrite import clone
+from ..graph import Node
+from ..graph.size_formulas import Batch, evaluate
 from ..rules.random import GENERATORS, private_streams
 from ..trace.arguments import signature_text
-from ..trace.capture import Read
-from ..tree import child, is_container, items, leaves, rebuild, static_part
+from ..trace.count_sources import counted
+from ..tree import child, is_container, items, leaves, rebuild
+from . import counts
+from .unify import unify
 
 # the low sizes tried, in turn (1 row broadcasts: it stays specialized; at 2 rows, n-1 is 1)
 LOWS = (2, 8)
@@ -98,44 +98,42 @@ def grown(args, batch, m):
 
 
 # ---- generalizing a traced graph over the batch size ------------------------------------
-def generalize(raw, args, diff_flags, names, optimize):
-    """The graph to emit for `args`, made from `raw` (as traced, not yet optimized): a
-    generator that yields a Retrace for each other size it needs traced and is sent that
-    graph (or None: the function does not run there), so that it never calls the tracer
-    (pipeline.drive runs it). The graph returned is optimized, and polymorphic when its
-    `batch` is not None: it then serves every call whose poly_key is this call's and whose
-    batch size is in batch.lo..batch.hi. A graph with data-dependent sizes (a mask's
-    count) stays specialized per shape, its counts read at run time where they fit."""
-    from . import counts as generalize_counts  # generalize_counts builds on this module's unifier
-
-    if generalize_counts.counted(raw):  # data-dependent sizes: specialized per shape
-        return (yield from generalize_counts.general(args, optimize, raw))
+def generalize(raw, args, diff_flags, names, optimize, retrace):
+    """The graph to emit for `args`, made from `raw` (as traced, not yet optimized) by
+    `optimize(graph)`, tracing the function again at other sizes by `retrace(args)` (the
+    pipeline's: this stage never calls the tracer). The graph returned is optimized, and
+    polymorphic when its `batch` is not None: it then serves every call whose poly_key is
+    this call's and whose batch size is in batch.lo..batch.hi. A graph with data-dependent
+    sizes (a mask's count) stays specialized per shape, its counts read at run time where
+    they fit (counts.py)."""
+    if counted(raw):  # data-dependent sizes: specialized per shape
+        return counts.general(args, optimize, raw, retrace)
     graph = optimize(raw)
     batch = batch_of(args, diff_flags)
     if batch is None or batch.n <= LOWS[0] or graph.paths:
         return graph
-    general = yield from _generalize(args, raw, graph, batch, optimize)
+    general = _generalize(args, raw, graph, batch, optimize, _runs(retrace))
     if general is None:
         return graph
     return _described(general, graph, args, names)
 
 
-def _generalize(args, raw, graph, batch, optimize):
+def _generalize(args, raw, graph, batch, optimize, retrace):
     """The polymorphic graph, or None: the program from n and n-1 rows, checked at a low
     size (LOWS[0], else LOWS[1] when a derived size such as n-1 is 1 at the first)."""
     n, var = batch.n, _fresh_var(graph.params)
     # first a cheap look at a small size: a program whose length depends on the size (a
     # loop over rows) is refused before the costly trace at n-1
-    early = (yield Retrace(cut(args, batch, LOWS[-1]))) if LOWS[-1] < n - 1 else None
+    early = retrace(cut(args, batch, LOWS[-1])) if LOWS[-1] < n - 1 else None
     if early is not None and len(early.nodes) != len(raw.nodes):
         return None
-    near = yield Retrace(cut(args, batch, n - 1))
+    near = retrace(cut(args, batch, n - 1))
     general = near and unify([graph, optimize(near)], [n, n - 1], var)
     if general is None:
         return None
     for low in (low for low in LOWS if low <= n - 1):
         probe = near if low == n - 1 else early if low == LOWS[-1] and early is not None \
-            else (yield Retrace(cut(args, batch, low)))
+            else retrace(cut(args, batch, low))
         sizes = [n, n - 1] + ([low] if low < n - 1 else [])
         if probe is not None and unify([raw, near, probe][:len(sizes)], sizes, var) \
                 and agrees(general, probe, cut(args, batch, low), low):
@@ -143,20 +141,15 @@ def _generalize(args, raw, graph, batch, optimize):
     return None
 
 
-@dataclasses.dataclass
-class Retrace:
-    """A generalizing stage's request: trace the function again at `args` (inside
-    `context`, e.g. a mask's count changed) and send back the graph; a size or count the
-    function does not run at is sent back as None, or thrown in when `errors` is set."""
-
-    args: tuple
-    context: object = None
-    errors: bool = False
-
-
-def optimize(graph, numexpr):
-    """The passes, when on (AUTODIFFGEN_PASSES=0 turns them off)."""
-    return passes.optimize(graph, numexpr=numexpr) if passes.ENABLED else graph
+def _runs(retrace):
+    """`retrace`, returning None at a size the function does not run at (whatever it
+    raises there: that size is not served, and the specialized graph is kept)."""
+    def at(args):
+        try:
+            return retrace(args)
+        except Exception:  # noqa: BLE001  a size the code does not run at
+            return None
+    return at
 
 
 def _fresh_var(params):
@@ -180,122 +173,6 @@ def _described(general, graph, args, names):
     doc = graph.doc.replace(f"({graph.signature})", f"({signature})") + \
         f" Serves every batch size {batch.lo} <= {batch.var} <= {batch.hi}."
     return dataclasses.replace(general, signature=signature, doc=doc)
-
-
-# ---- unification ------------------------------------------------------------------------
-def unify(graphs, ns, var="n"):
-    """One graph whose numbers are formulas in n, equal to graphs[i] at n = ns[i]; None
-    if the graphs differ in structure or a differing number fits no formula."""
-    try:
-        return _Unifier(graphs, ns, var).graph()
-    except NoFit:
-        return None
-
-
-class _Unifier:
-    """Walks the graphs in step: nodes by their place in the order (so the wiring must be
-    the same), every other value by `fit`."""
-
-    def __init__(self, graphs, ns, var):
-        self.graphs, self.ns, self.var = graphs, ns, var
-        self.position = [{} for _ in graphs]  # per graph: node -> its place
-        self.made = {}  # place -> the unified node
-        self.of_first = {}  # first graph's node -> the unified node
-
-    def graph(self):
-        first = self.graphs[0]
-        inputs = [self.node(column, ("input", i))
-                  for i, column in enumerate(self.columns("inputs"))]
-        nodes = [self.node(column, ("node", i))
-                 for i, column in enumerate(self.columns("nodes"))]
-        outputs = self.value([g.outputs for g in self.graphs])
-        handled = {"inputs", "nodes", "outputs", "derivative_of", "paths", "signature", "doc"}
-        rest = {f.name: self.value([getattr(g, f.name) for g in self.graphs])
-                for f in dataclasses.fields(Graph) if f.name not in handled}
-        derivative_of = {self.of_first.get(k, k): self.of_first.get(v, v)
-                         for k, v in first.derivative_of.items()}
-        return dataclasses.replace(first, **rest, inputs=inputs, nodes=nodes, outputs=outputs,
-                                   derivative_of=derivative_of, paths={})
-
-    def columns(self, name):
-        lists = [getattr(g, name) for g in self.graphs]
-        if len({len(nodes) for nodes in lists}) != 1:
-            raise NoFit
-        return list(zip(*lists))
-
-    def node(self, column, place):
-        """The unified node of one node per graph (same primitive, wiring, dtype)."""
-        head = column[0]
-        if any(n.prim is not head.prim or len(n.args) != len(head.args)
-               or n.dtype != head.dtype for n in column):
-            raise NoFit
-        args = [self.value(list(a)) for a in zip(*(n.args for n in column))]
-        params = [n.params for n in column]
-        if is_guard(head) and not self.same_guard(params):  # an outcome is data, not a size
-            raise NoFit
-        params = self.value(params)
-        if _holds(params, SymArray):  # parameters are written as literals: no arrays
-            raise NoFit
-        made = clone(head, args, params=params)
-        made.shape = self.value([n.shape for n in column])
-        for position, n in zip(self.position, column):
-            position[n] = place
-        self.made[place] = self.of_first[head] = made
-        return made
-
-    def value(self, values):
-        """One value (constant or formula) standing for values[i] in graph i."""
-        head = values[0]
-        if all(v is head for v in values):  # the same object (a global array, a module)
-            return head
-        if any(type(v) is not type(head) for v in values):
-            raise NoFit
-        if type(head) is Node:
-            places = {position.get(v) for position, v in zip(self.position, values)}
-            if len(places) != 1 or None in places:
-                raise NoFit
-            return self.made[places.pop()]
-        if is_container(head):
-            if any(static_part(v) != static_part(head) for v in values):
-                raise NoFit
-            columns = zip(*([child for _, child in items(v)] for v in values))
-            return rebuild(head, [self.value(list(c)) for c in columns])
-        if type(head) is slice:
-            return slice(*(self.value([getattr(v, f) for v in values])
-                           for f in ("start", "stop", "step")))
-        if type(head) is Index:
-            return Index(self.value([v.items for v in values]))
-        if dataclasses.is_dataclass(head) and not isinstance(head, type):
-            return self.record(values)
-        return self.fit(values)
-
-    def same_guard(self, params):
-        return same(params)
-
-    def fit(self, values):
-        return fit(values, self.ns, self.var)
-
-    def record(self, values):
-        """A dataclass instance (e.g. a capture.Captured), field by field. A Read's place
-        (`SCALES[len(x[m])]`) is one in every trace: the code reads it before it computes
-        anything, so no size or count is known there to write a formula over."""
-        head = values[0]
-        if type(head) is Read and any(v.chain != head.chain for v in values):
-            raise NoFit
-        changed = {}
-        for f in dataclasses.fields(head):
-            value = self.value([getattr(v, f.name) for v in values])
-            if value is not getattr(head, f.name):
-                changed[f.name] = value
-        return dataclasses.replace(head, **changed) if changed else head
-
-
-def _holds(value, kind):
-    if type(value) is kind:
-        return True
-    if type(value) is dict:
-        value = list(value.values())
-    return type(value) in (tuple, list) and any(_holds(v, kind) for v in value)
 
 
 # ---- the check at the low size --------------------------------------------------------------

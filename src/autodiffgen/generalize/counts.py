@@ -4,10 +4,10 @@ The number of elements a mask selects is data, yet the traced program reads it a
 the 1/k of `x[m].mean()`, the (k,) of a cotangent, `len(x[m])` used as a number. So every
 mask (or array np.nonzero reads) is a *count source*: the trace records a guard
 `np.count_nonzero(mask) == k` on it, and the count is then found by experiment, as
-generalize_batch.py finds the batch size: the call is traced again with that one mask changed to select
-another number of elements (`probe`), and every number that differs between the traces
-must fit one formula in the count (size_formulas.Dim, Scale, SymArray in `count`). When all
-do, the guard becomes the definition `count = int(np.count_nonzero(mask))` and the code
+batch.py finds the batch size: the call is traced again with that one mask changed to
+select another number of elements (`probe`), and every number that differs between the
+traces must fit one formula in the count (size_formulas.Dim, Scale, SymArray in `count`).
+When all do, the guard becomes the definition `count = int(np.count_nonzero(mask))` and the code
 serves every count, 0 included; otherwise (Python that decides on the count, a reshape to
 it, two masks whose counts meet) the guard stays, and another count traces again. The
 length of np.unique's and np.bincount's results is a count too (`len(u) == k`, read as
@@ -39,28 +39,30 @@ reads from the masks the forward saves (backward.split_graphs).
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 
 from ..graph import PYTHON_NUMBERS, Node
 from ..graph.size_formulas import COUNT, NoFit, fit, same
 from ..trace.count_sources import TESTS, counted, is_count, probing
-from .batch import Retrace, _Unifier
+from .unify import Unifier
 
 
 # ---- generalizing ---------------------------------------------------------------------------
-def general(args, optimize, raw):
+def general(args, optimize, raw, retrace):
     """The graph to emit for `args`: counts read at run time where they fit, guarded where
     not. `raw` is the graph as traced, not optimized, or a tuple of graphs of one trace (a
     VJP's forward and backward functions: the first holds the count guards); `optimize(graph)`
-    optimizes one. A generator, as generalize_batch.generalize: it yields a Retrace for
-    each count it probes and is sent back the graph traced there (pipeline.drive runs it)."""
+    optimizes one; `retrace(args)` traces the function again (the pipeline's), here inside
+    `probing(counts)`, to see the graph at other counts."""
     main = _each(optimize, raw)
     if not counted(_first(raw)):
         return main
+    probe = functools.partial(_probed, args, retrace)
     for low in _LOWS:  # a small mask is tried at count 1, else at 0 (see _probe_counts)
         try:
-            return (yield from _generalize(args, raw, main, optimize, low))
+            return _generalize(probe, raw, main, optimize, low)
         except NoFit:
             if not any(_tries_below_2(g, low) for g in _counts(_first(raw))):
                 break  # no count below 2 was tried: the other order would change nothing
@@ -97,7 +99,7 @@ def _total(guard):
     return int(np.prod(guard.args[0].shape))
 
 
-def _generalize(args, raw, main, optimize, low):
+def _generalize(probe, raw, main, optimize, low):
     guards = _counts(_first(raw))
     taken = {p for g in (raw if type(raw) is tuple else (raw,)) for p in g.params}
     read = any(g.params["read"] for g in guards)
@@ -107,7 +109,7 @@ def _generalize(args, raw, main, optimize, low):
     names = [_fresh(f"{COUNT}{index or ''}", taken) for index in range(len(guards))]
     traced = [g.params["outcome"] for g in guards]
     try:
-        graphs, _, at = yield from _around(args, main, raw, {}, traced, optimize, low, read)
+        graphs, _, at = _around(probe, main, raw, {}, traced, optimize, low, read)
         return _unify_all(graphs, names, at, lo)
     except NoFit:
         # two counts that meet (x[m] and x[~m] at half the elements) or nearly: the passes
@@ -117,30 +119,31 @@ def _generalize(args, raw, main, optimize, low):
         base = _apart(guards, lo)
         if base is None:
             raise
-        base_raw = yield from _probed(args, base)
+        base_raw = probe(base)
         if [g.params["outcome"] for g in _counts(_first(base_raw))] != list(base.values()):
             raise NoFit from None
-        graphs, raws, at = yield from _around(args, _each(optimize, base_raw), base_raw, base,
-                                              list(base.values()), optimize, low, read)
+        graphs, raws, at = _around(probe, _each(optimize, base_raw), base_raw, base,
+                                   list(base.values()), optimize, low, read)
         _unify_all([raw] + raws, names, [traced] + at, lo)  # raises NoFit if not the same
     return _unify_all(graphs, names, at, lo)
 
 
-def _around(args, main, raw, base, traced, optimize, low, read):
+def _around(probe, main, raw, base, traced, optimize, low, read):
     """(optimized graphs, raw graphs, their counts): `main` and, for each source in turn,
-    traces with its count changed from `base` (the traced counts if empty)."""
+    traces (`probe(counts)`) with its count changed from `base` (the traced counts if
+    empty)."""
     graphs, raws, at = [main], [raw], [traced]
     for index, guard in enumerate(_counts(_first(raw))):
         avoid = set(traced[:index] + traced[index + 1:])
         for count in _probe_counts(traced[index], _total(guard), read, low, avoid,
                                    guard.params.get("least", 0)):
-            probe = yield from _probed(args, {**base, index: count})
-            moved = [g.params["outcome"] for g in _counts(_first(probe))]
+            probed = probe({**base, index: count})
+            moved = [g.params["outcome"] for g in _counts(_first(probed))]
             if len(moved) != len(traced) or moved[index] != count:
                 raise NoFit  # the program changed
             at.append(moved)  # a mask computed from the probed one's selection moves too
-            raws.append(probe)
-            graphs.append(_each(optimize, probe))
+            raws.append(probed)
+            graphs.append(_each(optimize, probed))
     return graphs, raws, at
 
 
@@ -218,11 +221,12 @@ def _probe_counts(traced, total, read, low=(1, 0), avoid=(), least=0):
 _EVERY = 24
 
 
-def _probed(args, counts):
-    """The graph traced with the sources' counts changed to `counts` (a generator: the
-    trace is a generalize_batch.Retrace for pipeline.drive); NoFit where the code does not run."""
+def _probed(args, retrace, counts):
+    """The graph traced again at `args` with the sources' counts changed to `counts`; NoFit
+    where the code does not run."""
     try:
-        return (yield Retrace(args, probing(counts), errors=True))
+        with probing(counts):
+            return retrace(args)
     except NoFit:
         raise
     except Exception:  # noqa: BLE001  the code does not run at that count: not served
@@ -237,9 +241,9 @@ def _fresh(base, taken):
     return var
 
 
-class _CountUnifier(_Unifier):
-    """poly's unifier where a differing number is a formula in one count, the same over
-    every trace: `at[i]` holds the counts of graph i, `names` their names. Each source was
+class _CountUnifier(Unifier):
+    """The Unifier (unify.py) where a differing number is a formula in one count, the same
+    over every trace: `at[i]` holds the counts of graph i, `names` their names. Each source was
     probed alone (the counts of masks computed from its selection may move with it), so a
     number that moves with two counts has no one formula and does not fit."""
 
