@@ -12,7 +12,7 @@ which values a rule reads: for a node inside a region, the region is replayed on
 the backward first reaches it, as new nodes recorded in the backward part of the graph
 (`grad_of` is the region's mark, so the emitter says `recompute of checkpointed f`), and
 the region's rules read those copies, of its inputs too (so passes/accumulate.py, which
-would keep every copy alive for one matmul, knows them; graph.COPY_OF tells
+would keep every copy alive for one matmul, knows them; Node.copy_of tells
 passes/stable.py what each copies). The copies start from `_recompute_from(x, g)`, one per input:
 x itself, but read only once the cotangent g arriving at the region is computed (JAX's
 optimization barrier over the residuals and the cotangent). Without it, common-subexpression
@@ -32,7 +32,7 @@ import inspect
 
 from .._typing import F
 from ..errors import function_name
-from ..graph import COPY_OF, PYTHON_NUMBERS, Node
+from ..graph import Node
 from ..rules import Primitive, defbatch, defprimitive, register_helper
 from ..rules.batching import spread
 from ..trace.tracer import Box, bind, current_trace, stand_in, user_stack
@@ -198,9 +198,7 @@ def _replayed(trace, region, g, lookup):
             copy = copies[node] = bind(node.prim, args, node.params)
             if type(copy) is Box and copy.node.id >= first:  # not one a rule's simplify gave
                 copy.node.name = node.name
-                COPY_OF[copy.node] = node
-                if node in PYTHON_NUMBERS:
-                    PYTHON_NUMBERS.add(copy.node)
+                copy.node.copy_of, copy.node.python_number = node, node.python_number
     finally:
         trace.grad_of = saved
     region.replayed = copies
@@ -216,5 +214,5 @@ def _barrier(trace, region, x, value, g):
     finally:
         trace.grad_of = saved
     box.node.name = region.names.get(x) or value.node.name
-    COPY_OF[box.node] = x
+    box.node.copy_of = x
     return box

@@ -27,10 +27,9 @@ import numpy as np
 
 from .._version import __version__
 from ..generated_helpers import HELPERS
-from ..graph import NOTES, PYTHON_NUMBERS, Node, constant_key, op, recomputed
+from ..graph import Node, constant_key, op, recomputed
 from ..graph.size_formulas import Dim, Scale, SymArray
 from ..plan.memory import (
-    RECOMPUTED,
     contiguous_transposes,
     one_name,
     rematerialized,
@@ -84,7 +83,7 @@ def _comment(node, kind="grad"):
         return f"seed: d {node.grad_of.name or 'output'} / d itself"
     if recomputed(node):  # checkpointing.py: the replay of a checkpointed call
         return f"recompute of checkpointed {node.grad_of.name}, {where}"
-    if node in RECOMPUTED:  # emit_memory.rematerialized: cheaper than saving it
+    if node.rematerialized:  # plan.memory.rematerialized: cheaper than saving it
         return f"recomputed, not saved: {where}"
     if node.grad_of is not None:
         of = node.grad_of.prim.name if node.grad_of.prim else "argument"
@@ -328,8 +327,8 @@ class Emitter:
                 section = kind
                 if kind == "# backward":
                     body += self.saved_line(i)
-            if NOTES and NOTES.get(node, note) != note:  # the first line of a pass's group
-                note = NOTES[node]
+            if node.note is not None and node.note != note:  # the first of a pass's group
+                note = node.note
                 body.append((f"# {note}", ""))
             if self.joins is not None:
                 body += self.allocation_lines(i)
@@ -408,7 +407,7 @@ class Emitter:
         y: x + y)(1.0))), which the NumPy twin follows and math.isfinite would refuse."""
         tests = [f"type({self.names[n]}) is not {_PYTHON_TYPES[n.dtype.kind]}"
                  for n in self.graph.inputs if n.params.get("read") is not None
-                 and n in self.names and n in PYTHON_NUMBERS and n.dtype.kind in _PYTHON_TYPES]
+                 and n in self.names and n.python_number and n.dtype.kind in _PYTHON_TYPES]
         return " or ".join(tests)
 
     def node_name(self, node):
@@ -466,7 +465,7 @@ class Emitter:
                 return tree
             func = "dot" if c_ordered_product(node, out, self.ordered) else ufunc_of(node.prim)
             return call_ast(f"np.{func}", args, [ast.keyword("out", where)])
-        if node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:
+        if node.prim.name == "astype" and node.args[0].python_number:
             # a Python number has no .astype: np.float32(t)
             return call_ast(render(literal_ast(node.params["dtype"])), args)
         if node in self.contiguous:  # read by several matmuls (emit_memory.py)
@@ -554,14 +553,14 @@ class Emitter:
         (a rule's x ** -0.5 of a float x: NumPy's inf at 0.0, as Autograd's, not Python's
         ZeroDivisionError; the values are all float64 there, so no dtype changes)."""
         if self.scalar or not any(type(a) is Node for a in node.args) or \
-                node in PYTHON_NUMBERS and not (self.twin and node.grad_of is not None):
+                node.python_number and not (self.twin and node.grad_of is not None):
             return False
         template = node.prim.template
         numpy = isinstance(template, str) and not template.startswith("np.") \
             and ufunc_of(node.prim) is not None \
-            and all(a in PYTHON_NUMBERS and a not in self.made_numpy if type(a) is Node
+            and all(a.python_number and a not in self.made_numpy if type(a) is Node
                     else type(a) in (int, float, bool) for a in node.args)
-        if numpy and node in PYTHON_NUMBERS:  # a twin's: its readers see a NumPy scalar
+        if numpy and node.python_number:  # a twin's: its readers see a NumPy scalar
             self.made_numpy.add(node)
         return numpy
 

@@ -43,7 +43,7 @@ import functools
 
 import numpy as np
 
-from ..graph import PYTHON_NUMBERS, Node
+from ..graph import Node
 from ..graph.size_formulas import COUNT, NoFit, fit, same
 from ..trace.count_sources import TESTS, counted, is_count, probing
 from .unify import Unifier
@@ -270,8 +270,7 @@ class _CountUnifier(Unifier):
                     head.dtype)
         made.name = head.name or (head.prim.name if head.prim else None)
         made.trace_id = head.trace_id
-        if head in PYTHON_NUMBERS:
-            PYTHON_NUMBERS.add(made)
+        made.python_number = head.python_number
         for position, n in zip(self.position, column):
             position[n] = place
         self.made[place] = self.of_first[head] = made

@@ -8,16 +8,39 @@ no array bigger than the constants the user's function captured.
 
 import heapq
 import itertools
-import weakref
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..tree import leaves
 
+# What a node knows about its value besides how it is computed, with the value a node has
+# when nothing says otherwise. `Node.replace` (the same value, computed another way) carries
+# them over; `Node.derived` (a new value made in a node's place) starts from these.
+FACTS = {
+    "name": None,  # a hint taken from the user's variables, if any
+    "statements": None,  # per frame, which statement of a line with several (naming)
+    # a checkpoint's recomputed copy: the forward node it is a copy of (checkpointing.py), so
+    # a pass that matches forward patterns sees the backward through the copies (stable.py)
+    "copy_of": None,
+    # a comment line the emitter writes above the first of a group of nodes a pass made from
+    # another (passes/contract.py: the einsum a group of matmul steps computes)
+    "note": None,
+    # the traced value is a Python number (a number argument, and Python operators on such
+    # numbers, tracer._python): the emitter writes NumPy's calls on it where the trace
+    # called NumPy (np.greater(x, 0) is np.True_ and stays one, x > 0 would be True)
+    "python_number": False,
+    # a cheap forward value computed again in the backward rather than saved
+    # (plan.memory.rematerialized): the emitter says so in its comment
+    "rematerialized": False,
+}
+
 
 class Node:
-    """One primitive application (Autograd's VJPNode) or one input of the function."""
+    """One primitive application (Autograd's VJPNode) or one input of the function.
+
+    A pass never changes a node a graph holds: it makes a copy with `replace` (or a new
+    node in another's place with `derived`) and substitutes it (passes/rewrite.py)."""
 
     __slots__ = (
         "__weakref__",
@@ -26,16 +49,16 @@ class Node:
         "grad_of",
         "id",
         "loc",
-        "name",
         "params",
         "prim",
         "shape",
         "stack",
-        "statements",
         "trace_id",
+        *FACTS,
     )
 
-    def __init__(self, id, prim, args, params, shape, dtype, loc=None, stack=(), grad_of=None):
+    def __init__(self, id, prim, args, params, shape, dtype, loc=None, stack=(), grad_of=None,
+                 trace_id=None):
         self.id = id  # creation order: a valid topological order and the tie-breaker
         self.prim = prim  # a rules.Primitive, or None for a function input
         self.args = args
@@ -44,14 +67,45 @@ class Node:
         self.dtype = dtype
         self.loc = loc  # (filename, lineno) of the user's code, or None
         self.stack = stack  # user frames, innermost first: used to name values
-        self.statements = None  # per frame, which statement of a line with several (naming)
-        self.name = None  # a hint taken from the user's variables, if any
         self.grad_of = grad_of  # for backward nodes: the forward Node whose rule made it
-        self.trace_id = None  # which recording made it: nested grads must not mix them
+        self.trace_id = trace_id  # which recording made it: nested grads must not mix them
+        self.name = None  # (FACTS, written out: a node is made for every traced call)
+        self.statements = None
+        self.copy_of = None
+        self.note = None
+        self.python_number = False
+        self.rematerialized = False
+
+    def replace(self, **changes):
+        """A copy of this node with `changes` (args=, prim=, shape=...): everything else, its
+        id, trace, source line and facts included, is carried over, so the copy takes the
+        node's place and the emitted code reads the same. A misspelled field is an error."""
+        copy = _new_node(Node)
+        copy.id, copy.prim, copy.args, copy.params = self.id, self.prim, self.args, self.params
+        copy.shape, copy.dtype, copy.loc, copy.stack = self.shape, self.dtype, self.loc, self.stack
+        copy.grad_of, copy.trace_id = self.grad_of, self.trace_id
+        copy.name, copy.statements, copy.copy_of = self.name, self.statements, self.copy_of
+        copy.note, copy.python_number = self.note, self.python_number
+        copy.rematerialized = self.rematerialized
+        for field_name, value in changes.items():
+            setattr(copy, field_name, value)  # (slots: no other attribute can be set)
+        return copy
+
+    def derived(self, prim, args, params=None, shape=None, dtype=None, **changes):
+        """A new value computed in this node's place (a part of what it computes, or what it
+        becomes): its id, trace, source line and rule, but none of its value's facts (no
+        name: the user's name stays with the value the user named). Shape and dtype are
+        this node's unless given."""
+        return self.replace(prim=prim, args=tuple(args), params={} if params is None else params,
+                            shape=self.shape if shape is None else shape,
+                            dtype=self.dtype if dtype is None else dtype, **{**FACTS, **changes})
 
     def __repr__(self):
         op = self.prim.name if self.prim is not None else "input"
         return f"<Node {self.id} {op} {self.name or ''} {self.dtype}{list(self.shape)}>"
+
+
+_new_node = object.__new__
 
 
 def op(x):
@@ -60,15 +114,10 @@ def op(x):
     return x.prim.op if type(x) is Node and x.prim is not None else None
 
 
-# a checkpoint's recomputed copy -> the forward node it is a copy of (checkpointing.py), so a
-# pass that matches forward patterns sees the backward through the copies (stable.py)
-COPY_OF = weakref.WeakKeyDictionary()
-
-
 def original(x):
     """The forward node a recomputed copy (of a copy...) stands for; x itself otherwise."""
-    while type(x) is Node and x in COPY_OF:
-        x = COPY_OF[x]
+    while type(x) is Node and x.copy_of is not None:
+        x = x.copy_of
     return x
 
 
@@ -112,17 +161,6 @@ def toposort(roots, parents=parents_of):
             if child_counts[parent] == 0:
                 heapq.heappush(ready, (-parent.id, next(tie), parent))
     return order
-
-
-# a node a pass made from another -> a comment line the emitter writes above the first of
-# them (passes/contract.py: the einsum a group of matmul steps computes)
-NOTES = weakref.WeakKeyDictionary()
-
-
-# nodes whose traced value is a Python number (a number argument, and Python operators on
-# such numbers, tracer._python): the emitter writes NumPy's calls on them where the trace
-# called NumPy (np.greater(x, 0) is np.True_ and stays one, x > 0 would be True)
-PYTHON_NUMBERS = weakref.WeakSet()
 
 
 def is_guard(node):
@@ -205,6 +243,35 @@ class Graph:
     # argument_writes.py: where the code assigns its last output's items, in order (paths
     # into the arguments: (1, "running_mean") for bn_param["running_mean"])
     writes: tuple = ()
+
+    def new_node(self, prim, args, like, params=None, **changes):
+        """A node this graph does not hold yet, for a pass to add: its id comes after every
+        id the graph holds (and every one this method gave before), its trace, source line
+        and rule are `like`'s (`changes` as Node.derived takes them). The one place a node
+        that is not a copy of another gets its id once the trace is over (torch.fx's
+        create_node); a node in another's place is `Node.derived`, with that one's id."""
+        last = self.__dict__.get("_last_id")
+        if last is None:
+            last = max((n.id for n in itertools.chain(self.nodes, self.inputs)), default=0)
+        self._last_id = last + 1
+        return like.derived(prim, args, params, id=last + 1, **changes)
+
+    def erase(self, dead):
+        """This graph without the nodes (and inputs) `dead`. As torch.fx's erase_node, it
+        refuses a node that a kept node or an output still reads: a pass redirects the
+        readers first (passes.rewrite.substitute), then drops what nothing reads."""
+        dead = set(dead)
+        if not dead:
+            return self
+        nodes = [n for n in self.nodes if n not in dead]
+        for node in nodes:
+            for arg in node.args:
+                if type(arg) is Node and arg in dead:
+                    raise ValueError(f"{arg!r} is still read by {node!r}")
+        for leaf in leaves(self.outputs):
+            if type(leaf) is Node and leaf in dead:
+                raise ValueError(f"{leaf!r} is still an output")
+        return replace(self, nodes=nodes, inputs=[n for n in self.inputs if n not in dead])
 
 
 class Slot:

@@ -160,10 +160,10 @@ def _stack_rows(root, rows):
     order = sorted(rows, key=lambda tr: tr[0])
     index = [t for t, _ in order]
     pieces = [row for _, row in order]
-    stacked = clone(root, pieces, PRIMITIVES["stack"], {"axis": 0})
-    stacked.shape = (len(pieces),) + root.shape[1:]
-    if index == list(range(root.shape[0])):
-        stacked.shape = root.shape
+    whole = index == list(range(root.shape[0]))
+    stacked = root.replace(prim=PRIMITIVES["stack"], args=tuple(pieces), params={"axis": 0},
+                           shape=root.shape if whole else (len(pieces),) + root.shape[1:])
+    if whole:
         return stacked
     positions = np.array(index)
     return clone(root, (stacked, positions), PRIMITIVES["scatter_add"],
@@ -197,8 +197,8 @@ def _one_matmul(root, products, computed):
     if all(_transposed(a, computed) for a in lefts):  # A_i = X_i.T: stack the X_i, transpose once
         xs = [a.args[0] for a in lefts]
         left = _concatenate(root, xs, 0)
-        left = clone(root, (left,), PRIMITIVES["transpose"], {"axes": None})
-        left.shape = left.args[0].shape[::-1]
+        left = root.replace(prim=PRIMITIVES["transpose"], args=(left,), params={"axes": None},
+                            shape=left.shape[::-1])
     else:
         left = _concatenate(root, lefts, 1)
     right = _concatenate(root, rights, 0)
@@ -225,17 +225,16 @@ def _concatenate(root, parts, axis):
             and parts[0].shape:
         stacked = _whole(parts)
         if stacked is None:
-            stacked = clone(root, parts, PRIMITIVES["stack"], {"axis": 0})
-            stacked.shape, stacked.dtype = (len(parts),) + parts[0].shape, parts[0].dtype
+            stacked = root.replace(prim=PRIMITIVES["stack"], args=tuple(parts),
+                                   params={"axis": 0}, shape=(len(parts),) + parts[0].shape,
+                                   dtype=parts[0].dtype)
         shape = (len(parts) * parts[0].shape[0],) + parts[0].shape[1:]
-        joined = clone(root, (stacked,), PRIMITIVES["reshape"], {"shape": shape})
-        joined.shape, joined.dtype = shape, parts[0].dtype
-        return joined
-    joined = clone(root, parts, PRIMITIVES["concatenate"], {"axis": axis})
+        return root.replace(prim=PRIMITIVES["reshape"], args=(stacked,),
+                            params={"shape": shape}, shape=shape, dtype=parts[0].dtype)
     shape = list(parts[0].shape)
     shape[axis] = sum(p.shape[axis] for p in parts)
-    joined.shape, joined.dtype = tuple(shape), np.result_type(*[p.dtype for p in parts])
-    return joined
+    return root.replace(prim=PRIMITIVES["concatenate"], args=tuple(parts), params={"axis": axis},
+                        shape=tuple(shape), dtype=np.result_type(*[p.dtype for p in parts]))
 
 
 def _whole(parts):

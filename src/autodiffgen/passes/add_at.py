@@ -82,10 +82,7 @@ def _negative(node, v):
     """-v: a constant negated now, a value by a node of its own (the size of the index)."""
     if type(v) is not Node:
         return np.negative(v) if isinstance(v, (np.ndarray, np.generic)) else -v
-    neg = Node(node.id, PRIMITIVES["negative"], (v,), {}, v.shape, v.dtype, node.loc,
-               node.stack, node.grad_of)
-    neg.trace_id = node.trace_id
-    return neg
+    return node.derived(PRIMITIVES["negative"], (v,), shape=v.shape, dtype=v.dtype)
 
 
 def _negated(node, a, users, fixed):

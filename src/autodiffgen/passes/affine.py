@@ -121,7 +121,5 @@ def _written(node, u, a, b):
         return clone(node, (u, b), PRIMITIVES["add"], {})
     if a == -1:
         return clone(node, (b, u), PRIMITIVES["subtract"], {})
-    shifted = Node(node.id, PRIMITIVES["add"], (u, b / a), {}, node.shape, node.dtype,
-                   node.loc, node.stack, node.grad_of)
-    shifted.trace_id = node.trace_id
+    shifted = node.derived(PRIMITIVES["add"], (u, b / a))
     return clone(node, (shifted, a), PRIMITIVES["multiply"], {})

@@ -13,7 +13,7 @@ order, its value could differ in the last bit from the one the guard compares wi
 
 import numpy as np
 
-from ..graph import NOTES, Node, op, users_of
+from ..graph import Node, op, users_of
 from ..rules import PRIMITIVES
 from ..rules.products import split_subscripts
 from ..trace.tracer import result_dtype
@@ -62,10 +62,8 @@ def _lowered(node, steps, final):
         f"{kinds.count(k)} {k}" for k in ("matmul", "multiply", "einsum") if k in kinds)
 
     def make(name, args, params, shape):
-        new = clone(node, args, PRIMITIVES[name], params)
-        new.shape, new.name = tuple(shape), None
-        NOTES[new] = note
-        return new
+        return node.replace(prim=PRIMITIVES[name], args=tuple(args), params=params,
+                            shape=tuple(shape), name=None, note=note)
 
     operands = list(node.args)
     for i, j, pair in steps:
@@ -78,8 +76,7 @@ def _lowered(node, steps, final):
     if final is not None:
         last = make("transpose", (last,), {"axes": None if final == (1, 0) else final},
                     tuple(last.shape[k] for k in final))
-    last.name = node.name
-    return last
+    return last.replace(name=node.name)
 
 
 def _summed(make, x, axes):
@@ -137,7 +134,7 @@ def _swapped_product(node, users, outputs, consumed):
     """`np.transpose(a @ b, (0, 2, 1))` (the gradient of `k` in `q @ k.T` comes so) as
     `b.T @ a.T`: the product is made in the layout it is read in, and a reshape of it
     after is a view, not a copy. Only when nothing else reads `a @ b`."""
-    if op(node) != "transpose" or not _swaps(node) or node in consumed or node in NOTES:
+    if op(node) != "transpose" or not _swaps(node) or node in consumed or node.note:
         return None  # (a contraction's own transpose: its plan has weighed the other way)
     product = node.args[0]
     if op(product) != "matmul" or product in outputs or len(users.get(product, ())) != 1 \
@@ -165,7 +162,6 @@ def _transposed(like, x):
     if op(x) == "transpose" and _swaps(x):
         return x.args[0]
     shape = _shape(x)
-    swapped = clone(like, (x,), PRIMITIVES["transpose"], {"axes": _last_two_swapped(len(shape))})
-    swapped.shape, swapped.name = shape[:-2] + shape[:-3:-1], None
-    swapped.dtype = _dtype(x)
-    return swapped
+    return like.replace(prim=PRIMITIVES["transpose"], args=(x,),
+                        params={"axes": _last_two_swapped(len(shape))},
+                        shape=shape[:-2] + shape[:-3:-1], dtype=_dtype(x), name=None)

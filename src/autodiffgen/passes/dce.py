@@ -5,18 +5,15 @@ Runs after every other pass has redirected uses, so it is what actually removes 
 values a simplification made unnecessary (and the unpacking of unused inputs).
 """
 
-import dataclasses
-
 from ..graph import Node, roots_of
 
 
 def dce(graph):
     live = _reachable(roots_of(graph))
-    nodes = [n for n in graph.nodes if n in live]
-    inputs = [n for n in graph.inputs if n in live]
-    if len(nodes) == len(graph.nodes) and len(inputs) == len(graph.inputs):
+    dead = [n for n in graph.nodes if n not in live] + [n for n in graph.inputs if n not in live]
+    if not dead:
         return graph, False
-    return dataclasses.replace(graph, nodes=nodes, inputs=inputs), True
+    return graph.erase(dead), True
 
 
 def _reachable(roots):

@@ -21,20 +21,15 @@ def ensure_fresh(graph):
         return graph
     opaque = set(graph.inputs)
     taken = {leaf for leaf in leaves(graph.outputs[:graph.fresh_from]) if type(leaf) is Node}
-    next_id = max((n.id for n in graph.nodes + graph.inputs), default=0) + 1
     copies = []
 
     def protect(leaf):
-        nonlocal next_id
         if type(leaf) is not Node:
             return leaf  # a constant: the emitter writes np.copy(...) for arrays
         if owns(leaf) and leaf not in opaque and leaf not in taken:
             taken.add(leaf)
             return leaf
-        copy = Node(next_id, PRIMITIVES["copy"], (leaf,), {}, leaf.shape, leaf.dtype,
-                    leaf.loc, leaf.stack, leaf.grad_of or leaf)
-        copy.trace_id = leaf.trace_id
-        next_id += 1
+        copy = graph.new_node(PRIMITIVES["copy"], (leaf,), like=leaf, grad_of=leaf.grad_of or leaf)
         copies.append(copy)
         return copy
 

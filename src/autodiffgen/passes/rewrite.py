@@ -6,23 +6,20 @@ takes over the original's name, location and role, so the emitted code reads the
 
 import dataclasses
 
-from ..graph import COPY_OF, NOTES, PYTHON_NUMBERS, Node, op
+from ..graph import Node, op
 from ..tree import map_tree
 
 
 def clone(node, args=None, prim=None, params=None):
-    """A copy of `node` with other arguments (and primitive or parameters)."""
-    copy = Node(node.id, prim or node.prim, node.args if args is None else tuple(args),
-                node.params if params is None else params, node.shape, node.dtype,
-                node.loc, node.stack, node.grad_of)
-    copy.name, copy.trace_id = node.name, node.trace_id
-    if PYTHON_NUMBERS and node in PYTHON_NUMBERS:  # (an empty one is not looked into:
-        PYTHON_NUMBERS.add(copy)                   # a weak look-up makes a weakref)
-    if COPY_OF and node in COPY_OF:
-        COPY_OF[copy] = COPY_OF[node]
-    if NOTES and node in NOTES:
-        NOTES[copy] = NOTES[node]
-    return copy
+    """A copy of `node` with other arguments (and primitive or parameters): Node.replace."""
+    changes = {}
+    if args is not None:
+        changes["args"] = tuple(args)
+    if prim is not None:
+        changes["prim"] = prim
+    if params is not None:
+        changes["params"] = params
+    return node.replace(**changes)
 
 
 def substitute(graph, replace):
@@ -46,10 +43,6 @@ def substitute(graph, replace):
 
     changed = set(replace)  # the nodes whose readers change: replaced ones, copied ones
 
-    # clone's look-ups, made cheap: a weak one makes a weakref; the Python numbers are few
-    # (held here while it runs), and the other tables are most often empty
-    numbers, copies, notes = _held(PYTHON_NUMBERS), bool(COPY_OF), bool(NOTES)
-
     def renew(node):  # a node some argument of which may have changed
         args = tuple([resolve(a) for a in node.args])
         for a, b in zip(args, node.args):
@@ -57,16 +50,7 @@ def substitute(graph, replace):
                 break
         else:
             return new_of.get(node, node)
-        copy = Node(node.id, node.prim, args, node.params, node.shape, node.dtype,
-                    node.loc, node.stack, node.grad_of)  # clone(node, args), as it does:
-        copy.name, copy.trace_id = node.name, node.trace_id
-        if node in numbers:
-            PYTHON_NUMBERS.add(copy)
-        if copies and node in COPY_OF:
-            COPY_OF[copy] = COPY_OF[node]
-        if notes and node in NOTES:
-            NOTES[copy] = NOTES[node]
-        new_of[node] = copy
+        new_of[node] = copy = node.replace(args=args)
         changed.add(node)
         return copy
 
@@ -108,17 +92,6 @@ def substitute(graph, replace):
             derivative_of.setdefault(target, of)                 # their own names
     return dataclasses.replace(graph, nodes=nodes, outputs=outputs,
                                derivative_of=derivative_of), True
-
-
-def _held(weak):
-    """A WeakSet's members, as a set: those of this graph cannot come or go meanwhile (its
-    nodes are this thread's), but another thread's trace may add its own while the copy
-    is made, which makes the copy fail: then it is made again."""
-    while True:
-        try:
-            return set(weak)
-        except RuntimeError:  # "Set changed size during iteration"
-            continue
 
 
 def unchanged(node, examined, replace):

@@ -97,9 +97,7 @@ def _common_factor(node, args, opaque):
         name = "subtract" if plus else "add"
     else:
         return None
-    inner = Node(node.id, PRIMITIVES[name], (a, b), {}, node.shape, a.dtype, node.loc,
-                 node.stack, node.grad_of)
-    inner.trace_id = node.trace_id
+    inner = node.derived(PRIMITIVES[name], (a, b), dtype=a.dtype)
     return clone(node, (inner, c), PRIMITIVES["multiply"], {})
 
 
@@ -197,7 +195,5 @@ def _sink_broadcast(node, args, opaque):
     small = [x if a is nodes[0] else a for a in args]
     if np.result_type(*(a.dtype if type(a) is Node else a for a in small)) != node.dtype:
         return None
-    inner = Node(node.id, node.prim, tuple(small), node.params, shape, node.dtype, node.loc,
-                 node.stack, node.grad_of)
-    inner.trace_id = node.trace_id
+    inner = node.derived(node.prim, small, node.params, shape=shape)
     return clone(node, (inner,), PRIMITIVES["broadcast_to"], nodes[0].params)

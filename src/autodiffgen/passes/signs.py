@@ -66,8 +66,5 @@ def _rewrite(v, users, flipped, replace):
         else:  # w = v * b, v / b, v - b: -w is flipped[v] * b, flipped[v] / b, flipped[v] + b
             args = tuple(flipped[v] if a is v else a for a in w.args)
             prim = PRIMITIVES["add"] if name == "subtract" else w.prim
-            new = Node(w.id, prim, args, w.params, w.shape, w.dtype, w.loc, w.stack,
-                       w.grad_of)
-            new.trace_id = w.trace_id
-            flipped[w] = new
+            flipped[w] = w.derived(prim, args, w.params)
             _rewrite(w, users, flipped, replace)

@@ -9,7 +9,7 @@ were computed by the forward function).
 
 import numpy as np
 
-from ..graph import PYTHON_NUMBERS, Node, op
+from ..graph import Node, op
 from ..rules import PRIMITIVES, elementwise_ufunc
 from ..trace.tracer import result_dtype
 from .rewrite import clone, op_here, substitute, unchanged
@@ -55,7 +55,7 @@ def _unbroadcast(node, args, opaque):
         if op_here(arg, opaque) != "broadcast_to":
             continue
         x = arg.args[0]
-        if not (type(x) is Node and x not in PYTHON_NUMBERS or isinstance(x, np.ndarray)) \
+        if not (type(x) is Node and not x.python_number or isinstance(x, np.ndarray)) \
                 or not (np.shape(x) or _ZERO_D_IS_AN_ARRAY):
             continue
         trial = new[:k] + [x] + new[k + 1:]

@@ -171,9 +171,8 @@ def _exit(matches, backward, region, z, consumers, kept, forms):
         total = _maker(out, total.grad_of)("add", total, term)
     if prior is not None:
         total = _maker(out, total.grad_of)("add", prior, total)
-    final = clone(out, total.args, total.prim, {})
-    final.grad_of = total.grad_of
-    return {out: final}
+    return {out: out.replace(prim=total.prim, args=total.args, params={},
+                             grad_of=total.grad_of)}
 
 
 def _cotangent(root, backward, own, region, z):
@@ -202,10 +201,7 @@ def _maker(like, grad_of):
     """make(name, *args): a new node shaped like `like`, recorded as part of the rule of
     `grad_of` (None for forward values), at its source line."""
     def make(name, *args):
-        node = Node(like.id, PRIMITIVES[name], tuple(args), {}, like.shape, like.dtype,
-                    like.loc, like.stack, grad_of)
-        node.trace_id = like.trace_id
-        return node
+        return like.derived(PRIMITIVES[name], args, grad_of=grad_of)
     return make
 
 

@@ -27,7 +27,7 @@ Conditions, so the rewrite computes the same values, at no more memory:
 The values are the same elementwise operations on the same numbers: bit for bit equal.
 """
 
-from ..graph import NOTES, Index, Node, constant_key, op, recomputed, users_of
+from ..graph import Index, Node, constant_key, op, recomputed, users_of
 from ..rules import PRIMITIVES, elementwise_ufunc
 from ..tree import leaves
 from .rewrite import clone, guard_reads, substitute
@@ -226,14 +226,12 @@ def _join(node):
 
 def _batched(stack, parts, family):
     """The family's subgraph over the stack of the parts: its root's counterpart."""
-    rows = clone(stack, parts, PRIMITIVES["stack"], {"axis": 0})
-    rows.shape = (len(parts),) + parts[0].shape
-    rows.dtype, rows.grad_of = parts[0].dtype, family.root.grad_of
-    copies = {family.part: rows}
     note = f"{family.root.prim.name} of {len(parts)} steps at once, each step reads its row"
-    NOTES[rows] = note
+    rows = stack.replace(prim=PRIMITIVES["stack"], args=tuple(parts), params={"axis": 0},
+                         shape=(len(parts),) + parts[0].shape, dtype=parts[0].dtype,
+                         grad_of=family.root.grad_of, note=note)
+    copies = {family.part: rows}
     for node in family.nodes:
-        copy = clone(node, tuple(copies.get(a, a) if type(a) is Node else a for a in node.args))
-        copy.shape = rows.shape
-        copies[node], NOTES[copy] = copy, note
+        copies[node] = node.replace(args=tuple(copies.get(a, a) if type(a) is Node else a
+                                               for a in node.args), shape=rows.shape, note=note)
     return copies[family.root]

@@ -76,10 +76,7 @@ def _row_values(node, x):
         return None
     if not node.params.get("keepdims"):
         return v
-    kept = Node(node.id, PRIMITIVES["reshape"], (v,), {"shape": (n, 1)}, (n, 1), node.dtype,
-                node.loc, node.stack, node.grad_of)
-    kept.trace_id = node.trace_id
-    return kept
+    return node.derived(PRIMITIVES["reshape"], (v,), {"shape": (n, 1)}, (n, 1))
 
 
 def _whole(node, x):
@@ -135,10 +132,7 @@ def _number(c):
 
 def _reduce(node, a):
     """node's reduction of a: a new node in node's place."""
-    new = Node(node.id, node.prim, (a,), node.params, node.shape, node.dtype, node.loc,
-               node.stack, node.grad_of)
-    new.trace_id = node.trace_id
-    return new
+    return node.derived(node.prim, (a,), node.params)
 
 
 def _dot(node, x):
@@ -151,7 +145,5 @@ def _dotted(node, a, b):
     """a @ b for sum(a * b), (a @ b) / len(a) for mean(a * b)."""
     if op(node) == "sum":
         return clone(node, (a, b), PRIMITIVES["matmul"], {})
-    dot = Node(node.id, PRIMITIVES["matmul"], (a, b), {}, (), node.dtype, node.loc,
-               node.stack, node.grad_of)
-    dot.trace_id = node.trace_id
+    dot = node.derived(PRIMITIVES["matmul"], (a, b), shape=())
     return clone(node, (dot, a.shape[0]), PRIMITIVES["divide"], {})

@@ -20,7 +20,6 @@ the graph has them: a batch-polymorphic graph's (generalize_batch.py) are formul
 so a reuse holds at every size the code serves.
 """
 
-import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -237,7 +236,6 @@ def sunk(graph):
 
 # ---- rematerialization: cheap saved values computed again where the backward reads them ----
 CHEAP = {"add", "subtract", "multiply", "negative"}
-RECOMPUTED = weakref.WeakSet()  # the copies remade in the backward (emit.py says so)
 
 
 def rematerialized(graph):
@@ -273,9 +271,7 @@ def rematerialized(graph):
         return graph
     made = {}
     for a in copies:
-        made[a] = copy = clone(a)
-        copy.grad_of = nodes[copies[a]].grad_of
-        RECOMPUTED.add(copy)
+        made[a] = a.replace(grad_of=nodes[copies[a]].grad_of, rematerialized=True)
     readers = {node: clone(node, tuple(made.get(b, b) if type(b) is Node else b
                                        for b in node.args))
                for node in nodes if node.grad_of is not None

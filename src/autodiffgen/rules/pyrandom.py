@@ -39,7 +39,6 @@ import sys
 import numpy as np
 
 from ..errors import TracingError, UnsupportedOperationError, at, is_internal
-from ..graph import PYTHON_NUMBERS
 from ..trace.swaps import Swaps
 from ..trace.tracer import (
     HANDLE_METHODS,
@@ -158,7 +157,7 @@ def _record(trace, handle, fn, positional, keywords):
     box = trace.box(PYDRAW, (*(h.node for h in rng), *operands[len(rng):]),
                     {**params, "count": len(operands) - len(rng)}, value)
     if type(value) in _NUMBERS:  # a Python number at run time too
-        PYTHON_NUMBERS.add(box.node)
+        box.node.python_number = True
     trace.effects.append(box.node)
     return box
 

@@ -33,7 +33,7 @@ from ..errors import (
     is_internal,
     user_frame,
 )
-from ..graph import PYTHON_NUMBERS, Node
+from ..graph import Node
 from ..tree import is_container, items, leaves, map_tree, rebuild
 from . import argument_writes, naming, raising
 from .capture import Capture
@@ -144,7 +144,7 @@ class Trace:
         node = self.new_node(None, (), {"path": path, **params}, value, stack=())
         node.name = name
         if type(value) in _NUMBERS:
-            PYTHON_NUMBERS.add(node)
+            node.python_number = True
         box = Box(value, node)
         self.boxes[node] = box
         self.inputs.append(node)
@@ -653,7 +653,7 @@ def _python(out, python, *operands):
         values = [_number(x) for x in operands]
         if None not in values:
             out.value = python(*values)
-            PYTHON_NUMBERS.add(out.node)
+            out.node.python_number = True
     return out
 
 
