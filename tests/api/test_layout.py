@@ -114,6 +114,25 @@ def test_a_stage_reaches_only_stages_upstream_of_it():
         assert not reached, (stage, sorted(reached))
 
 
+def test_no_cycle_between_the_trace_modules():
+    """Inside the trace stage too, module by module (lazy imports included): the tracer
+    and the capture once imported each other (issue 26)."""
+    graph = {m: {t for t in ts if t.startswith("trace.")}
+             for m, ts in _imports().items() if m.startswith("trace.")}
+    assert _cycle(graph) is None, _cycle(graph)
+
+
+def test_the_trace_modules_are_short():
+    """No trace module over 500 lines, no class there over 300 (issue 26)."""
+    for path in sorted((PACKAGE / "trace").glob("*.py")):
+        text = path.read_text()
+        assert len(text.splitlines()) <= 500, path.name
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                size = node.end_lineno - node.lineno + 1
+                assert size <= 300, (path.name, node.name, size)
+
+
 def test_the_cycle_check_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None

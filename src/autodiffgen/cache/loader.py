@@ -17,7 +17,7 @@ import numpy as np
 
 from ..generated_helpers import HELPERS
 from ..rules import TRACEABLE_HELPERS
-from ..trace.tracer import GENERATED_LOCS
+from ..trace.context import GENERATED_LOCS
 
 _counter = itertools.count()
 _counter_lock = threading.Lock()

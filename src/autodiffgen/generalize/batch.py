@@ -34,7 +34,7 @@ from ..graph.size_formulas import Batch, NoFit, SymArray, evaluate, fit, same
 from ..passes.rewrite import clone
 from ..rules.random import GENERATORS, private_streams
 from ..trace.arguments import signature_text
-from ..trace.capture import Read
+from ..trace.reads import Read
 from ..tree import child, is_container, items, leaves, rebuild, static_part
 
 # the low sizes tried, in turn (1 row broadcasts: it stays specialized; at 2 rows, n-1 is 1)

@@ -40,17 +40,10 @@ import numpy as np
 
 from ..errors import TracingError, UnsupportedOperationError, at, is_internal
 from ..graph import PYTHON_NUMBERS
+from ..trace.boxes import HANDLE_METHODS, Box, Handle, carries_gradient
+from ..trace.context import current_trace, located, user_loc
 from ..trace.swaps import Swaps
-from ..trace.tracer import (
-    HANDLE_METHODS,
-    TRACE_HOOKS,
-    Box,
-    Handle,
-    carries_gradient,
-    current_trace,
-    located,
-    user_loc,
-)
+from ..trace.tracer import TRACE_HOOKS
 from . import defprimitive
 from .random import DRAWS, _identical, resolve
 
