@@ -10,7 +10,8 @@ array is refused. NumPy's own protocols (`__array_ufunc__`, `__array_function__`
 on Box by dispatch.py, which holds the tables they route by.
 
 Contract: this module records nothing itself but guards (through the current recording,
-context.current_trace); it knows no primitive and no rule. Upstream: graph, context.
+context.current_trace); it knows no primitive and no rule. Upstream: graph, context,
+raising.
 """
 
 import dis

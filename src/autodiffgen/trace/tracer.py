@@ -26,7 +26,7 @@ from . import (
 from .boxes import Box, Handle, result_dtype, stand_in, stored_scalar
 from .capture import Capture
 from .context import user_loc
-from .record import user_code
+from .executed import user_code
 from .recording import INPUT_KINDS, Trace
 
 TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (numpy_api.random)
@@ -66,7 +66,7 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
                 own = [recording.capture.pytree_argument(a) for a in own]
             recording.own = [b for b in leaves(own) if type(b) is Box]  # for count_sources.observe
             containers = argument_writes.snapshot(own)
-            with user_code():  # the disk cache notes which functions run (cache/disk/record.py)
+            with user_code():  # the disk cache notes which functions run (executed.py)
                 try:
                     out = run(*own) if call is None else call(run, own)
                 except ValueError as error:
@@ -86,6 +86,16 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
                 not isinstance(error, errors.AutodiffgenError):  # a refusal NumPy turned
             raise recording.refused.pop(0) from error  # into its own (np.zeros(drawn k))
         raise
+    _check_output(recording, fun, out)
+    return recording, boxed, out
+
+
+raising.STOPS.add(trace.__code__)
+
+
+def _check_output(recording, fun, out):
+    """Refuse what the trace cannot stand by: a refusal the function caught, no output,
+    or an output an enclosing transformation traced."""
     if recording.refused:  # raised, and caught by the user's code: not eager's path
         first = recording.refused[0]
         raise TracingError(f"{first} [this error was raised while tracing "
@@ -101,10 +111,6 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
         raise TracingError(at(user_loc(), "the function returned a value traced by an "
                               "enclosing transformation (through a closure); pass that value "
                               "to it as an argument instead"))
-    return recording, boxed, out
-
-
-raising.STOPS.add(trace.__code__)
 
 
 def _own_box(x):
