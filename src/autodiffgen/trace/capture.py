@@ -146,6 +146,13 @@ class Capture(Clones, PytreeClasses):
             return self.guard(read, "is", value)
         if value is os.environ:
             return Environ(self, read or Read(os, (("attr", "environ"),), ""))
+        return self._code_or_object(value, read, root)
+
+    def _code_or_object(self, value, read, root):
+        """What the traced code sees for a function, method, module, class, container or
+        object: a clone, a proxy or a rebuilt container (the user's), or the library's
+        own (its stand-in, if it has one), guarded by identity unless `root`."""
+        kind = type(value)
         if value is os.getenv or isinstance(value, functools._lru_cache_wrapper) and \
                 user_function(getattr(value, "__wrapped__", None)):
             if not root:  # os.getenv reads os.environ; a cached helper runs uncached
