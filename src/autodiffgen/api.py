@@ -24,6 +24,7 @@ from .errors import ArgumentError, at, function_name, where
 from .standalone import standalone_module
 from .trace import tracer
 from .trace.arguments import MAX_ARGS, Differentiated, caller, decorator, signature_text, single
+from .trace.boxes import Box
 from .tree import leaves
 
 
@@ -205,7 +206,7 @@ def _value_and_grad_graph(request, traced):
     fun, names, args, argnums = request.fun, traced.names, traced.args, request.argnums
     out, trace, boxed = traced.out, traced.trace, traced.boxed
     backward.check_output(out, fun, scalar=True)
-    if type(out) is tracer.Box and out.node.name is None:
+    if type(out) is Box and out.node.name is None:
         out.node.name = function_name(fun)
     wrt = boxed[argnums[0]] if single(argnums) else tuple(boxed[i] for i in argnums)
     grads, cotangent_of = backward.traced_gradients(trace, out, wrt)

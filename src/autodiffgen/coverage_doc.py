@@ -18,7 +18,7 @@ from .rules import PRIMITIVES
 from .rules.batching import NO_BATCH_RULE
 from .rules.numpy_api.building import BUILDING
 from .rules.scipy import SCIPY_FUNCTIONS
-from .trace.tracer import FUNCTIONS, UFUNC_METHODS, UFUNCS
+from .trace.dispatch import FUNCTIONS, UFUNC_METHODS, UFUNCS
 
 rules.load_scipy()  # the docs list SciPy's rules (and their batching rules) too
 

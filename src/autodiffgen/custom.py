@@ -21,7 +21,7 @@ from . import rules as registry
 from ._typing import Fun
 from .rules import Primitive
 from .rules.control import stop_gradient  # noqa: F401  (re-exported: part of this API)
-from .trace.tracer import bind
+from .trace.recording import bind
 
 
 class CustomPrimitive:

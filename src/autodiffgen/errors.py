@@ -62,7 +62,7 @@ class AutodiffgenError(Exception):
     """Base class of every error autodiffgen raises on purpose."""
 
 
-RAISED = []  # [hook(error)]: tracer.py notes a refusal made while a trace runs
+RAISED = []  # [hook(error)]: trace/recording.py notes a refusal made while a trace runs
 
 
 class Refusal(AutodiffgenError):

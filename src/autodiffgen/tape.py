@@ -12,7 +12,8 @@ from .backward import reverse as backward
 from .errors import TracingError, at
 from .trace import argument_writes, tracer
 from .trace.arguments import Differentiated, decorator, single
-from .trace.tracer import Box, result_dtype
+from .trace.boxes import Box, result_dtype, stand_in
+from .trace.context import user_loc
 from .tree import leaves, map_tree
 
 
@@ -78,8 +79,8 @@ def _write(args, trace):
 def _not_nested(args):
     """The tape computes on concrete arrays: under another transformation (its Boxes as
     arguments) it would drop their derivatives, so it refuses."""
-    if any(type(tracer.stand_in(leaf)) is Box for leaf in leaves(args)):
-        raise TracingError(at(tracer.user_loc(), "the tape (autodiffgen.tape) does not nest "
+    if any(type(stand_in(leaf)) is Box for leaf in leaves(args)):
+        raise TracingError(at(user_loc(), "the tape (autodiffgen.tape) does not nest "
                               "inside another transformation; use autodiffgen's grad, jvp or "
                               "vjp for the inner one"))
 
@@ -140,7 +141,7 @@ def vjp(fun, *primals):
     wrt = [b.node for b in leaves(boxed) if type(b) is Box]
 
     def vjp_fn(g):
-        g = backward.cotangent_like(value, g, tracer.user_loc())
+        g = backward.cotangent_like(value, g, user_loc())
         seeds = [(o.node, np.asarray(t, o.node.dtype)) for o, t in zip(leaves(out), leaves(g))
                  if type(o) is Box and t is not None]
         found, _ = backward.cotangents_of_outputs(trace, seeds, wrt, _values(trace.boxes))

@@ -49,8 +49,9 @@ from .cache import retrace
 from .cache.disk import store
 from .cache.disk.entry import OnDisk
 from .errors import ArgumentError, at, function_name
-from .trace import tracer
 from .trace.arguments import signature_text
+from .trace.boxes import Box
+from .trace.context import user_loc
 from .transforms import _Transformed
 from .tree import leaves, map_tree
 
@@ -136,7 +137,7 @@ class TrainStep(_Transformed):
         trace, boxed, out, names, args = (traced.trace, traced.boxed, traced.out,
                                           traced.names, traced.args)
         backward.check_output(out, self.loss, scalar=True)
-        if type(out) is tracer.Box and out.node.name is None:
+        if type(out) is Box and out.node.name is None:
             out.node.name = "loss"
         grads, cotangent_of = backward.traced_gradients(trace, out, boxed[0])
         trace.replaying = _OPTIMIZER_LINES  # none of the user's lines: no comment
@@ -154,11 +155,11 @@ class TrainStep(_Transformed):
                  f"{type(self.optimizer).__name__}'s update: (value, new params, new state), "
                  f"traced at ({signature_text(args, names)})."))
         # the step overwrites params and state anyway: the code may write into them
-        graph.donated = frozenset(b.node for b in leaves(boxed[:2]) if type(b) is tracer.Box)
+        graph.donated = frozenset(b.node for b in leaves(boxed[:2]) if type(b) is Box)
         return graph
 
 
-# what the update's nodes take as their lines (tracer.Trace.new_node): the update is the
+# what the update's nodes take as their lines (recording.Trace.new_node): the update is the
 # optimizer's code, so its lines are none of the user's, not the caller's of the step
 _OPTIMIZER_LINES = types.SimpleNamespace(stack=(), statements=None)
 
@@ -176,18 +177,18 @@ def _check_targets(targets, batch):
     bases = set()
     for leaf in targets:
         if not isinstance(leaf, np.ndarray) or not leaf.flags.writeable:
-            raise ArgumentError(at(tracer.user_loc(), "compile_step updates params and state "
+            raise ArgumentError(at(user_loc(), "compile_step updates params and state "
                                    "in place: every leaf must be a writeable NumPy array, got "
                                    f"{type(leaf).__name__}"))
         base = leaf if leaf.base is None else leaf.base
         if id(base) in bases:
-            raise ArgumentError(at(tracer.user_loc(), "compile_step updates params and state "
+            raise ArgumentError(at(user_loc(), "compile_step updates params and state "
                                    "in place: two of their arrays share memory (views of one "
                                    "array, or one array twice); give each its own copy"))
         bases.add(id(base))
     for leaf in leaves(batch):
         if isinstance(leaf, np.ndarray) and id(leaf if leaf.base is None else leaf.base) in bases:
-            raise ArgumentError(at(tracer.user_loc(), "compile_step: a batch array shares "
+            raise ArgumentError(at(user_loc(), "compile_step: a batch array shares "
                                    "memory with params or state, which the step overwrites"))
 
 

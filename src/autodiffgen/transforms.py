@@ -25,7 +25,7 @@ from .backward import reverse as backward
 from .cache.view import kept_with
 from .errors import ArgumentError, OutputError, at, function_name
 from .generalize import counts as generalize_counts
-from .trace import arguments, tracer
+from .trace import arguments, boxes, context, tracer
 from .trace.arguments import signature_text, single
 from .tree import leaves, map_tree
 
@@ -100,7 +100,7 @@ class JVPFunction(_Transformed):
         with trace:
             found, tangent_of = forward.tangents(trace, nodes, seeds, trace.boxes.__getitem__)
             t_out = backward.map_tree(out, lambda o: backward.or_zeros(found.get(o.node), o)
-                                      if type(o) is tracer.Box
+                                      if type(o) is boxes.Box
                                       else np.zeros(np.shape(o), np.result_type(o)))
         return backward.fused_graph(
             f"{function_name(self.fun)}_jvp", names, trace,
@@ -142,7 +142,7 @@ class VJPFunction(_Transformed):
         def vjp_fn(g):
             """The cotangents for g, which has out's structure (checked here, at each call:
             the generated backward unpacks g as the trace saw it)."""
-            return backward_fn(residuals, backward.cotangent_like(out, g, tracer.user_loc()))
+            return backward_fn(residuals, backward.cotangent_like(out, g, context.user_loc()))
         return (out, vjp_fn, *aux)  # aux: [] or [f's auxiliary values] (has_aux)
 
     def _load(self, source, namespace, name, locs):
@@ -231,7 +231,7 @@ def jvp(fun: Fun, primals: Sequence[PyTree], tangents: Sequence[PyTree],
     returns (out, tangent_out, aux), as JAX."""
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
-        raise ArgumentError(at(tracer.user_loc(), f"jvp got {len(primals)} primals but "
+        raise ArgumentError(at(context.user_loc(), f"jvp got {len(primals)} primals but "
                                f"{len(tangents)} tangents"))
     return _cached("jvp_aux" if _flag(has_aux) else "jvp", fun,
                    lambda f: JVPFunction(f, has_aux))(*primals, *tangents)
@@ -250,7 +250,7 @@ def vjp(fun: Fun, *primals: PyTree,
 
 def _flag(has_aux):
     if type(has_aux) is not bool and not isinstance(has_aux, np.bool_):
-        raise ArgumentError(at(tracer.user_loc(), f"has_aux must be True or False, got "
+        raise ArgumentError(at(context.user_loc(), f"has_aux must be True or False, got "
                                f"{has_aux!r}"))
     return bool(has_aux)
 
@@ -311,7 +311,7 @@ def _basis_tangents(args, indices, xs, sizes):
 
     def stacked(x):
         i, value = next(counter), _plain(x)
-        rows = np.zeros((total, *np.shape(value)), dtype=tracer.result_dtype(value))
+        rows = np.zeros((total, *np.shape(value)), dtype=boxes.result_dtype(value))
         rows.reshape(total, -1)[starts[i]:starts[i + 1]] = np.eye(sizes[i], dtype=rows.dtype)
         return rows
     basis = map_tree(xs, stacked)
@@ -323,8 +323,8 @@ def _columns_block(stacked, o, x):
     for x's elements, stacked on axis 0."""
     shape = np.shape(_plain(o)) + np.shape(_plain(x))
     if stacked is None or not np.size(stacked):
-        return np.zeros(shape, np.result_type(tracer.result_dtype(_plain(o)),
-                                              tracer.result_dtype(_plain(x))))
+        return np.zeros(shape, np.result_type(boxes.result_dtype(_plain(o)),
+                                              boxes.result_dtype(_plain(x))))
     return np.reshape(np.moveaxis(stacked, 0, -1), shape)
 
 
@@ -375,13 +375,13 @@ def _jacobian_arguments(args, indices):
     function it traces) is read, and guarded, in that trace, not in a later inner one."""
     for i in indices:
         if not 0 <= i < len(args):
-            raise ArgumentError(at(tracer.user_loc(), f"argnums={i} is out of range: the "
+            raise ArgumentError(at(context.user_loc(), f"argnums={i} is out of range: the "
                                    f"function got {len(args)} positional argument(s)"))
         for leaf in leaves(args[i]):
             value = _plain(leaf)
             if not (isinstance(value, (np.ndarray, np.generic, float))
                     and np.issubdtype(np.result_type(value), np.floating)):
-                raise ArgumentError(at(tracer.user_loc(), f"the Jacobian is taken with "
+                raise ArgumentError(at(context.user_loc(), f"the Jacobian is taken with "
                                        f"respect to argument {i}, whose every leaf must be a "
                                        f"float or a floating-point array, not "
                                        f"{type(value).__name__} {getattr(value, 'dtype', '')}"))
@@ -393,11 +393,11 @@ def _jacobian_outputs(out, fun):
     integer output, as in JAX, is refused rather than made zeros)."""
     found = leaves(out)
     for leaf in found:
-        if not np.issubdtype(tracer.result_dtype(_plain(leaf)), np.inexact):
-            raise OutputError(at(tracer.user_loc(), f"the Jacobian of "
+        if not np.issubdtype(boxes.result_dtype(_plain(leaf)), np.inexact):
+            raise OutputError(at(context.user_loc(), f"the Jacobian of "
                                  f"{function_name(fun)} needs floating-point outputs, but "
                                  f"one is {type(_plain(leaf)).__name__} of dtype "
-                                 f"{tracer.result_dtype(_plain(leaf))}"))
+                                 f"{boxes.result_dtype(_plain(leaf))}"))
     return found
 
 
@@ -423,8 +423,8 @@ def _block(parts, o, x, axis):
     (axis 0, reverse mode) or columns (axis -1, forward mode)."""
     shape = np.shape(_plain(o)) + np.shape(_plain(x))
     if not parts:
-        return np.zeros(shape, np.result_type(tracer.result_dtype(_plain(o)),
-                                              tracer.result_dtype(_plain(x))))
+        return np.zeros(shape, np.result_type(boxes.result_dtype(_plain(o)),
+                                              boxes.result_dtype(_plain(x))))
     return np.reshape(np.stack(parts, axis=axis), shape)
 
 
@@ -439,7 +439,7 @@ def _nest(out, xs, blocks):
 
 
 def _plain(x):
-    return x.value if type(x) is tracer.Box else x
+    return x.value if type(x) is boxes.Box else x
 
 
 jacrev = jacobian
@@ -470,7 +470,7 @@ def _grad_of(fun, argnums, has_aux=False):
 def _basis(like, k):
     """Zeros like `like` (a Box's value for a Box), with element k one (k None: none)."""
     value = _plain(like)
-    e = np.zeros(np.shape(value), dtype=tracer.result_dtype(value))
+    e = np.zeros(np.shape(value), dtype=boxes.result_dtype(value))
     if k is not None:
         e.reshape(-1)[k] = 1
     return e

@@ -25,7 +25,7 @@ from autodiffgen.cache.disk import key as disk_key
 from autodiffgen.cache.disk import reads, store
 from autodiffgen.cache.keys import signature_key
 from autodiffgen.diskcache import CacheDirError, DiskCacheWarning, Variant
-from autodiffgen.trace import record
+from autodiffgen.trace import executed
 
 KEY = hashlib.sha256(b"one").hexdigest()
 OTHER = hashlib.sha256(b"two").hexdigest()
@@ -1053,20 +1053,20 @@ def test_the_recorder_sees_only_user_code_in_its_own_thread_and_restores_the_hoo
     def before():
         return 2
     old_trace = sys.gettrace()  # coverage's, under pytest-cov
-    with record.Recorder() as recorder:
+    with executed.Recorder() as recorder:
         before()  # the library's own work, outside the user's function
-        with record.user_code():
+        with executed.user_code():
             thread = threading.Thread(target=other)
             thread.start()
             thread.join()
             mine()
-            with record.user_code():  # nested: the same hook
+            with executed.user_code():  # nested: the same hook
                 pass
             assert sys.gettrace() is not old_trace or sys.getprofile() is not None
     assert sys.gettrace() is old_trace and sys.getprofile() is None
     assert mine.__code__ in recorder.codes and other.__code__ not in recorder.codes
     assert before.__code__ not in recorder.codes
-    with record.user_code():  # no recorder waits: no hook
+    with executed.user_code():  # no recorder waits: no hook
         assert sys.gettrace() is old_trace and sys.getprofile() is None
 
 
@@ -1175,7 +1175,7 @@ def test_an_installed_package_s_object_is_not_stored_and_the_log_says_why(cache,
 def test_check_finds_each_kind_of_change(tmp_path, monkeypatch, source, edit, why):
     monkeypatch.delenv("ADG_FLAG_TEST", raising=False)
     f = module(tmp_path, source, name="m_check").f
-    with record.Recorder() as recorder, record.user_code():
+    with executed.Recorder() as recorder, executed.user_code():
         f(np.ones(2))
     manifest = json.loads(json.dumps(reads.manifest(f, recorder.codes)))  # as stored
     assert reads.check(f, manifest) is None

@@ -1,6 +1,6 @@
 """Memory stays flat: a finished trace leaves no Box, Node, Trace or closure behind, a
 cached call allocates nothing that outlives it, and a dropped generated function takes
-its source lines (linecache) and line map (tracer.GENERATED_LOCS) with it.
+its source lines (linecache) and line map (context.GENERATED_LOCS) with it.
 """
 
 import gc
@@ -16,9 +16,11 @@ import pytest
 import autodiffgen as ad
 from autodiffgen import tape
 from autodiffgen.graph import Graph, Node
-from autodiffgen.trace import tracer
+from autodiffgen.trace.boxes import Box
+from autodiffgen.trace.context import GENERATED_LOCS, current_trace
+from autodiffgen.trace.recording import Trace
 
-TRACED_TYPES = (tracer.Box, Node, tracer.Trace, Graph)
+TRACED_TYPES = (Box, Node, Trace, Graph)
 
 
 def live_traced_objects():
@@ -32,7 +34,7 @@ def generated_entries():
     freed the modules nothing refers to (a function and its globals form a cycle)."""
     gc.collect()
     return (sum(1 for name in linecache.cache if name.startswith("<autodiffgen-")),
-            len(tracer.GENERATED_LOCS))
+            len(GENERATED_LOCS))
 
 
 class Spy:
@@ -43,10 +45,10 @@ class Spy:
         self.refs = []
 
     def __call__(self, *boxes):
-        trace = tracer.current_trace()
+        trace = current_trace()
         if trace is not None:
             self.refs.append(weakref.ref(trace))
-        self.refs += [weakref.ref(b.node) for b in boxes if type(b) is tracer.Box]
+        self.refs += [weakref.ref(b.node) for b in boxes if type(b) is Box]
 
     def alive(self):
         gc.collect()
@@ -226,7 +228,7 @@ def test_a_module_collected_inside_linecache_checkcache_does_not_break_it(monkey
         monkeypatch.undo()
         gc.enable()
     ad.grad(lambda x: np.sin(x).sum())(np.ones(2))  # a later compilation drops it
-    assert filename not in linecache.cache and filename not in tracer.GENERATED_LOCS
+    assert filename not in linecache.cache and filename not in GENERATED_LOCS
 
 
 @pytest.mark.parametrize("transform", [

@@ -16,7 +16,7 @@ import pytest
 
 import autodiffgen as ad
 from autodiffgen import tape
-from autodiffgen.trace import tracer
+from autodiffgen.trace.context import current_trace
 
 THREADS = 8
 TIMEOUT = 20  # seconds: a deadlock fails the test instead of hanging it
@@ -216,7 +216,7 @@ def test_two_traces_at_once_never_see_each_others_boxes():
                 pass
             for _ in range(steps):
                 h = h * factor
-                assert h.node.trace_id == tracer.current_trace().id
+                assert h.node.trace_id == current_trace().id
             return h.sum()
         return traced
     chains = [(ad.grad(chain(np.sin, 1.01)), np.cos, 1.01, "exp"),

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from autodiffgen import tape, value_and_grad
 from autodiffgen.testing import check_grads
-from autodiffgen.trace.tracer import Box
+from autodiffgen.trace.boxes import Box
 
 EXAMPLES = int(os.environ.get("AUTODIFFGEN_FUZZ", "150"))
 MARGIN = 1e-3  # a decision closer than this to flipping would fool finite differences

@@ -437,7 +437,7 @@ def test_interception_is_undone_on_every_exit_and_other_threads_draw_normally():
     np.random.seed(9)
     np.testing.assert_array_equal(seen[0], np.random.rand(2))
     assert seen[1] == np.random.default_rng(1).random()
-    assert type(value) is not ad.trace.tracer.Box
+    assert type(value) is not ad.trace.boxes.Box
     assert (np.random.rand, np.random.normal, np.random.default_rng) == originals
 
 

@@ -16,7 +16,7 @@ import autodiffgen
 from autodiffgen import emit, grad, tape, value_and_grad
 from autodiffgen.graph import Node, toposort
 from autodiffgen.testing import GradientMismatch, check_grads
-from autodiffgen.trace import tracer
+from autodiffgen.trace import recording, tracer
 
 RNG = np.random.default_rng(20261122)
 
@@ -167,7 +167,7 @@ def test_second_call_runs_no_tracer_and_gives_new_answer(monkeypatch):
     def no_tracing(*args, **kwargs):
         raise AssertionError("the tracer ran on a cache hit")
     monkeypatch.setattr(tracer, "trace", no_tracing)
-    monkeypatch.setattr(tracer.Trace, "__init__", no_tracing)
+    monkeypatch.setattr(recording.Trace, "__init__", no_tracing)
     W2, x2, y2 = RNG.normal(size=(4, 3)), RNG.normal(size=(7, 4)), RNG.integers(0, 3, 7)
     value, (gW, gb) = f(W2, b, x2, y2)
     monkeypatch.undo()

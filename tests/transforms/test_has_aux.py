@@ -91,7 +91,7 @@ def test_no_derivative_flows_from_aux():
     g, aux = ad.grad(f, has_aux=True)(w)
     np.testing.assert_array_equal(g, np.ones(4))  # d sum(w) only
     np.testing.assert_allclose(aux["sq"], np.sum(w ** 2))
-    assert type(aux["w"]) is np.ndarray and type(aux["sq"]) is not ad.trace.tracer.Box
+    assert type(aux["w"]) is np.ndarray and type(aux["sq"]) is not ad.trace.boxes.Box
 
 
 def test_argnums_tuple_float32_and_python_floats():

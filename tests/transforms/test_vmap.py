@@ -13,7 +13,7 @@ from tables import rng_for, run_ruff
 import autodiffgen as ad
 from autodiffgen.rules import PRIMITIVES
 from autodiffgen.testing import check_grads
-from autodiffgen.trace.tracer import UFUNCS
+from autodiffgen.trace.dispatch import UFUNCS
 
 B = 3  # the batch size of the table's rows
 

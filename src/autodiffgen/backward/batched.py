@@ -36,7 +36,8 @@ from ..rules.batching import Context, Unbatchable
 from ..rules.control import READS
 from ..trace.arguments import index as as_index
 from ..trace.arguments import signature_text
-from ..trace.tracer import Box, result_dtype, user_loc
+from ..trace.boxes import Box, result_dtype
+from ..trace.context import user_loc
 from ..tree import (
     is_container,
     items,

@@ -35,7 +35,9 @@ from ..errors import function_name
 from ..graph import Node
 from ..rules import Primitive, defbatch, defprimitive, register_helper
 from ..rules.batching import spread
-from ..trace.tracer import Box, bind, current_trace, stand_in, user_stack
+from ..trace.boxes import Box, stand_in
+from ..trace.context import current_trace, user_stack
+from ..trace.recording import bind
 from ..tree import leaves, map_tree
 
 

@@ -16,7 +16,8 @@ nodes, sums the same way.
 import numpy as np
 
 from ..rules import PRIMITIVES
-from ..trace.tracer import RESULT_HOOKS, Box, result_dtype
+from ..trace.boxes import Box, result_dtype
+from ..trace.recording import RESULT_HOOKS
 
 
 class Cotangents:

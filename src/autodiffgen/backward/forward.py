@@ -12,7 +12,7 @@ from ..errors import ArgumentError, at
 from ..graph import Node
 from ..rules import broadcast_up
 from ..trace import tracer
-from ..trace.tracer import Box
+from ..trace.boxes import Box
 from ..tree import map_trees
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import ArgumentError, OutputError, at, def_site, function_name
 from ..graph import Graph, Node, toposort
 from ..rules import PRIMITIVES, missing_rule, unbroadcast
-from ..trace.tracer import Box, result_dtype
+from ..trace.boxes import Box, result_dtype
 from ..tree import (
     is_container,
     is_mapping,

@@ -8,11 +8,10 @@
     shared.py    batch-polymorphic sharing: one function for every batch size it serves
     loader.py    generated source -> a function that lives as long as it is used
     view.py      one grad(f) object's counts over the entries every grad(f) shares
-    disk/        the opt-in disk store: key.py (what an entry is keyed on), record.py and
-                 reads.py (what a trace ran and read), store.py (signed entries, LRU on
+    disk/        the opt-in disk store: key.py (what an entry is keyed on), reads.py
+                 (what a trace ran, trace/executed.py, and read), store.py (signed entries, LRU on
                  disk), files.py (private directory, no links followed, atomic writes),
                  entry.py (a function's entries: a trace to an entry and back)
 
-Nothing is imported here: the tracer imports disk/record.py, and keys.py imports the
-tracer, so this package must load without its modules. Import them by name.
+Nothing is imported here: keys.py imports the trace stage, so this package must load without its modules. Import them by name.
 """

@@ -29,7 +29,7 @@ from ..errors import GuardError, TracingError, function_name
 from ..generated_helpers import GuardFailure
 from ..graph import Node, is_guard
 from ..rules.random import states_kept
-from ..trace import tracer
+from ..trace import boxes, context, recording, tracer
 from ..tree import leaves
 from . import dispatch, retrace
 from .disk.entry import OnDisk
@@ -300,7 +300,7 @@ def _guarded(graph):
     values outside its arguments, raises where the user's code did, or serves a batch
     range."""
     return graph.batch is not None or bool(graph.captured) or \
-        any(is_guard(n) or n.prim is not None and n.prim.name in tracer.RAISES
+        any(is_guard(n) or n.prim is not None and n.prim.name in recording.RAISES
             for n in graph.nodes) or any(map(_reads_outside, graph.inputs)) or \
         any(mark.tried for mark in graph.marks.values())
 
@@ -332,5 +332,5 @@ def _traced(args):
     through a closure (any call while a trace runs): such a call is never batched nor
     stored, and its code never writes in place and reads what it reads from outside
     through capture.read_traced."""
-    return tracer.current_trace() is not None or \
-        any(type(leaf) in (tracer.Box, tracer.Handle) for leaf in leaves(args))
+    return context.current_trace() is not None or \
+        any(type(leaf) in (boxes.Box, boxes.Handle) for leaf in leaves(args))

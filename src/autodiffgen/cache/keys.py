@@ -15,7 +15,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..errors import ArgumentError, user_frame, where
-from ..trace.tracer import Box, Handle
+from ..trace.boxes import Box, Handle
 from ..tree import is_namedtuple, kind_of
 
 CacheInfo = namedtuple("CacheInfo", "hits misses entries")

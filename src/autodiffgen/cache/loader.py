@@ -1,8 +1,8 @@
 """Loading generated code: source in, a Python function out, living as long as it is used.
 
 A compiled module lives exactly as long as its functions: its source lines (linecache)
-and its line map (tracer.GENERATED_LOCS) are registered under a filename no other module
-ever gets, so tracebacks and pdb show the generated code and the user line it came from,
+and its line map (trace.context.GENERATED_LOCS) are registered under a filename no other
+module ever gets, so tracebacks and pdb show the generated code and the user line it came from,
 and removed when the functions are collected, so tracing a thousand distinct functions and
 dropping them leaves nothing behind.
 """
@@ -17,7 +17,7 @@ import numpy as np
 
 from ..generated_helpers import HELPERS
 from ..rules import TRACEABLE_HELPERS
-from ..trace.tracer import GENERATED_LOCS
+from ..trace.context import GENERATED_LOCS
 
 _counter = itertools.count()
 _counter_lock = threading.Lock()
@@ -26,7 +26,7 @@ _dead_lines = []  # linecache keys of collected modules that a finalizer could n
 
 def load(source, namespace, name, locs=None):
     """Compile generated source under a filename that tracebacks and pdb can show, and
-    remember which user line each generated line came from (see tracer.user_stack)."""
+    remember which user line each generated line came from (trace.context.user_stack)."""
     _drop_dead_lines()  # those a finalizer had to leave (see _forget)
     filename = _unique_filename(name)
     code = compile(source, filename, "exec")

@@ -39,11 +39,13 @@ from ..plan.memory import (
 from ..plan.schedule import freeing_first
 from ..plan.slots import Slot, c_ordered, c_ordered_product, subscript_ast
 from ..rules.buffers import VIEWS, ufunc_of
-from ..trace.capture import chain_text, is_globals, read_traced, same_contents
+from ..trace.capture import read_traced
+from ..trace.context import source_line
 from ..trace.count_sources import count_var
 from ..trace.naming import RESERVED, Namespace
 from ..trace.raising import Raised, errstate_code
-from ..trace.tracer import RAISES, source_line
+from ..trace.reads import chain_text, is_globals, same_contents
+from ..trace.recording import RAISES
 from ..tree import Child, Field, is_namedtuple, kind_of, leaves, registration
 from .expressions import (
     PARSE_LOCK,

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import tape
 from ..errors import AutodiffgenError, at
-from ..trace import tracer
+from ..trace.context import source_line
 from ..tree import leaves
 
 
@@ -115,6 +115,6 @@ def _batch_reduction(node, n):
 
 
 def _describe(node, what):
-    line = tracer.source_line(node.loc)
+    line = source_line(node.loc)
     text = f"`{node.prim.name}` over the rows here (`{line}`) {what}."
     return node.loc or "<unknown location>", text

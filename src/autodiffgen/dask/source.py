@@ -16,7 +16,7 @@ import hashlib
 from .. import pipeline
 from ..errors import TracingError, at
 from ..rules.random import DRAW
-from ..trace.capture import Check, same_contents, snapshot
+from ..trace.reads import Check, same_contents, snapshot
 
 
 def module_variant(gf, args):

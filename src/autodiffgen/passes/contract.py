@@ -16,7 +16,7 @@ import numpy as np
 from ..graph import Node, op, users_of
 from ..rules import PRIMITIVES
 from ..rules.products import split_subscripts
-from ..trace.tracer import result_dtype
+from ..trace.boxes import result_dtype
 from ..tree import leaves
 from .contraction import BLAS_DTYPES, plan
 from .rewrite import clone, guard_reads, substitute

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..graph import Node, op
 from ..rules import PRIMITIVES, elementwise_ufunc
-from ..trace.tracer import result_dtype
+from ..trace.boxes import result_dtype
 from .rewrite import clone, op_here, substitute, unchanged
 
 

@@ -39,15 +39,11 @@ import numpy as np
 
 from ..errors import UnsupportedOperationError, at
 from ..generated_helpers import HELPERS
-from ..trace.tracer import (
-    TRACE_HOOKS,
-    UFUNC_MISSES,
-    UFUNCS,
-    bind,
-    current_trace,
-    result_dtype,
-    user_loc,
-)
+from ..trace.boxes import result_dtype
+from ..trace.context import current_trace, user_loc
+from ..trace.dispatch import UFUNC_MISSES, UFUNCS
+from ..trace.recording import bind
+from ..trace.tracer import TRACE_HOOKS
 
 PRIMITIVES = {}
 TRACEABLE_HELPERS = {}  # runtime helper name -> a version that records a primitive on Boxes

@@ -18,7 +18,7 @@ import string
 import numpy as np
 
 from ..graph import Index, Slot
-from ..trace.tracer import UFUNCS
+from ..trace.dispatch import UFUNCS
 from . import PRIMITIVES, defbatch
 
 

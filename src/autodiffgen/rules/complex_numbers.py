@@ -21,7 +21,9 @@ result hook of the tracer).
 import numpy as np
 
 from ..errors import UnsupportedOperationError, at
-from ..trace.tracer import RESULT_HOOKS, Box, carries_gradient, user_loc
+from ..trace.boxes import Box, carries_gradient
+from ..trace.context import user_loc
+from ..trace.recording import RESULT_HOOKS
 from . import (  # noqa: F401  (the families COMPLEX_OK marks, registered first)
     PRIMITIVES,
     assembly,

@@ -15,8 +15,9 @@ import numpy as np
 from .._typing import PyTree
 from ..generated_helpers import GuardFailure, _layout
 from ..generated_helpers import stop_gradient as _stop_gradient_impl
+from ..trace.boxes import Box, stand_in
 from ..trace.raising import Raised
-from ..trace.tracer import GUARD, RAISES, Box, bind, stand_in
+from ..trace.recording import GUARD, RAISES, bind
 from ..tree import map_tree
 from . import defprimitive, register_helper
 

@@ -13,7 +13,7 @@ numpy_api/eig.py guards it.
 
 import numpy as np
 
-from ..trace.tracer import RAISES
+from ..trace.recording import RAISES
 from . import defprimitive
 from .linalg import _T, solve
 

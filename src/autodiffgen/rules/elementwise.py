@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 from ..errors import UnsupportedOperationError, at
-from ..trace.tracer import Box, user_loc
+from ..trace.boxes import Box
+from ..trace.context import user_loc
 from . import defprimitive, register_ufunc
 
 

@@ -29,7 +29,7 @@ derivative. Real inputs take exactly the real formulas (`_H` is then `_T`, `_con
 
 import numpy as np
 
-from ..trace.tracer import result_dtype
+from ..trace.boxes import result_dtype
 from . import defprimitive
 
 

@@ -14,7 +14,7 @@ import string
 
 import numpy as np
 
-from ..trace.tracer import result_dtype
+from ..trace.boxes import result_dtype
 from . import defprimitive, register_ufunc
 
 

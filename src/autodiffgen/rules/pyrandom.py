@@ -39,17 +39,10 @@ import sys
 import numpy as np
 
 from ..errors import TracingError, UnsupportedOperationError, at, is_internal
+from ..trace.boxes import HANDLE_METHODS, Box, Handle, carries_gradient
+from ..trace.context import current_trace, located, user_loc
 from ..trace.swaps import Swaps
-from ..trace.tracer import (
-    HANDLE_METHODS,
-    TRACE_HOOKS,
-    Box,
-    Handle,
-    carries_gradient,
-    current_trace,
-    located,
-    user_loc,
-)
+from ..trace.tracer import TRACE_HOOKS
 from . import defprimitive
 from .random import DRAWS, _identical, resolve
 

@@ -44,7 +44,8 @@ import threading
 import numpy as np
 
 from ..errors import TracingError, at
-from ..trace.tracer import Box, carries_gradient, current_trace, located, user_loc
+from ..trace.boxes import Box, carries_gradient
+from ..trace.context import current_trace, located, user_loc
 from . import defprimitive
 
 GENERATORS = (np.random.Generator, np.random.RandomState, pyrandom.Random)  # (rules/pyrandom.py)

@@ -10,7 +10,7 @@ prod's and cumprod's rules are products of the other elements, exact at zeros.
 import numpy as np
 
 from ..graph import Index
-from ..trace.tracer import Box
+from ..trace.boxes import Box
 from . import defprimitive, register_helper
 from .indexing import getitem
 

@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from ..errors import UnsupportedOperationError, at
-from ..trace.tracer import bind, current_trace, user_loc
+from ..trace.context import current_trace, user_loc
+from ..trace.recording import bind
 from . import PRIMITIVES, defprimitive, register_helper
 from .complex_numbers import mark_complex_ok
 from .elementwise import ufunc

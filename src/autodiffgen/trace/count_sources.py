@@ -18,7 +18,8 @@ import numpy as np
 
 from ..graph import Node, is_guard
 from ..graph.size_formulas import Dim
-from . import tracer
+from . import boxes, recording
+from .boxes import Box
 
 TEST = "count_nonzero"  # the guard test a count source records
 LENGTH = "len"  # the one a result as long as the data says records (observe_length)
@@ -33,7 +34,7 @@ class _Probe:
 
     def __init__(self, counts):
         self.counts = counts
-        self.trace_id = next(tracer._trace_ids) + 1
+        self.trace_id = next(recording._trace_ids) + 1
 
 
 def observe(trace, box):
@@ -56,7 +57,7 @@ def observe(trace, box):
     trace.guard(box, TEST, int(np.count_nonzero(box.value)))
     guard = trace.guards[-1]
     guard.params.update(source=index, read=False)  # its own: CSE must not merge two sources
-    trace.__dict__.setdefault("count_guards", []).append(guard)  # tracer._sized marks them
+    trace.__dict__.setdefault("count_guards", []).append(guard)  # boxes._sized marks them
     return box
 
 
@@ -67,14 +68,14 @@ def seen(trace, box):
     probed mask keep their own counts, and each source is still changed alone
     (complementary masks, x[m] and x[~m], are served as any two)."""
     probed = getattr(trace, "probed", None)
-    if not probed or type(box) is not tracer.Box or box.node.trace_id != trace.id:
+    if not probed or type(box) is not Box or box.node.trace_id != trace.id:
         return box
     value = probed.get(_key(trace, box.node))
     if value is None:
         return box
     current = trace.boxes.get(box.node)
     if current is None or current is box or current.value is not value:
-        current = trace.boxes[box.node] = tracer.Box(value, box.node)  # the user's box stays
+        current = trace.boxes[box.node] = Box(value, box.node)  # the user's box stays
     return current
 
 
@@ -131,7 +132,7 @@ def observe_length(trace, box, key, total, resize=None, least=0):
     if probe is not None and probe.trace_id == trace.id and index in probe.counts:
         value = (resize or _with_length)(box.value, probe.counts[index])
         box.node.shape = np.shape(value)  # a new node, which nothing reads yet
-        box = trace.boxes[box.node] = tracer.Box(value, box.node)
+        box = trace.boxes[box.node] = Box(value, box.node)
     if first:
         trace.guard(box, LENGTH, len(box.value))
         guard = trace.guards[-1]
@@ -142,7 +143,7 @@ def observe_length(trace, box, key, total, resize=None, least=0):
 
 def length_key(trace, box):
     """What identifies the data a length source is computed from (as a mask, `_key`)."""
-    return _key(trace, box.node) if type(box) is tracer.Box and \
+    return _key(trace, box.node) if type(box) is Box and \
         box.node.trace_id == trace.id else id(box)
 
 
@@ -168,12 +169,12 @@ def read_count(trace, box):
     return int(np.count_nonzero(source.value))
 
 
-tracer.COUNT_READS.append(read_count)
+boxes.COUNT_READS.append(read_count)
 
 
 def mark_read(trace):
     """A size was decided on after the trace's masks (a slice x[m][:3] is shorter at
-    fewer than 3): try every count, as when the user's Python reads one (tracer._sized)."""
+    fewer than 3): try every count, as when the user's Python reads one (boxes._sized)."""
     for guard in getattr(trace, "count_guards", ()):
         guard.params["read"] = True
 

@@ -4,7 +4,7 @@ A NumPy call the user wrote inside the body of a `try:` (in any of their frames 
 stack) may raise on values it did not raise on when traced: an index out of range, a
 matrix that is not positive definite, a division under `np.errstate(divide="raise")`.
 Such a call is "tried": when it raises while tracing and the user's code goes on, the
-trace records a "raises" guard (tracer.Trace.raised); when it does not, the generated
+trace records a "raises" guard (recording.Trace.raised); when it does not, the generated
 code runs it inside `try:` and turns a raise into GuardFailure, so the call traces the
 path it takes. A call made while `np.geterr()` differs from what it was when the trace
 started runs under the same `np.errstate(...)` in the generated code.
@@ -83,7 +83,7 @@ def _may_catch(code):
     return found
 
 
-GENERATED = {}  # tracer.GENERATED_LOCS: generated code's lines -> the user's (file, line)
+GENERATED = {}  # context.GENERATED_LOCS: generated code's lines -> the user's (file, line)
 STOPS = set()  # code objects where the traced call starts (tracer.trace): look no further
 
 

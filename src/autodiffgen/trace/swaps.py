@@ -7,7 +7,7 @@ attribute to replace (`owner.name`) and its replacement. While any trace runs, i
 thread, the attribute is the replacement, which must behave as the original in a thread
 that is not tracing; the last trace to end puts the originals back. Each rule module
 keeps its own Swaps, switched on by the hook whose lifetime it needs (tracer.TRACE_HOOKS
-around the user's call, tracer.ENTER_HOOKS while a recording is current).
+around the user's call, recording.ENTER_HOOKS while a recording is current).
 """
 
 import contextlib

@@ -1,6 +1,6 @@
 """One function's entries in the disk store: a stored entry from a trace, and a trace's
 code from a stored entry. The glue between the in-memory cache (cache/entries.py), the key
-(key.py), the signed file format (store.py) and what a trace read (record.py, reads.py).
+(key.py), the signed file format (store.py) and what a trace read (trace/executed.py, reads.py).
 
 `OnDisk` is a function's side of the store: its fingerprint, computed once; each
 signature's disk key; the recording a disk-cached trace runs under; the variants stored
@@ -22,7 +22,7 @@ import types
 import numpy as np
 
 from ...errors import function_name
-from ...trace.record import Recorder
+from ...trace.executed import Recorder
 from .. import retrace
 from . import reads, store
 from .key import entry_key, fingerprint

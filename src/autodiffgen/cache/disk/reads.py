@@ -2,7 +2,7 @@
 process loads it only where a trace would produce the same code.
 
 `manifest` walks from the traced function through what the code a Recorder saw run
-(record.py) names: the globals and closure cells of every executed function, the
+(trace/executed.py) names: the globals and closure cells of every executed function, the
 attributes of the modules, classes and objects it reaches (`pkg.sub.fn`, `config.scale`,
 `self.w`). Each place is stored as a path from the traced function (or from a module, by
 name) with a text of what is there: a function by the hash of its code, a string, tuple or

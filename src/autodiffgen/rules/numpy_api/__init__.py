@@ -24,7 +24,9 @@ import functools
 import numpy as np
 
 from ...errors import TracingError, UnsupportedOperationError, at
-from ...trace.tracer import FUNCTIONS, UFUNC_METHODS, Box, shape_args, user_loc
+from ...trace.boxes import Box
+from ...trace.context import user_loc
+from ...trace.dispatch import FUNCTIONS, UFUNC_METHODS, shape_args
 
 
 def register_function(*funcs):

@@ -15,7 +15,8 @@ import numpy as np
 
 from ...errors import UnsupportedOperationError, at
 from ...graph import Index, Slot
-from ...trace.tracer import Box, user_loc
+from ...trace.boxes import Box
+from ...trace.context import user_loc
 from ..assembly import pad, repeat, tile, tril, triu
 from ..indexing import getitem, scatter_add
 from . import boxmethod, check_no_out, register_function

@@ -19,19 +19,11 @@ import types
 import numpy as np
 
 from ...errors import UnsupportedOperationError, at
+from ...trace.boxes import STAND_INS, Box, _holds_box, concrete, stand_in
 from ...trace.capture import add_stand_in
+from ...trace.context import current_trace, user_loc
+from ...trace.recording import ENTER_HOOKS, bind
 from ...trace.swaps import Swaps
-from ...trace.tracer import (
-    ENTER_HOOKS,
-    STAND_INS,
-    Box,
-    _holds_box,
-    bind,
-    concrete,
-    current_trace,
-    stand_in,
-    user_loc,
-)
 from .. import astype
 from ..elementwise import copy as copy_prim
 from .shapes import PASSING

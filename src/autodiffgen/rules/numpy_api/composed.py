@@ -18,7 +18,9 @@ import string
 import numpy as np
 
 from ...errors import TracingError, UnsupportedOperationError, at
-from ...trace.tracer import Box, bind, user_loc
+from ...trace.boxes import Box
+from ...trace.context import user_loc
+from ...trace.recording import bind
 from .. import astype
 from ..indices import argpartition
 from . import (

@@ -5,7 +5,8 @@ so each result carries a guard on its dtype, and the other kind traces again.
 
 import numpy as np
 
-from ...trace.tracer import Box, current_trace
+from ...trace.boxes import Box
+from ...trace.context import current_trace
 from ..eig import eig_values, eig_vectors
 from . import register_function
 

@@ -6,7 +6,9 @@ in rules/elementwise.py (the ufuncs reach theirs through __array_ufunc__ directl
 import numpy as np
 
 from ...errors import TracingError, UnsupportedOperationError, at
-from ...trace.tracer import Box, bind, reader, user_loc
+from ...trace.boxes import Box, reader
+from ...trace.context import user_loc
+from ...trace.recording import bind
 from ..complex_numbers import angle, imag, is_complex, real
 from ..elementwise import astype, clip, conj, copy, nan_to_num, real_only, round_, sinc, where
 from . import boxmethod, check_no_out, register_function

@@ -6,7 +6,7 @@ fftshift and ifftshift as np.roll by half of each axis.
 import numpy as np
 
 from ...errors import UnsupportedOperationError, at
-from ...trace.tracer import user_loc
+from ...trace.context import user_loc
 from ..fft import fftn, ifftn, irfftn, rfftn
 from . import check_no_out, register_function
 

@@ -23,7 +23,8 @@ from ...generated_helpers import _setitem as _setitem_impl
 from ...generated_helpers import scatter_add as _scatter_add_impl
 from ...graph import Index, Slot
 from ...trace import count_sources
-from ...trace.tracer import Box, _holds_box, concrete, current_trace, result_dtype, user_loc
+from ...trace.boxes import Box, _holds_box, concrete, result_dtype
+from ...trace.context import current_trace, user_loc
 from .. import register_helper
 from ..indexing import add_at, getitem, scatter_add, setitem, shifted
 from . import boxmethod

@@ -11,7 +11,9 @@ import numpy as np
 
 from ...errors import TracingError, UnsupportedOperationError, at
 from ...trace import count_sources
-from ...trace.tracer import Box, bind, carries_gradient, current_trace, user_loc
+from ...trace.boxes import Box, carries_gradient
+from ...trace.context import current_trace, user_loc
+from ...trace.recording import bind
 from ..indices import (
     argmax,
     argmin,

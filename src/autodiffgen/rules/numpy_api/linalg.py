@@ -7,7 +7,8 @@ reductions and singular values, and needs no rule of its own.
 import numpy as np
 
 from ...errors import UnsupportedOperationError, at
-from ...trace.tracer import result_dtype, user_loc
+from ...trace.boxes import result_dtype
+from ...trace.context import user_loc
 from ..complex_numbers import abs2
 from ..linalg import (
     cholesky,

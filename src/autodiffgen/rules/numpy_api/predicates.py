@@ -11,7 +11,7 @@ the generated code checks, so a call whose data decides otherwise traces the oth
 
 import numpy as np
 
-from ...trace.tracer import bind
+from ...trace.recording import bind
 from ..indices import count_nonzero
 from . import boxmethod, check_no_out, normalize_axis, register_function
 

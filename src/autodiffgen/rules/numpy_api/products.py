@@ -10,7 +10,7 @@ import string
 import numpy as np
 
 from ...errors import UnsupportedOperationError, at
-from ...trace.tracer import user_loc
+from ...trace.context import user_loc
 from ..complex_numbers import is_complex
 from ..elementwise import conj
 from ..products import einsum, matmul, split_subscripts, unused_letters

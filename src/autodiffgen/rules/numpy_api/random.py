@@ -26,17 +26,11 @@ import numpy as np
 
 from ...errors import TracingError, UnsupportedOperationError, at
 from ...graph import Node
+from ...trace.boxes import HANDLE_METHODS, Box, Handle
+from ...trace.context import current_trace, user_loc
+from ...trace.recording import GUARD_HOOKS, INPUT_KINDS
 from ...trace.swaps import Swaps
-from ...trace.tracer import (
-    GUARD_HOOKS,
-    HANDLE_METHODS,
-    INPUT_KINDS,
-    TRACE_HOOKS,
-    Box,
-    Handle,
-    current_trace,
-    user_loc,
-)
+from ...trace.tracer import TRACE_HOOKS
 from ..random import (
     DEFAULT_RNG,
     DRAWS,

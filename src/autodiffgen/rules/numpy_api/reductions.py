@@ -7,7 +7,7 @@ np.average written with them: the primitives of rules/reductions.py, with NumPy'
 import numpy as np
 
 from ...errors import UnsupportedOperationError, at
-from ...trace.tracer import user_loc
+from ...trace.context import user_loc
 from ..complex_numbers import abs2, is_complex
 from ..reductions import axes_tuple, count, cumprod, cumsum, max_, mean, min_, prod, std_root, sum_
 from . import boxmethod, check_no_out, normalize_axis, register_function, register_ufunc_method

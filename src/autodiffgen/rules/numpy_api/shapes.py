@@ -12,7 +12,8 @@ import sys
 import numpy as np
 
 from ...errors import UnsupportedOperationError, at, is_internal
-from ...trace.tracer import Box, user_loc
+from ...trace.boxes import Box
+from ...trace.context import user_loc
 from ..shapes import (
     broadcast_to,
     concatenate,

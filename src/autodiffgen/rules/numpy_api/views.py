@@ -15,15 +15,9 @@ import weakref
 import numpy as np
 
 from ...errors import TracingError, at
-from ...trace.tracer import (
-    INPUT_HOOKS,
-    RESULT_HOOKS,
-    Box,
-    bind,
-    current_trace,
-    source_line,
-    user_loc,
-)
+from ...trace.boxes import Box
+from ...trace.context import current_trace, source_line, user_loc
+from ...trace.recording import INPUT_HOOKS, RESULT_HOOKS, bind
 from ..control import READS
 from ..indexing import getitem, setitem, shifted
 from ..shapes import expand_dims, reshape, squeeze, transpose

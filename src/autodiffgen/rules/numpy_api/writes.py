@@ -32,7 +32,8 @@ import numpy as np
 
 from ...errors import TracingError, at
 from ...graph import Index
-from ...trace.tracer import Box, current_trace, user_loc
+from ...trace.boxes import Box
+from ...trace.context import current_trace, user_loc
 from .. import astype
 from ..control import READS
 from ..indexing import setitem, shifted

@@ -21,9 +21,11 @@ import functools
 import os
 import sys
 
+from ...trace.boxes import CONVERSION_HINTS, _holds_box
 from ...trace.capture import add_stand_in
+from ...trace.context import current_trace
 from ...trace.swaps import Swaps
-from ...trace.tracer import CONVERSION_HINTS, TRACE_HOOKS, _holds_box, current_trace
+from ...trace.tracer import TRACE_HOOKS
 from ..numpy_api.building import FOREIGN
 
 SCIPY_FUNCTIONS = {}  # "scipy.special.logsumexp" -> "composed" or the primitive's name (docs)

@@ -20,7 +20,9 @@ import numpy as np
 import scipy.integrate
 
 from ...errors import UnsupportedOperationError, at
-from ...trace.tracer import Box, bind, concrete, current_trace, user_loc
+from ...trace.boxes import Box, concrete
+from ...trace.context import current_trace, user_loc
+from ...trace.recording import bind
 from ...tree import is_container, items, leaves
 from .. import TRANSFORMS, defprimitive, register_helper
 from . import register

@@ -14,7 +14,9 @@ import numpy as np
 import scipy.linalg
 
 from ...errors import UnsupportedOperationError, at
-from ...trace.tracer import bind, concrete, user_loc
+from ...trace.boxes import concrete
+from ...trace.context import user_loc
+from ...trace.recording import bind
 from .. import defprimitive
 from ..complex_numbers import mark_complex_ok
 from ..numpy_api.eig import kind_guarded

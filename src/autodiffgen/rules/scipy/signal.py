@@ -6,7 +6,7 @@ convolution with it flipped, which is the same primitive again (second derivativ
 import numpy as np
 import scipy.signal
 
-from ...trace.tracer import bind
+from ...trace.recording import bind
 from .. import defprimitive
 from . import register
 

@@ -11,7 +11,8 @@ import numpy as np
 import scipy.special
 
 from ...errors import UnsupportedOperationError, at
-from ...trace.tracer import Box, result_dtype, user_loc
+from ...trace.boxes import Box, result_dtype
+from ...trace.context import user_loc
 from ..control import stop_gradient
 from ..special import polygamma
 from . import register

@@ -13,7 +13,8 @@ import scipy.special as sp
 import scipy.stats
 
 from ...errors import UnsupportedOperationError, at
-from ...trace.tracer import Box, carries_gradient, current_trace, user_loc
+from ...trace.boxes import Box, carries_gradient
+from ...trace.context import current_trace, user_loc
 from . import register
 
 _LOG_2PI = math.log(2 * math.pi)

@@ -1,12 +1,12 @@
-"""Recording a trace for the disk store: which Python functions the user's code ran.
+"""Which Python functions the user's code executed while traced, for the disk store.
 
-A trace bakes in everything it read that the generated code does not read again itself, so
-an entry is valid only where that code is the same (reads.manifest describes it). While
-a disk-cached miss traces, `Recorder` notes the code of every Python function the user's
-function executes (sys.settrace, or sys.setprofile under a debugger; in the tracing thread
-only). The tracer runs the user's function inside `user_code()`, which installs the hook
-only when a Recorder waits, so an uncached trace pays nothing. Standard library only: the
-tracer imports this module.
+A trace bakes in everything it read that the generated code does not read again itself,
+so an entry is valid only where that code is the same (cache/disk/reads.manifest
+describes it). While a disk-cached miss traces, `Recorder` notes the code of every
+Python function the user's function executes (sys.settrace, or sys.setprofile under a
+debugger; in the tracing thread only). The tracer runs the user's function inside
+`user_code()`, which installs the hook only when a Recorder waits, so an uncached trace
+pays nothing. Standard library only: the tracer imports this module.
 """
 
 import contextlib
