@@ -19,7 +19,7 @@ import numpy as np
 
 from ..graph import Index, Slot
 from ..trace.tracer import UFUNCS
-from . import PRIMITIVES, defbatch
+from .registry import PRIMITIVES, defbatch
 
 
 class Context:

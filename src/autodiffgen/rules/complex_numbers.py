@@ -23,11 +23,7 @@ import numpy as np
 from ..errors import UnsupportedOperationError, at
 from ..trace.tracer import RESULT_HOOKS, Box, carries_gradient, user_loc
 from . import (  # noqa: F401  (the families COMPLEX_OK marks, registered first)
-    PRIMITIVES,
     assembly,
-    defjvp,
-    defprimitive,
-    defvjp,
     eig,
     fft,
     indexing,
@@ -37,6 +33,7 @@ from . import (  # noqa: F401  (the families COMPLEX_OK marks, registered first)
     shapes,
 )
 from .elementwise import _safe, conj
+from .registry import PRIMITIVES, defjvp, defprimitive, defvjp
 
 
 def is_complex(x):

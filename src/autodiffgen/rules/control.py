@@ -18,7 +18,7 @@ from ..generated_helpers import stop_gradient as _stop_gradient_impl
 from ..trace.raising import Raised
 from ..trace.tracer import GUARD, RAISES, Box, bind, stand_in
 from ..tree import map_tree
-from . import defprimitive, register_helper
+from .registry import defprimitive, register_helper
 
 READS = {  # test -> how the user's code read the value (x, *index) -> Python object
     "bool": lambda x: bool(x),

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import UnsupportedOperationError, at
 from ..trace.tracer import Box, user_loc
-from . import defprimitive, register_ufunc
+from .registry import defprimitive, register_ufunc
 
 
 def ufunc(ufunc_, template, *vjps, name=None, **options):

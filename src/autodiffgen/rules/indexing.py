@@ -18,7 +18,7 @@ from ..generated_helpers import _setitem as _setitem_impl
 from ..generated_helpers import scatter_add as _scatter_add_impl
 from ..graph import Index, Slot
 from ..trace.tracer import Box, result_dtype
-from . import defprimitive
+from .registry import defprimitive
 
 
 # ---- getitem and scatter_add ---------------------------------------------------------------

@@ -51,8 +51,8 @@ from ..trace.tracer import (
     located,
     user_loc,
 )
-from . import defprimitive
 from .random import DRAWS, _identical, resolve
+from .registry import defprimitive
 
 # the methods whose draw is a number (choice: of a sequence of numbers)
 NUMBER_DRAWS = tuple(name for name in (

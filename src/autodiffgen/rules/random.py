@@ -45,7 +45,7 @@ import numpy as np
 
 from ..errors import TracingError, at
 from ..trace.tracer import Box, carries_gradient, current_trace, located, user_loc
-from . import defprimitive
+from .registry import defprimitive
 
 GENERATORS = (np.random.Generator, np.random.RandomState, pyrandom.Random)  # (rules/pyrandom.py)
 

@@ -9,8 +9,8 @@ atleast_nd family and the other NumPy spellings are in numpy_api/shapes.py.
 import numpy as np
 
 from ..graph import Index
-from . import defprimitive
 from .indexing import getitem
+from .registry import defprimitive
 
 
 def _transpose_template(params):

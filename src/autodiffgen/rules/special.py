@@ -20,9 +20,9 @@ import numpy as np
 
 from ..errors import UnsupportedOperationError, at
 from ..trace.tracer import bind, current_trace, user_loc
-from . import PRIMITIVES, defprimitive, register_helper
 from .complex_numbers import mark_complex_ok
 from .elementwise import ufunc
+from .registry import PRIMITIVES, defprimitive, register_helper
 
 try:
     import scipy.special

@@ -18,7 +18,7 @@ from ...graph import Index, Slot
 from ...trace.tracer import Box, user_loc
 from ..assembly import pad, repeat, tile, tril, triu
 from ..indexing import getitem, scatter_add
-from . import boxmethod, check_no_out, register_function
+from .dispatch import boxmethod, check_no_out, register_function
 from .indexing import parse_index
 from .shapes import _concatenate, _moveaxis, _ravel, _transpose, atleast
 

@@ -9,7 +9,7 @@ from ...errors import TracingError, UnsupportedOperationError, at
 from ...trace.tracer import Box, bind, reader, user_loc
 from ..complex_numbers import angle, imag, is_complex, real
 from ..elementwise import astype, clip, conj, copy, nan_to_num, real_only, round_, sinc, where
-from . import boxmethod, check_no_out, register_function
+from .dispatch import boxmethod, check_no_out, register_function
 
 
 @register_function(np.where)

@@ -24,9 +24,9 @@ from ...generated_helpers import scatter_add as _scatter_add_impl
 from ...graph import Index, Slot
 from ...trace import count_sources
 from ...trace.tracer import Box, _holds_box, concrete, current_trace, result_dtype, user_loc
-from .. import register_helper
 from ..indexing import add_at, getitem, scatter_add, setitem, shifted
-from . import boxmethod
+from ..registry import register_helper
+from .dispatch import boxmethod
 
 
 def parse_index(key, shape=None):

@@ -22,8 +22,8 @@ import scipy.integrate
 from ...errors import UnsupportedOperationError, at
 from ...trace.tracer import Box, bind, concrete, current_trace, user_loc
 from ...tree import is_container, items, leaves
-from .. import TRANSFORMS, defprimitive, register_helper
-from . import register
+from ..registry import TRANSFORMS, defprimitive, register_helper
+from .intercept import register
 
 _REFUSED = ("Dfun", "col_deriv", "full_output", "tfirst", "ml", "mu", "printmessg")
 

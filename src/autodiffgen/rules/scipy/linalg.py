@@ -15,10 +15,10 @@ import scipy.linalg
 
 from ...errors import UnsupportedOperationError, at
 from ...trace.tracer import bind, concrete, user_loc
-from .. import defprimitive
 from ..complex_numbers import mark_complex_ok
 from ..numpy_api.eig import kind_guarded
-from . import register
+from ..registry import defprimitive
+from .intercept import register
 
 _IMPORTS = ("scipy.linalg",)
 _TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}

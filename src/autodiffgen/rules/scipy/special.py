@@ -14,7 +14,7 @@ from ...errors import UnsupportedOperationError, at
 from ...trace.tracer import Box, result_dtype, user_loc
 from ..control import stop_gradient
 from ..special import polygamma
-from . import register
+from .intercept import register
 
 
 def _shift(a, axis):
