@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import ArgumentError, OutputError, at, def_site, function_name
 from ..graph import Graph, Node, toposort
 from ..rules import PRIMITIVES, missing_rule, unbroadcast
+from ..rules.vjps import BLOCKS, PIECES, SOLE_VJPS, vjp_rule
 from ..trace.tracer import Box, result_dtype
 from ..tree import (
     is_container,
@@ -203,8 +204,9 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
                 if parent in needs:
                     cots.add(parent, contribution)
                 continue
-            piece = None if node.prim.pieces is None else \
-                node.prim.pieces(g, args, node.params)  # one argument's rule, given all once
+            pieces, block = PIECES.get(node.prim), BLOCKS.get(node.prim)
+            piece = None if pieces is None else \
+                pieces(g, args, node.params)  # one argument's rule, given all once
             for i, parent in enumerate(node.args):
                 if type(parent) is not Node or parent not in needs or (
                         i == 1 and node in shifted):
@@ -212,11 +214,11 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
                 if piece is not None:
                     cots.add(parent, unbroadcast(piece(i), parent.shape, parent.dtype))
                     continue
-                if i == 0 and node.prim.block is not None and \
+                if i == 0 and block is not None and \
                         result_dtype(g) == parent.dtype and (type(g) is Box or trace.eager):
-                    cots.add_block(parent, g, args[1:], node.prim.block(*args, **node.params))
+                    cots.add_block(parent, g, args[1:], block(*args, **node.params))
                     continue
-                rule = node.prim.vjp(i, sole=bool(node.prim.sole_vjps) and _sole(node, i, needs))
+                rule = vjp_rule(node.prim, i, sole=node.prim in SOLE_VJPS and _sole(node, i, needs))
                 if rule is None and node.prim.strict:
                     raise missing_rule(node.prim, "VJP", i, node.loc)
                 contribution = None if rule is None else rule(g, ans, *args, **node.params)

@@ -26,6 +26,13 @@ A JVP is declared in one of four ways, whichever says it shortest:
 - `jvps=[...]`: explicit rules `jvp(t, ans, *args, **params)`, one per argument.
 Forward mode broadcasts and casts each tangent to its value's shape and dtype in one place.
 
+What each stage knows of a primitive is in that stage's table, keyed by the primitive,
+as JAX keeps primitive_jvps and primitive_transposes: reverse mode's in vjps.py (per
+argument, variadic, sole, pieces, blocks), forward mode's in jvps.py (the four kinds
+above), vmap's in batching.py. A Primitive holds what every stage needs: its name, impl,
+how it prints, its effect. `registry` is the core the family modules import; this
+package imports them all and re-exports the registration API.
+
 A primitive's emitted form is a template such as "np.sum({0})" where {0}, {1} are its
 arguments, {*} all of them and {name} a parameter; parameters listed in `defaults` are
 added as keyword arguments when they differ from the default.
@@ -55,6 +62,7 @@ from . import (  # noqa: F401
     reductions,
     shapes,
 )
+from .jvps import defjvp
 from .numpy_api import boxmethod, register_function  # re-exported: how users add one
 from .registry import (  # noqa: F401  (re-exported: the registry's API)
     PRIMITIVES,
@@ -63,22 +71,20 @@ from .registry import (  # noqa: F401  (re-exported: the registry's API)
     Primitive,
     astype,
     broadcast_up,
-    defbatch,
-    defjvp,
     defprimitive,
-    defvjp,
     elementwise_ufunc,
-    missing_rule,
     register_helper,
     register_ufunc,
     unbroadcast,
 )
+from .vjps import defvjp, missing_rule  # noqa: F401  (re-exported)
 
 __all__ = ["PRIMITIVES", "Primitive", "boxmethod", "broadcast_up", "defbatch", "defjvp",
            "defprimitive", "defvjp", "register_function", "register_helper", "register_ufunc", "unbroadcast"]
 
 # the batching rules (vmap), once every primitive exists
 from . import batching
+from .batching import defbatch
 
 _scipy_lock = threading.Lock()
 _scipy_loaded = False

@@ -19,6 +19,7 @@ from ..generated_helpers import scatter_add as _scatter_add_impl
 from ..graph import Index, Slot
 from ..trace.tracer import Box, result_dtype
 from .registry import defprimitive
+from .vjps import BLOCKS
 
 
 # ---- getitem and scatter_add ---------------------------------------------------------------
@@ -45,7 +46,7 @@ def _scatter_add_vjp(i, g, ans, g_in, *arrays, index, shape, unique):
 
 getitem = defprimitive("getitem", _getitem_impl, "{0}[{index}]", variadic_vjp=_getitem_vjp,
                        linear_in=(0,))
-getitem.block = block_cotangent
+BLOCKS[getitem] = block_cotangent
 scatter_add = defprimitive(
     "scatter_add",
     lambda g, *arrays, index, shape, unique: _scatter_add_impl(

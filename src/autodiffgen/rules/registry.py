@@ -1,19 +1,20 @@
-"""The registry's core: Primitive, the table of primitives by name, and how rules are
-registered (defprimitive, defvjp, defjvp, defbatch) and cotangents brought to their
-value's shape (unbroadcast). The family modules import it; the package's __init__
+"""The registry's core: Primitive, the table of primitives by name, defprimitive (which
+puts a primitive's rules in the tables of rules/vjps.py and rules/jvps.py), runtime
+helpers, and how cotangents and tangents are brought to their value's shape and dtype
+(unbroadcast, broadcast_up). The family modules import it; the package's __init__
 imports them and re-exports this (see its docstring for the rules' conventions).
 """
 
 import numpy as np
 
-from ..errors import UnsupportedOperationError, at
 from ..generated_helpers import HELPERS
 from ..trace.tracer import (
     UFUNCS,
     bind,
     result_dtype,
-    user_loc,
 )
+from .jvps import JVPS, jvp_kind
+from .vjps import SOLE_VJPS, VARIADIC_VJPS, VJPS, vjp_rule
 
 PRIMITIVES = {}
 TRACEABLE_HELPERS = {}  # runtime helper name -> a version that records a primitive on Boxes
@@ -24,26 +25,20 @@ TRANSFORMS = {}
 
 
 class Primitive:
-    """A named operation the tracer records and the emitter writes as one line."""
+    """A named operation the tracer records and the emitter writes as one line: what every
+    stage needs to know of it. What one stage knows (its derivative rules, its batching
+    rule) is in that stage's table, keyed by the primitive: rules/vjps.py (reverse
+    mode), rules/jvps.py (forward mode), rules/batching.py (vmap)."""
 
-    def __init__(self, name, impl, template, defaults=None, vjps=(), simplify=None,
-                 variadic_vjp=None, helper=None, jvps=(), jvp_from=None, linear_in=None,
-                 strict=False, imports=(), builtin=False, effect=False, sole_vjps=()):
+    def __init__(self, name, impl, template, defaults=None, simplify=None, helper=None,
+                 strict=False, imports=(), builtin=False, effect=False):
         self.name = name
         self.impl = impl
         self.template = template
         self.defaults = defaults or {}
-        self.vjps = tuple(vjps)
-        self.variadic_vjp = variadic_vjp
-        # the rules when no derivative flows through the other arguments (they are
-        # constants for it): relu's np.maximum(x, 0) takes the mask g * (x > 0) there,
-        # where two traced arguments share the gradient at a tie
-        self.sole_vjps = tuple(sole_vjps)
+        # simplify(args, params, value): a value to record instead of the step, or None
         self.simplify = simplify
         self.helper = helper  # name of a runtime helper the emitted code calls, if any
-        self.jvps = tuple(jvps)
-        self.jvp_from = jvp_from
-        self.linear_in = linear_in
         self.strict = strict  # a missing rule is an error (user primitives), not a zero
         self.imports = tuple(imports)  # modules besides NumPy its template names
         # a step with an effect (a random draw advances its generator): never folded,
@@ -51,93 +46,24 @@ class Primitive:
         self.effect = effect
         # passes recognize primitives by `op`: a user's primitive named "exp" is not np.exp
         self.op = name if builtin else None
-        # its rules hold for complex values (rules/complex.py refuses the others there)
-        self.complex_ok = False
-        # batch(ctx, *args, **params): the primitive applied to a batch of examples at
-        # once, the batch on axis 0 of the batched arguments (batching.py; batched.py runs it)
-        self.batch = None
-        # pieces(g, args, params) -> piece(i), the rule for argument i: for primitives of
-        # many arguments (stack, concatenate), whose per-argument rule would be called with
-        # all of them each time (quadratic in the argument count); set by the rule's module
-        self.pieces = None
-        # block(*args, **params) -> scatter_add's params for argument 0's cotangent: for a
-        # read of part of an array (getitem), whose cotangents backward.py sums without
-        # making each one array-sized (cotangent_sums.py); set by the rule's module
-        self.block = None
 
     def __call__(self, *args, **params):
         return bind(self, args, params)
 
     def vjp(self, argnum, sole=False):
-        """The rule for one argument, or None if it is not differentiable there. `sole`:
-        no derivative flows through the other arguments (see sole_vjps)."""
-        if sole and argnum < len(self.sole_vjps):
-            return self.sole_vjps[argnum]
-        if self.variadic_vjp is not None:
-            return lambda g, ans, *args, **p: self.variadic_vjp(argnum, g, ans, *args, **p)
-        return self.vjps[argnum] if argnum < len(self.vjps) else None
-
-    @property
-    def has_jvp(self):
-        return bool(self.jvps or self.jvp_from or self.linear_in is not None)
-
-    def tangent(self, tangents, ans, args, params, loc=None):
-        """The output tangent given one tangent (or None) per argument; None if zero."""
-        if self.linear_in is not None:
-            return self._linear_tangent(tangents, args, params)
-        parts = []
-        for i, t in enumerate(tangents):
-            if t is None:
-                continue
-            if self.jvp_from == "multilinear":
-                parts.append(self(*args[:i], t, *args[i + 1:], **params))
-                continue
-            rule = self.vjp(i, sole=bool(self.sole_vjps) and _alone(tangents, i)) \
-                if self.jvp_from == "vjp" else (
-                self.jvps[i] if i < len(self.jvps) else None)
-            if rule is None and self.strict:
-                raise missing_rule(self, "JVP", i, loc)
-            part = None if rule is None else rule(t, ans, *args, **params)
-            if part is not None:
-                parts.append(part)
-        return _total(parts)
-
-    def _linear_tangent(self, tangents, args, params):
-        linear = range(len(args)) if self.linear_in == "all" else self.linear_in
-        if all(tangents[i] is None for i in linear if i < len(tangents)):
-            return None
-        new = list(args)
-        for i in linear:
-            new[i] = tangents[i] if tangents[i] is not None else np.zeros_like(args[i])
-        return self(*new, **params)
+        """Reverse mode's rule for one argument (vjps.vjp_rule), or None: asked by the
+        tracer, which knows primitives only as objects, where a derivative flows."""
+        return vjp_rule(self, argnum, sole)
 
     def __repr__(self):
         return f"<primitive {self.name}>"
 
 
-def _alone(tangents, i):
-    """Only argument i has a tangent."""
-    return all(t is None for j, t in enumerate(tangents) if j != i)
-
-
-def missing_rule(prim, kind, argnum, loc=None):
-    return UnsupportedOperationError(at(
-        loc or user_loc(), f"{prim.name} has no {kind} rule for argument {argnum}, and a derivative "
-        f"was asked for through it; add one with autodiffgen.def{kind.lower()}({prim.name}, "
-        "...) (one rule per argument)"))
-
-
-def _total(parts):
-    if not parts:
-        return None
-    total = parts[0]
-    for part in parts[1:]:
-        total = total + part
-    return total
-
-
-def defprimitive(name, impl, template, defaults=None, vjps=(), **options):
-    """Register a primitive. `template` is how the emitted code writes it (see module doc).
+def defprimitive(name, impl, template, defaults=None, vjps=(), *, variadic_vjp=None,
+                 sole_vjps=(), jvps=(), jvp_from=None, linear_in=None, **options):
+    """Register a primitive. `template` is how the emitted code writes it (see module doc);
+    `vjps`, `variadic_vjp`, `sole_vjps` go to reverse mode's tables (rules/vjps.py),
+    `jvps`, `jvp_from`, `linear_in` to forward mode's (rules/jvps.py).
 
     Users add NumPy functions this way, e.g. a rule for np.cbrt:
 
@@ -147,31 +73,17 @@ def defprimitive(name, impl, template, defaults=None, vjps=(), **options):
     """
     if name in PRIMITIVES:
         raise ValueError(f"a primitive named {name!r} is already registered")
-    prim = Primitive(name, impl, template, defaults, vjps, builtin=True, **options)
+    prim = Primitive(name, impl, template, defaults, builtin=True, **options)
+    VJPS[prim] = tuple(vjps)
+    if variadic_vjp is not None:
+        VARIADIC_VJPS[prim] = variadic_vjp
+    if sole_vjps:
+        SOLE_VJPS[prim] = tuple(sole_vjps)
+    kind = jvp_kind(linear_in, jvp_from, jvps)
+    if kind is not None:
+        JVPS[prim] = kind
     PRIMITIVES[name] = prim
     return prim
-
-
-def defvjp(prim, *rules):
-    """Set (or replace) the VJP rules of a primitive, one per argument (replacing a
-    variadic rule too, which would otherwise take precedence)."""
-    prim.vjps = tuple(rules)
-    prim.variadic_vjp = None
-
-
-def defjvp(prim, *rules):
-    """Set (or replace) the JVP rules of a primitive, one per argument."""
-    prim.jvps = tuple(rules)
-    prim.jvp_from = prim.linear_in = None
-
-
-def defbatch(prim, rule):
-    """Set (or replace) the batching rule of a primitive, `rule(ctx, *args, **params)`:
-    the result for a batch of examples, computed with primitives on arguments whose batch
-    is on axis 0 (those `ctx.batched` marks; the others are shared by every example);
-    `ctx` also holds the batch `size` and the per-example `shape` of the result
-    (rules/batching.py has the rules of the built-in primitives, family by family)."""
-    prim.batch = rule
 
 
 def register_helper(name, plain, traceable):

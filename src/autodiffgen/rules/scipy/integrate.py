@@ -22,6 +22,7 @@ import scipy.integrate
 from ...errors import UnsupportedOperationError, at
 from ...trace.tracer import Box, bind, concrete, current_trace, user_loc
 from ...tree import is_container, items, leaves
+from ..jvps import JVPS
 from ..registry import TRANSFORMS, defprimitive, register_helper
 from .intercept import register
 
@@ -139,13 +140,13 @@ CALL = defprimitive(
     helper="_call")
 
 
-def _call_tangent(tangents, ans, args, params, loc=None):
+def _call_tangent(prim, tangents, ans, args, params, loc=None):
     parts = [call(_JVPOf(params["fn"], i), *args, t) for i, t in enumerate(tangents)
              if t is not None]
     return None if not parts else sum(parts[1:], parts[0])
 
 
-CALL.tangent = _call_tangent  # one rule for any number of arguments
+JVPS[CALL] = _call_tangent  # one rule for any number of arguments
 register_helper("_call", _call, lambda fn, *args: call(fn, *args))
 
 
@@ -183,7 +184,7 @@ def _odeint_vjp(argnum, g, ans, y0, t, *args, func, options):
     return g_y0 if argnum == 0 else g_t if argnum == 1 else g_args[argnum - 2]
 
 
-def _odeint_tangent(tangents, ans, args, params, loc=None):
+def _odeint_tangent(prim, tangents, ans, args, params, loc=None):
     """The sensitivity solve, seeded with every argument's tangent at once."""
     if all(t is None for t in tangents):
         return None
@@ -202,7 +203,7 @@ def _odeint_tangent(tangents, ans, args, params, loc=None):
 ODEINT = defprimitive("odeint", lambda *args, func, options: _odeint(func, *args, options=options),
                       "_odeint({func}, {*})", defaults={"options": ()},
                       variadic_vjp=_odeint_vjp, helper="_odeint", imports=("scipy.integrate",))
-ODEINT.tangent = _odeint_tangent  # one sensitivity solve for all the tangents
+JVPS[ODEINT] = _odeint_tangent  # one sensitivity solve for all the tangents
 register_helper("_odeint", _odeint,
                 lambda func, y0, t, *args, options=(): odeint(func, y0, t, args, options))
 
