@@ -19,9 +19,19 @@ from ..rules import PRIMITIVES
 from ..trace.tracer import RESULT_HOOKS, Box, result_dtype
 
 
+class Block:
+    """A block read's cotangent, scatter_add(g, *arrays, **params): zeros of shape
+    params["shape"] with g at params["index"], made only when the sum is read."""
+
+    __slots__ = ("arrays", "g", "params")
+
+    def __init__(self, g, arrays, params):
+        self.g, self.arrays, self.params = g, tuple(arrays), params
+
+
 class Cotangents:
-    """{node: its cotangent so far}. Contributions go in with `add` (any value) or
-    `add_block` (a block read's cotangent, a scatter_add); `pop` gives the sum."""
+    """{node: its cotangent so far}. Contributions go in with `add` (a value, or a Block);
+    `pop` gives the sum."""
 
     def __init__(self, trace):
         self.trace = trace  # where the sums' nodes are recorded, when tracing
@@ -29,7 +39,9 @@ class Cotangents:
         self.terms = {}  # node -> what its stand-in sum adds up: ("block", ...) or ("dense", v)
 
     def add(self, node, contribution):
-        if node not in self.sums:
+        if type(contribution) is Block:
+            self.add_block(node, contribution.g, contribution.arrays, contribution.params)
+        elif node not in self.sums:
             self.sums[node] = contribution
         elif node not in self.terms:
             self.sums[node] = self.sums[node] + contribution
