@@ -1,6 +1,7 @@
 """vmap: every batching rule against a Python loop of the unbatched function, in_axes and
 out_axes, errors, and composition with grad, jvp, vjp, jacobian and vmap itself."""
 
+import importlib.util
 import sys
 from dataclasses import dataclass, replace
 from functools import partial
@@ -11,6 +12,7 @@ import pytest
 from tables import rng_for, run_ruff
 
 import autodiffgen as ad
+from autodiffgen import rules
 from autodiffgen.rules import PRIMITIVES
 from autodiffgen.rules.batching import BATCH_RULES
 from autodiffgen.testing import check_grads
@@ -60,6 +62,11 @@ def spd(n, batch=B):
 
 
 def _ufunc_rows():
+    """A row per ufunc with a primitive: SciPy's too, loaded first where SciPy is there, so
+    that the rows do not depend on whether an earlier test loaded them (the check that
+    every batching rule has a row would otherwise miss or fail on them)."""
+    if importlib.util.find_spec("scipy") is not None:
+        rules.load_scipy()
     rows = []
     for ufunc, prim in sorted(UFUNCS.items(), key=lambda kv: kv[1].name):
         name = prim.name
