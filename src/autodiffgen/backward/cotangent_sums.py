@@ -9,7 +9,7 @@ make tracing quadratic in time and memory, while the generated code is linear. S
 block read contributes, the sum's nodes are recorded as the contributions come (same
 nodes, same order), holding stand-in values of the right shape and dtype that take no
 memory, and the sum is computed once, in one buffer, when it is read: after every
-consumer has contributed (backward.py visits nodes in that order). The tape, which has no
+consumer has contributed (reverse.py visits nodes in that order). The tape, which has no
 nodes, sums the same way.
 """
 

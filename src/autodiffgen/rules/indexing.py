@@ -34,7 +34,7 @@ def _getitem_vjp(i, g, ans, x, *arrays, index):
 
 
 def block_cotangent(x, *arrays, index):
-    """scatter_add's parameters for the cotangent of x[index] (backward.py sums many of
+    """scatter_add's parameters for the cotangent of x[index] (backward/reverse.py sums many of
     them at once: cotangent_sums.py)."""
     return {"index": index, "shape": tuple(np.shape(x)),
             "unique": selects_once(index, (x,) + arrays)}
