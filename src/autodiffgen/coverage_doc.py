@@ -15,27 +15,31 @@ import numpy as np
 from . import rules
 from .coverage_autograd import section as autograd_section
 from .rules import PRIMITIVES
-from .rules.batching import NO_BATCH_RULE
+from .rules.batching import BATCH_RULES, NO_BATCH_RULE
+from .rules.jvps import JVPS, FromVJP, Linear, Multilinear, PerArgument
 from .rules.numpy_api.building import BUILDING
 from .rules.scipy import SCIPY_FUNCTIONS
+from .rules.vjps import has_vjp
 from .trace.dispatch import FUNCTIONS, UFUNC_METHODS, UFUNCS
 
 rules.load_scipy()  # the docs list SciPy's rules (and their batching rules) too
 
 
 def vjp_status(prim):
-    if prim.variadic_vjp is not None or any(r is not None for r in prim.vjps):
+    if has_vjp(prim):
         return "rule"
     return "error if needed" if prim.strict else "zero (no derivative)"
 
 
 def jvp_status(prim):
-    if prim.linear_in is not None:
+    jvp = JVPS.get(prim)
+    if isinstance(jvp, Linear):
         return "linear"
-    if prim.jvp_from == "multilinear":
+    if isinstance(jvp, Multilinear):
         return "multilinear"
-    if prim.jvps or (prim.jvp_from == "vjp" and vjp_status(prim) == "rule") or \
-            "tangent" in vars(prim):  # all tangents at once (rules/scipy/integrate.py)
+    if (isinstance(jvp, FromVJP) and vjp_status(prim) == "rule") or \
+            (type(jvp) is PerArgument and jvp.rules) or \
+            (jvp is not None and not isinstance(jvp, PerArgument)):  # all at once (odeint)
         return "rule"
     return "error if needed" if prim.strict else "zero (no derivative)"
 
@@ -126,15 +130,15 @@ def table():
 
 def batching_section():
     """The primitives vmap batches (rules/batching.py), by rule, and those it does not."""
-    with_rule = sorted(n for n, p in PRIMITIVES.items() if p.batch is not None)
-    without = sorted(n for n, p in PRIMITIVES.items() if p.batch is None)
+    with_rule = sorted(n for n, p in PRIMITIVES.items() if p in BATCH_RULES)
+    without = sorted(n for n, p in PRIMITIVES.items() if p not in BATCH_RULES)
     lines = ["", "## Batching rules (vmap)", "",
              (f"{len(with_rule)} of {len(PRIMITIVES)} primitives have a batching rule; each is "
               "checked against a Python loop of the unbatched function "
               "(tests/transforms/test_vmap.py). Applied to a batched value, a primitive "
               "without one raises an error naming it and the line."), "",
              "| primitive | batching rule |", "|---|---|"]
-    lines += [f"| `{n}` | {PRIMITIVES[n].batch.__name__.replace('_', ' ')} |" for n in with_rule]
+    lines += [f"| `{n}` | {BATCH_RULES[PRIMITIVES[n]].__name__.replace('_', ' ')} |" for n in with_rule]
     lines += ["", "Without a batching rule:", "", "| primitive | why |", "|---|---|"]
     lines += [f"| `{n}` | {NO_BATCH_RULE.get(n, 'not written yet')} |" for n in without]
     return lines

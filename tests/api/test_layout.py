@@ -95,6 +95,62 @@ def _cycle(graph):
     return None
 
 
+def _module_level_imports():
+    """{module: the package's modules it imports when it is imported}: imports inside a
+    function run later and are left out, and `from . import name` is an edge to the
+    submodule `name` where there is one, else to the package (whose __init__ runs)."""
+    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    found = {}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        targets = set()
+        for node in _top_level(ast.parse(path.read_text()).body):
+            if isinstance(node, ast.ImportFrom):
+                base = package[:len(package) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                if not node.level and not (node.module or "").startswith("autodiffgen"):
+                    continue
+                module = module.removeprefix("autodiffgen.").removeprefix("autodiffgen")
+                for alias in node.names:
+                    sub = f"{module}.{alias.name}".strip(".")
+                    targets.add(sub if sub in modules else module)
+            elif isinstance(node, ast.Import):
+                targets.update(a.name.removeprefix("autodiffgen.") for a in node.names
+                               if a.name.startswith("autodiffgen."))
+        found[name] = {t for t in targets if t in modules and t != name}
+    return found
+
+
+def _top_level(body):
+    """The statements run when a module is imported: its body, and the bodies of the
+    if, try and with blocks in it, not those of its functions and classes."""
+    for node in body:
+        yield node
+        if isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            for block in ("body", "orelse", "finalbody"):
+                yield from _top_level(getattr(node, block, []))
+            for handler in getattr(node, "handlers", []):
+                yield from _top_level(handler.body)
+
+
+def test_no_import_cycle_inside_the_rules_and_backward_packages():
+    """A family module imports the registry's core (rules.registry), never the package
+    whose __init__ imports the families (issue 26): no module-level ring of imports."""
+    graph = _module_level_imports()
+    inside = {m: {t for t in ts if _stage(t) in ("rules", "backward")}
+              for m, ts in graph.items() if _stage(m) in ("rules", "backward")}
+    assert {"rules.registry", "rules.numpy_api.dispatch"} <= set(inside)
+    assert _cycle(inside) is None, _cycle(inside)
+
+
+def test_module_level_imports_see_a_package_cycle():
+    """The check above would find the cycle it was written for: rules/__init__ imports
+    rules.shapes, which would import a name from the package."""
+    graph = _module_level_imports()
+    assert "rules.shapes" in graph["rules"]
+    assert _cycle({**graph, "rules.shapes": graph["rules.shapes"] | {"rules"}}) is not None
+
+
 def test_the_modules_these_tests_name_exist():
     """A module renamed or moved must be renamed here too, or the checks check nothing."""
     modules = set(_imports())

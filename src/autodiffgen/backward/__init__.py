@@ -2,6 +2,7 @@
 
 reverse (the backward pass: VJP rules from the output back to the inputs), forward
 (JVP rules in creation order), batched (vmap's rules: one example to a batch), and what
-they share: cotangent_sums, checkpointing, the whole rules (softmax, sigmoid) and the
-shift-invariance of a max subtracted. Upstream: graph, trace, rules.
+they share: cotangent_sums, checkpointing, node_rules (the kinds of rule the backward
+loop calls: the primitive's, or one found in the graph: the whole rules of softmax and
+sigmoid, the shift-invariance of a max subtracted). Upstream: graph, trace, rules.
 """

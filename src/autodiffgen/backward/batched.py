@@ -32,7 +32,7 @@ from ..errors import (
 )
 from ..graph import Node, is_guard
 from ..rules import PRIMITIVES
-from ..rules.batching import Context, Unbatchable
+from ..rules.batching import BATCH_RULES, Context, Unbatchable
 from ..rules.control import READS
 from ..trace.arguments import index as as_index
 from ..trace.arguments import signature_text
@@ -195,7 +195,7 @@ _GUARD_MESSAGE = (
 
 
 def _batched(trace, node, env, size):
-    rule = node.prim.batch
+    rule = BATCH_RULES.get(node.prim)
     if rule is None:
         raise UnsupportedOperationError(at(node.loc or user_loc(), f"vmap: {node.prim.name} "
                                            "has no batching rule, so it cannot be applied to "

@@ -9,7 +9,7 @@ make tracing quadratic in time and memory, while the generated code is linear. S
 block read contributes, the sum's nodes are recorded as the contributions come (same
 nodes, same order), holding stand-in values of the right shape and dtype that take no
 memory, and the sum is computed once, in one buffer, when it is read: after every
-consumer has contributed (backward.py visits nodes in that order). The tape, which has no
+consumer has contributed (reverse.py visits nodes in that order). The tape, which has no
 nodes, sums the same way.
 """
 
@@ -20,9 +20,19 @@ from ..trace.boxes import Box, result_dtype
 from ..trace.recording import RESULT_HOOKS
 
 
+class Block:
+    """A block read's cotangent, scatter_add(g, *arrays, **params): zeros of shape
+    params["shape"] with g at params["index"], made only when the sum is read."""
+
+    __slots__ = ("arrays", "g", "params")
+
+    def __init__(self, g, arrays, params):
+        self.g, self.arrays, self.params = g, tuple(arrays), params
+
+
 class Cotangents:
-    """{node: its cotangent so far}. Contributions go in with `add` (any value) or
-    `add_block` (a block read's cotangent, a scatter_add); `pop` gives the sum."""
+    """{node: its cotangent so far}. Contributions go in with `add` (a value, or a Block);
+    `pop` gives the sum."""
 
     def __init__(self, trace):
         self.trace = trace  # where the sums' nodes are recorded, when tracing
@@ -30,7 +40,9 @@ class Cotangents:
         self.terms = {}  # node -> what its stand-in sum adds up: ("block", ...) or ("dense", v)
 
     def add(self, node, contribution):
-        if node not in self.sums:
+        if type(contribution) is Block:
+            self.add_block(node, contribution.g, contribution.arrays, contribution.params)
+        elif node not in self.sums:
             self.sums[node] = contribution
         elif node not in self.terms:
             self.sums[node] = self.sums[node] + contribution

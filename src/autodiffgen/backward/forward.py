@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import ArgumentError, at
 from ..graph import Node
-from ..rules import broadcast_up
+from ..rules import broadcast_up, jvps
 from ..trace import tracer
 from ..trace.boxes import Box
 from ..tree import map_trees
@@ -30,7 +30,7 @@ def tangents(trace, nodes, seeds, lookup):
         args = [lookup(a) if type(a) is Node else a for a in node.args]
         trace.grad_of = node
         try:
-            t = node.prim.tangent(ts, lookup(node), args, node.params, node.loc)
+            t = jvps.tangent(node.prim, ts, lookup(node), args, node.params, node.loc)
             if t is not None:
                 tangent[node] = t = broadcast_up(t, node.shape, node.dtype)
                 if type(t) is Box and t.node.grad_of is not None:

@@ -6,13 +6,14 @@ the outputs need, in creation order: forward first, then backward). For the dyna
 tape, `lookup` gives concrete arrays and the rules simply compute.
 """
 
+import contextlib
 import warnings
 
 import numpy as np
 
 from ..errors import ArgumentError, OutputError, at, def_site, function_name
 from ..graph import Graph, Node, toposort
-from ..rules import PRIMITIVES, missing_rule, unbroadcast
+from ..rules import PRIMITIVES
 from ..trace.boxes import Box, result_dtype
 from ..tree import (
     is_container,
@@ -28,8 +29,7 @@ from ..tree import (
 )
 from .checkpointing import lookup_for
 from .cotangent_sums import Cotangents, plain
-from .shift_invariance import dead_shifts
-from .whole_rules import whole_rules
+from .node_rules import Step, graph_rules, rule_of
 
 _WARNED_BOOL = {}  # warnings' registry: one warning per place, however often it traces
 
@@ -171,66 +171,48 @@ def cotangents(trace, out_node, wrt, lookup, seed):
 
 def cotangents_of_outputs(trace, seeds, wrt, lookup):
     """`cotangents` for several outputs at once (a pytree output under vjp): `seeds` is
-    [(output node, its cotangent)]; one output reached twice gets their sum."""
+    [(output node, its cotangent)]; one output reached twice gets their sum.
+
+    Autograd's backward pass: pop a node's cotangent, call its rule, add what the rule
+    gives into the parents. What the rule is (the primitive's kind of rule, or one a look
+    at the graph around the node found) is node_rules.py's business."""
     cots = Cotangents(trace)
     for node, seed in seeds:
-        trace.grad_of = node  # a sum is recorded as part of the backward pass (split_graphs)
-        try:
+        with _recording(trace, node):  # a sum is part of the backward pass (split_graphs)
             cots.add(node, seed)
-        finally:
-            trace.grad_of = None
     order = toposort(list(cots.sums))
-    shifted = dead_shifts(order)  # z - max(z) before a softmax: the max's side is zero
-    whole = whole_rules(order, set(cots.sums))  # (log-)softmax, sigmoid: one rule for the whole
+    found = graph_rules(order, set(cots.sums))  # softmax, sigmoid whole; z - max(z)
     needs = _needs_grad(order, set(wrt))
     result, cotangent_of = {}, {}
     for node in order:
         g = cots.pop(node)
         if g is None or node not in needs:
             continue
-        if type(g) is Box and g.node.grad_of is not None and g.node not in cotangent_of:
-            cotangent_of[g.node] = node
+        _note_cotangent(cotangent_of, g, node)
         if node.prim is None:
             result[node] = g
             continue
-        look = lookup_for(trace, node, g, lookup)  # a checkpoint's inside: replayed
-        args = [look(a) if type(a) is Node else a for a in node.args]
-        ans = look(node)
-        trace.grad_of = node
-        try:
-            if node in whole:
-                parent, contribution = whole[node](g, look)
-                if parent in needs:
-                    cots.add(parent, contribution)
-                continue
-            piece = None if node.prim.pieces is None else \
-                node.prim.pieces(g, args, node.params)  # one argument's rule, given all once
-            for i, parent in enumerate(node.args):
-                if type(parent) is not Node or parent not in needs or (
-                        i == 1 and node in shifted):
-                    continue
-                if piece is not None:
-                    cots.add(parent, unbroadcast(piece(i), parent.shape, parent.dtype))
-                    continue
-                if i == 0 and node.prim.block is not None and \
-                        result_dtype(g) == parent.dtype and (type(g) is Box or trace.eager):
-                    cots.add_block(parent, g, args[1:], node.prim.block(*args, **node.params))
-                    continue
-                rule = node.prim.vjp(i, sole=bool(node.prim.sole_vjps) and _sole(node, i, needs))
-                if rule is None and node.prim.strict:
-                    raise missing_rule(node.prim, "VJP", i, node.loc)
-                contribution = None if rule is None else rule(g, ans, *args, **node.params)
-                if contribution is None:
-                    continue
-                cots.add(parent, unbroadcast(contribution, parent.shape, parent.dtype))
-        finally:
-            trace.grad_of = None
+        step = Step(trace, node, g, lookup_for(trace, node, g, lookup), needs)
+        with _recording(trace, node):
+            for parent, contribution in (found.get(node) or rule_of(node.prim))(step):
+                cots.add(parent, contribution)
     return result, cotangent_of
 
 
-def _sole(node, i, needs):
-    """No derivative flows through node's arguments other than the i-th."""
-    return not any(type(a) is Node and a in needs for j, a in enumerate(node.args) if j != i)
+@contextlib.contextmanager
+def _recording(trace, node):
+    """The nodes recorded meanwhile are the backward of `node` (named after it)."""
+    trace.grad_of = node
+    try:
+        yield
+    finally:
+        trace.grad_of = None
+
+
+def _note_cotangent(cotangent_of, g, node):
+    """For naming: g, recorded by the backward, is node's cotangent."""
+    if type(g) is Box and g.node.grad_of is not None and g.node not in cotangent_of:
+        cotangent_of[g.node] = node
 
 
 def _needs_grad(order, wrt):

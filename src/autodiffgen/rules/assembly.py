@@ -10,8 +10,8 @@ scatter_add and concatenate.
 import numpy as np
 
 from ..graph import Index
-from . import defprimitive
 from .indexing import getitem
+from .registry import defprimitive
 
 
 # ---- tile and repeat ----------------------------------------------------------------------

@@ -7,19 +7,31 @@ generated code is vectorized NumPy with no loop over the examples). `ctx.size` i
 batch size, `ctx.shape` the result's shape for one example, `ctx.ndims` each argument's
 rank for one example, `ctx.examples` the arguments of one example (their shapes).
 
-The rules are given by family, as data: elementwise primitives (broadcasting, once a
+They are kept in BATCH_RULES, keyed by primitive. The rules are given by family, as data: elementwise primitives (broadcasting, once a
 batched operand is brought to the result's rank), reductions and primitives with an axis
 (the axis moves by one), stacked linear algebra (NumPy's own broadcasting over leading
 axes), shapes, indexing and products one rule each.
 """
 
 import string
+import weakref
 
 import numpy as np
 
 from ..graph import Index, Slot
 from ..trace.dispatch import UFUNCS
-from . import PRIMITIVES, defbatch
+from .registry import PRIMITIVES
+
+BATCH_RULES = weakref.WeakKeyDictionary()  # primitive -> rule(ctx, *args, **params)
+
+
+def defbatch(prim, rule):
+    """Set (or replace) the batching rule of a primitive, `rule(ctx, *args, **params)`:
+    the result for a batch of examples, computed with primitives on arguments whose batch
+    is on axis 0 (those `ctx.batched` marks; the others are shared by every example);
+    `ctx` also holds the batch `size` and the per-example `shape` of the result
+    (the rules of the built-in primitives are below, family by family)."""
+    BATCH_RULES[prim] = rule
 
 
 class Context:

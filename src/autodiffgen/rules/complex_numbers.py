@@ -18,6 +18,8 @@ raises an error naming it, instead of casting or comparing silently (`refuse_com
 result hook of the tracer).
 """
 
+import weakref
+
 import numpy as np
 
 from ..errors import UnsupportedOperationError, at
@@ -25,11 +27,7 @@ from ..trace.boxes import Box, carries_gradient
 from ..trace.context import user_loc
 from ..trace.recording import RESULT_HOOKS
 from . import (  # noqa: F401  (the families COMPLEX_OK marks, registered first)
-    PRIMITIVES,
     assembly,
-    defjvp,
-    defprimitive,
-    defvjp,
     eig,
     fft,
     indexing,
@@ -39,6 +37,9 @@ from . import (  # noqa: F401  (the families COMPLEX_OK marks, registered first)
     shapes,
 )
 from .elementwise import _safe, conj
+from .jvps import JVPS, PerArgument, defjvp
+from .registry import PRIMITIVES, defprimitive
+from .vjps import defvjp, has_vjp
 
 
 def is_complex(x):
@@ -129,25 +130,30 @@ COMPLEX_OK = frozenset((
     "eigh_values", "eigh_vectors", "pinv", "svd_values", "svd_u", "svd_vh"))
 
 
+_HOLD_FOR_COMPLEX = weakref.WeakSet()  # the primitives of COMPLEX_OK and mark_complex_ok
+
+
 def mark_complex_ok(*names):
     """Mark primitives whose rules hold for complex values (a user's, or a family's
     added later)."""
     for name in names:
-        PRIMITIVES[name].complex_ok = True
+        _HOLD_FOR_COMPLEX.add(PRIMITIVES[name])
 
 
 mark_complex_ok(*COMPLEX_OK)
 
 
 def _has_rules(prim):
-    return any(r is not None for r in prim.vjps) or prim.variadic_vjp is not None or \
-        bool(prim.jvps) or prim.linear_in is not None or prim.jvp_from == "multilinear"
+    jvp = JVPS.get(prim)
+    if isinstance(jvp, PerArgument):  # FromVJP too, whose rules are the VJP's
+        return has_vjp(prim) or bool(jvp.rules)
+    return has_vjp(prim) or jvp is not None
 
 
 def refuse_complex(trace, box, args):
     """A primitive with real-only rules applied to a complex value a derivative reaches."""
     prim = box.node.prim
-    if prim.complex_ok or prim.strict or not _has_rules(prim):
+    if prim in _HOLD_FOR_COMPLEX or prim.strict or not _has_rules(prim):
         return
     if not (is_complex(box.value) or any(map(is_complex, args))):
         return

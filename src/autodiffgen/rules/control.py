@@ -19,7 +19,7 @@ from ..trace.boxes import Box, stand_in
 from ..trace.raising import Raised
 from ..trace.recording import GUARD, RAISES, bind
 from ..tree import map_tree
-from . import defprimitive, register_helper
+from .registry import defprimitive, register_helper
 
 READS = {  # test -> how the user's code read the value (x, *index) -> Python object
     "bool": lambda x: bool(x),

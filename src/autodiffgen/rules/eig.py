@@ -14,8 +14,8 @@ numpy_api/eig.py guards it.
 import numpy as np
 
 from ..trace.recording import RAISES
-from . import defprimitive
 from .linalg import _T, solve
+from .registry import defprimitive
 
 
 def _gaps(w):

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import UnsupportedOperationError, at
 from ..trace.boxes import Box
 from ..trace.context import user_loc
-from . import defprimitive, register_ufunc
+from .registry import defprimitive, register_ufunc
 
 
 def ufunc(ufunc_, template, *vjps, name=None, **options):

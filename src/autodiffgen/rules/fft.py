@@ -17,9 +17,9 @@ transform of the cotangent, those rows kept and weighted by 2.
 import numpy as np
 
 from ..graph import Index
-from . import defprimitive
 from .assembly import pad
 from .indexing import getitem
+from .registry import defprimitive
 
 
 def _template(name, single):

@@ -18,7 +18,8 @@ from ..generated_helpers import _setitem as _setitem_impl
 from ..generated_helpers import scatter_add as _scatter_add_impl
 from ..graph import Index, Slot
 from ..trace.boxes import Box, result_dtype
-from . import defprimitive
+from .registry import defprimitive
+from .vjps import BLOCKS
 
 
 # ---- getitem and scatter_add ---------------------------------------------------------------
@@ -33,7 +34,7 @@ def _getitem_vjp(i, g, ans, x, *arrays, index):
 
 
 def block_cotangent(x, *arrays, index):
-    """scatter_add's parameters for the cotangent of x[index] (backward.py sums many of
+    """scatter_add's parameters for the cotangent of x[index] (backward/reverse.py sums many of
     them at once: cotangent_sums.py)."""
     return {"index": index, "shape": tuple(np.shape(x)),
             "unique": selects_once(index, (x,) + arrays)}
@@ -45,7 +46,7 @@ def _scatter_add_vjp(i, g, ans, g_in, *arrays, index, shape, unique):
 
 getitem = defprimitive("getitem", _getitem_impl, "{0}[{index}]", variadic_vjp=_getitem_vjp,
                        linear_in=(0,))
-getitem.block = block_cotangent
+BLOCKS[getitem] = block_cotangent
 scatter_add = defprimitive(
     "scatter_add",
     lambda g, *arrays, index, shape, unique: _scatter_add_impl(

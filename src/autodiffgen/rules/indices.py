@@ -14,7 +14,7 @@ of np.bincount's, whose one derivative is in its weights: a linear gather g[x].
 
 import numpy as np
 
-from . import defprimitive
+from .registry import defprimitive
 
 _AXIS = {"axis": None, "keepdims": False}
 

@@ -30,7 +30,7 @@ derivative. Real inputs take exactly the real formulas (`_H` is then `_T`, `_con
 import numpy as np
 
 from ..trace.boxes import result_dtype
-from . import defprimitive
+from .registry import defprimitive
 
 
 def _T(x):

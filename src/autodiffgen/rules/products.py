@@ -15,7 +15,7 @@ import string
 import numpy as np
 
 from ..trace.boxes import result_dtype
-from . import defprimitive, register_ufunc
+from .registry import defprimitive, register_ufunc
 
 
 # ---- matmul ------------------------------------------------------------------------------

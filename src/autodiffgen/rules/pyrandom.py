@@ -43,8 +43,8 @@ from ..trace.boxes import HANDLE_METHODS, Box, Handle, carries_gradient
 from ..trace.context import current_trace, located, user_loc
 from ..trace.swaps import Swaps
 from ..trace.tracer import TRACE_HOOKS
-from . import defprimitive
 from .random import DRAWS, _identical, resolve
+from .registry import defprimitive
 
 # the methods whose draw is a number (choice: of a sequence of numbers)
 NUMBER_DRAWS = tuple(name for name in (

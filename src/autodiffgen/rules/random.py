@@ -46,7 +46,7 @@ import numpy as np
 from ..errors import TracingError, at
 from ..trace.boxes import Box, carries_gradient
 from ..trace.context import current_trace, located, user_loc
-from . import defprimitive
+from .registry import defprimitive
 
 GENERATORS = (np.random.Generator, np.random.RandomState, pyrandom.Random)  # (rules/pyrandom.py)
 

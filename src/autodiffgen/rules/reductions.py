@@ -11,8 +11,8 @@ import numpy as np
 
 from ..graph import Index
 from ..trace.boxes import Box
-from . import defprimitive, register_helper
 from .indexing import getitem
+from .registry import defprimitive, register_helper
 
 
 def axes_tuple(axis, ndim):

@@ -9,8 +9,9 @@ atleast_nd family and the other NumPy spellings are in numpy_api/shapes.py.
 import numpy as np
 
 from ..graph import Index
-from . import defprimitive
 from .indexing import getitem
+from .registry import defprimitive
+from .vjps import PIECES
 
 
 def _transpose_template(params):
@@ -64,8 +65,8 @@ def _concatenate_pieces(g, arrays, params):
         slice(stops[i - 1] if i else 0, stops[i]),)))
 
 
-concatenate.pieces = _concatenate_pieces
-stack.pieces = lambda g, arrays, params: lambda i: _stack_vjp(i, g, None, axis=params["axis"])
+PIECES[concatenate] = _concatenate_pieces
+PIECES[stack] = lambda g, arrays, params: lambda i: _stack_vjp(i, g, None, axis=params["axis"])
 
 
 # ---- buffers: np.zeros_like(r), np.ones_like(r), np.full_like(r, v) in the user's code --------

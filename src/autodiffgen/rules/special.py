@@ -21,9 +21,9 @@ import numpy as np
 from ..errors import UnsupportedOperationError, at
 from ..trace.context import current_trace, user_loc
 from ..trace.recording import bind
-from . import PRIMITIVES, defprimitive, register_helper
 from .complex_numbers import mark_complex_ok
 from .elementwise import ufunc
+from .registry import PRIMITIVES, defprimitive, register_helper
 
 try:
     import scipy.special

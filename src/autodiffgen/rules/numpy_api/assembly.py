@@ -19,7 +19,7 @@ from ...trace.boxes import Box
 from ...trace.context import user_loc
 from ..assembly import pad, repeat, tile, tril, triu
 from ..indexing import getitem, scatter_add
-from . import boxmethod, check_no_out, register_function
+from .dispatch import boxmethod, check_no_out, register_function
 from .indexing import parse_index
 from .shapes import _concatenate, _moveaxis, _ravel, _transpose, atleast
 

@@ -24,8 +24,8 @@ from ...trace.capture import add_stand_in
 from ...trace.context import current_trace, user_loc
 from ...trace.recording import ENTER_HOOKS, bind
 from ...trace.swaps import Swaps
-from .. import astype
 from ..elementwise import copy as copy_prim
+from ..registry import astype
 from .shapes import PASSING
 from .views import mark_fresh
 

@@ -21,17 +21,17 @@ from ...errors import TracingError, UnsupportedOperationError, at
 from ...trace.boxes import Box
 from ...trace.context import user_loc
 from ...trace.recording import bind
-from .. import astype
 from ..indices import argpartition
-from . import (
+from ..registry import astype
+from .assembly import _axis, _take_along_axis
+from .building import cast
+from .dispatch import (
     boxmethod,
     check_no_out,
     normalize_axis,
     register_function,
     register_ufunc_method,
 )
-from .assembly import _axis, _take_along_axis
-from .building import cast
 from .indices import _argsort
 from .shapes import _moveaxis, _ravel
 

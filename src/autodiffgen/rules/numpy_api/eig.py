@@ -8,7 +8,7 @@ import numpy as np
 from ...trace.boxes import Box
 from ...trace.context import current_trace
 from ..eig import eig_values, eig_vectors
-from . import register_function
+from .dispatch import register_function
 
 _EigResult = type(np.linalg.eig(np.eye(1)))
 

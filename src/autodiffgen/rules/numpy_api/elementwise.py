@@ -11,7 +11,7 @@ from ...trace.context import user_loc
 from ...trace.recording import bind
 from ..complex_numbers import angle, imag, is_complex, real
 from ..elementwise import astype, clip, conj, copy, nan_to_num, real_only, round_, sinc, where
-from . import boxmethod, check_no_out, register_function
+from .dispatch import boxmethod, check_no_out, register_function
 
 
 @register_function(np.where)

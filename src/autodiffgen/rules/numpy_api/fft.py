@@ -8,7 +8,7 @@ import numpy as np
 from ...errors import UnsupportedOperationError, at
 from ...trace.context import user_loc
 from ..fft import fftn, ifftn, irfftn, rfftn
-from . import check_no_out, register_function
+from .dispatch import check_no_out, register_function
 
 _NORMS = (None, "backward", "ortho", "forward")
 

@@ -25,9 +25,9 @@ from ...graph import Index, Slot
 from ...trace import count_sources
 from ...trace.boxes import Box, _holds_box, concrete, result_dtype
 from ...trace.context import current_trace, user_loc
-from .. import register_helper
 from ..indexing import add_at, getitem, scatter_add, setitem, shifted
-from . import boxmethod
+from ..registry import register_helper
+from .dispatch import boxmethod
 
 
 def parse_index(key, shape=None):

@@ -26,7 +26,7 @@ from ..indices import (
     searchsorted,
     unique,
 )
-from . import boxmethod, check_no_out, normalize_axis, register_function
+from .dispatch import boxmethod, check_no_out, normalize_axis, register_function
 
 
 # ---- indices and counts -------------------------------------------------------------------

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...trace.recording import bind
 from ..indices import count_nonzero
-from . import boxmethod, check_no_out, normalize_axis, register_function
+from .dispatch import boxmethod, check_no_out, normalize_axis, register_function
 
 
 def _counted(a, axis, out, keepdims, where, name):

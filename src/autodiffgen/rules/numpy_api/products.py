@@ -14,7 +14,7 @@ from ...trace.context import user_loc
 from ..complex_numbers import is_complex
 from ..elementwise import conj
 from ..products import einsum, matmul, split_subscripts, unused_letters
-from . import boxmethod, check_no_out, register_function
+from .dispatch import boxmethod, check_no_out, register_function
 
 
 def _explicit(subscripts, operands):

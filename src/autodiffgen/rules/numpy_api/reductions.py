@@ -10,7 +10,13 @@ from ...errors import UnsupportedOperationError, at
 from ...trace.context import user_loc
 from ..complex_numbers import abs2, is_complex
 from ..reductions import axes_tuple, count, cumprod, cumsum, max_, mean, min_, prod, std_root, sum_
-from . import boxmethod, check_no_out, normalize_axis, register_function, register_ufunc_method
+from .dispatch import (
+    boxmethod,
+    check_no_out,
+    normalize_axis,
+    register_function,
+    register_ufunc_method,
+)
 
 
 def _reducer(prim, name, with_dtype):

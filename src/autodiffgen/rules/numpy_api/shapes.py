@@ -26,7 +26,7 @@ from ..shapes import (
     transpose,
     zeros_like,
 )
-from . import boxmethod, check_no_out, normalize_axis, register_function
+from .dispatch import boxmethod, check_no_out, normalize_axis, register_function
 
 
 def _shape_arg(shape, args):

@@ -34,10 +34,10 @@ from ...errors import TracingError, at
 from ...graph import Index
 from ...trace.boxes import Box
 from ...trace.context import current_trace, user_loc
-from .. import astype
 from ..control import READS
 from ..indexing import setitem, shifted
-from . import boxmethod, register_function
+from ..registry import astype
+from .dispatch import boxmethod, register_function
 from .indexing import parse_index
 from .views import write
 

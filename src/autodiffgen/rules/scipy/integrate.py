@@ -24,8 +24,9 @@ from ...trace.boxes import Box, concrete
 from ...trace.context import current_trace, user_loc
 from ...trace.recording import bind
 from ...tree import is_container, items, leaves
-from .. import TRANSFORMS, defprimitive, register_helper
-from . import register
+from ..jvps import JVPS
+from ..registry import TRANSFORMS, defprimitive, register_helper
+from .intercept import register
 
 _REFUSED = ("Dfun", "col_deriv", "full_output", "tfirst", "ml", "mu", "printmessg")
 
@@ -141,13 +142,13 @@ CALL = defprimitive(
     helper="_call")
 
 
-def _call_tangent(tangents, ans, args, params, loc=None):
+def _call_tangent(prim, tangents, ans, args, params, loc=None):
     parts = [call(_JVPOf(params["fn"], i), *args, t) for i, t in enumerate(tangents)
              if t is not None]
     return None if not parts else sum(parts[1:], parts[0])
 
 
-CALL.tangent = _call_tangent  # one rule for any number of arguments
+JVPS[CALL] = _call_tangent  # one rule for any number of arguments
 register_helper("_call", _call, lambda fn, *args: call(fn, *args))
 
 
@@ -185,7 +186,7 @@ def _odeint_vjp(argnum, g, ans, y0, t, *args, func, options):
     return g_y0 if argnum == 0 else g_t if argnum == 1 else g_args[argnum - 2]
 
 
-def _odeint_tangent(tangents, ans, args, params, loc=None):
+def _odeint_tangent(prim, tangents, ans, args, params, loc=None):
     """The sensitivity solve, seeded with every argument's tangent at once."""
     if all(t is None for t in tangents):
         return None
@@ -204,7 +205,7 @@ def _odeint_tangent(tangents, ans, args, params, loc=None):
 ODEINT = defprimitive("odeint", lambda *args, func, options: _odeint(func, *args, options=options),
                       "_odeint({func}, {*})", defaults={"options": ()},
                       variadic_vjp=_odeint_vjp, helper="_odeint", imports=("scipy.integrate",))
-ODEINT.tangent = _odeint_tangent  # one sensitivity solve for all the tangents
+JVPS[ODEINT] = _odeint_tangent  # one sensitivity solve for all the tangents
 register_helper("_odeint", _odeint,
                 lambda func, y0, t, *args, options=(): odeint(func, y0, t, args, options))
 

@@ -17,10 +17,10 @@ from ...errors import UnsupportedOperationError, at
 from ...trace.boxes import concrete
 from ...trace.context import user_loc
 from ...trace.recording import bind
-from .. import defprimitive
 from ..complex_numbers import mark_complex_ok
 from ..numpy_api.eig import kind_guarded
-from . import register
+from ..registry import defprimitive
+from .intercept import register
 
 _IMPORTS = ("scipy.linalg",)
 _TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}

@@ -7,8 +7,8 @@ import numpy as np
 import scipy.signal
 
 from ...trace.recording import bind
-from .. import defprimitive
-from . import register
+from ..registry import defprimitive
+from .intercept import register
 
 
 def _full_cotangent(g, n1, n2):

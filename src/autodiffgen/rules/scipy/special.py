@@ -15,7 +15,7 @@ from ...trace.boxes import Box, result_dtype
 from ...trace.context import user_loc
 from ..control import stop_gradient
 from ..special import polygamma
-from . import register
+from .intercept import register
 
 
 def _shift(a, axis):

@@ -15,7 +15,7 @@ import scipy.stats
 from ...errors import UnsupportedOperationError, at
 from ...trace.boxes import Box, carries_gradient
 from ...trace.context import current_trace, user_loc
-from . import register
+from .intercept import register
 
 _LOG_2PI = math.log(2 * math.pi)
 _CUTOFF = 1e6 * np.finfo(np.float64).eps  # SciPy's for a singular covariance
