@@ -65,7 +65,7 @@ class GraphPicture:
         # a value the code names keeps its name; one the code computes into another's
         # buffer, or writes inline (`x.T`), is named after its primitive
         owns = [n for n in list(graph.inputs) + list(graph.nodes) if n in emitter.names
-                and emitter.shared.get(n, n) is n]
+                and emitter.plan.owner.get(n, n) is n]
         ns = Namespace(emitter.names[n] for n in owns)
         self.names = {n: emitter.names[n] for n in owns}
         for node in list(graph.inputs) + list(graph.nodes):

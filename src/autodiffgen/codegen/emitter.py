@@ -29,16 +29,9 @@ from .._version import __version__
 from ..generated_helpers import HELPERS
 from ..graph import NOTES, PYTHON_NUMBERS, Node, constant_key, op, recomputed
 from ..graph.size_formulas import Dim, Scale, SymArray
-from ..plan.memory import (
-    RECOMPUTED,
-    contiguous_transposes,
-    one_name,
-    rematerialized,
-    reuse_plan,
-    sunk,
-)
-from ..plan.schedule import freeing_first
-from ..plan.slots import Slot, c_ordered, c_ordered_product, subscript_ast
+from ..plan.memory import RECOMPUTED
+from ..plan.planner import Plan, plan
+from ..plan.slots import Slot, c_ordered_product, subscript_ast
 from ..rules.buffers import VIEWS, ufunc_of
 from ..trace.capture import chain_text, is_globals, read_traced, same_contents
 from ..trace.count_sources import count_var
@@ -126,10 +119,12 @@ _COUNT_GUARDED = {  # a count guarded: what it was, why, and what would serve ev
 
 
 class Emitter:
-    """Turns one Graph into the lines of one function (and its module-level constants)."""
+    """Turns one planned Graph into the lines of one function (and its module-level
+    constants). `planned`: a Plan (plan/planner.py), or a final Graph, planned here."""
 
-    def __init__(self, graph, standalone=False, constants=None, pure=False):
-        self.graph = graph if pure or graph.marks else freeing_first(sunk(rematerialized(graph)))
+    def __init__(self, planned, standalone=False, constants=None, pure=False):
+        self.plan = planned if type(planned) is Plan else plan(planned, pure)
+        self.graph = graph = self.plan.graph
         self.standalone = standalone
         self.cotangent_of = self.graph.derivative_of
         self.ns = Namespace(list(graph.params) + list(HELPERS))
@@ -149,8 +144,7 @@ class Emitter:
         self.twin = False  # this is such a function (numpy_on_numbers)
         self.made_numpy = set()  # its derivatives of Python numbers written as NumPy calls
         self.pure = pure  # no writes into dead buffers (code an enclosing trace will read)
-        self.inline_at = _inlined(self.graph)  # `x.T` read once: written where it is read
-        self.inline_ast = {}
+        self.inline_ast = {}  # `x.T` read once (plan.inline): its ast, where it is read
         self.texts = Texts()
         self.paths_checked = {}  # path length -> whether path_text's is astor's text
 
@@ -289,14 +283,7 @@ class Emitter:
         body = self.captured_checks() + self.unpack_inputs()
         start = len(body)  # the statements a scalar function tries (numpy_fallback)
         locs = {}  # body index -> the user's (file, line) the statement came from
-        last_use = self.last_uses()
-        reuse, self.joins, self.contiguous = {}, None, ()
-        if not (self.scalar or self.pure):
-            reuse, last_use, self.joins = reuse_plan(self.graph, last_use)
-            self.contiguous = contiguous_transposes(self.graph)
-            self.ordered = c_ordered(self.graph, reuse)
-        self.shared = one_name(self.graph, {  # node -> whose name its buffer has
-            i: b for i, b in reuse.items() if any(b is a for a in self.graph.nodes[i].args)})
+        plan = self.plan
         self.own = {}  # node -> its own name, which a gradient's name is made from
         section = run_loc = note = None
         self.block = None  # the `try:` or `with np.errstate` block last emitted (marked)
@@ -310,16 +297,16 @@ class Emitter:
                 if node.loc is not None:  # a trace of this code (grad(grad(f))) reads the
                     locs.update((len(body) + k, node.loc) for k in range(len(lines)))  # user's
                 body += lines
-                body += self.dels(last_use.get(i, ()))
+                body += self.dels(node)
                 continue
-            if node in self.inline_at:
+            if node in plan.inline:
                 self.inline_ast[node] = expression(node, [self.arg_ast(a) for a in node.args])
                 continue
-            if self.joins is not None and node in self.joins.slot:
-                body += self.allocation_lines(i)
+            if node in plan.joins.slot:
+                body += self.allocation_lines(node)
                 if node.loc is not None:
                     locs[len(body)] = node.loc
-                body += self.joined_lines(node) + self.dels(last_use.get(i, ()))
+                body += self.joined_lines(node) + self.dels(node)
                 continue
             name = self.names[node] = self.node_name(node)
             kind = self.section(node, section)
@@ -331,21 +318,21 @@ class Emitter:
             if NOTES and NOTES.get(node, note) != note:  # the first line of a pass's group
                 note = NOTES[node]
                 body.append((f"# {note}", ""))
-            if self.joins is not None:
-                body += self.allocation_lines(i)
-            in_place = i in reuse and self.shared.get(reuse[i]) is self.shared.get(node, False)
-            unread = not in_place and self.joins is not None and node in self.joins.unread
+            body += self.allocation_lines(node)
+            in_place = node in plan.in_place
+            out = plan.into.get(node)
+            unread = not in_place and node in plan.joins.unread
             mark = self.graph.marks.get(node.stack) if node.grad_of is None else None
             raises = node.prim.name in RAISES and node.grad_of is None
             text = None if raises or unread or mark is not None else \
-                self.texts.text(self, node, name, reuse.get(i), in_place)  # a layout seen before
+                self.texts.text(self, node, name, out, in_place)  # a layout seen before
             if text is None:
-                value = self.value_ast(node, reuse.get(i))
+                value = self.value_ast(node, out)
                 stmt = ast.Expr(value) if unread else statement(value, name, in_place)
             comment, run_loc = self.once(node, run_loc)
             body += self.pending
             self.pending = []
-            dead = self.dels(n for n in last_use.get(i, ()) if self.names[n] != name)
+            dead = self.dels(node)
             if raises:
                 body += self.raising(node, render(stmt), comment, locs, len(body)) + dead
             elif mark is not None:  # in a `try:` or an np.errstate (raising.py)
@@ -415,7 +402,7 @@ class Emitter:
         """A fresh name after the user's variable, the gradient's value or the primitive;
         a later value of one buffer (emit_memory.one_name) takes the name it has."""
         prefix = "t_" if self.graph.kind == "jvp" else "g_"
-        owner = self.shared.get(node)
+        owner = self.plan.owner.get(node)
         if node.prim.helper:
             self.helpers.add(node.prim.helper)
         self.imports.update(node.prim.imports)
@@ -428,11 +415,11 @@ class Emitter:
             self.names[owner] = name
         return name
 
-    def allocation_lines(self, i):
+    def allocation_lines(self, node):
         """`g_xw = np.empty(...)`: the buffer of each join whose parts are computed into it
-        from statement i on (emit_slots.py)."""
+        from node's statement on (plan/slots.py)."""
         lines = []
-        for join in self.joins.alloc.get(i, ()):
+        for join in self.plan.alloc.get(node, ()):
             name = self.names[join] = self.node_name(join)
             empty = call_ast("np.empty", [literal_ast(join.shape)],
                              [ast.keyword("dtype", literal_ast(join.dtype))])
@@ -444,11 +431,11 @@ class Emitter:
         """Where a join was: its other parts assigned into their slots, and its name for
         a view when a join inside another is read by other statements."""
         lines = [(render(ast.Assign([self.slot_ast(slot, ast.Store())], self.arg_ast(part))), "")
-                 for part, slot in self.joins.parts[node]]
-        if node in self.joins.bound:
+                 for part, slot in self.plan.joins.parts[node]]
+        if node in self.plan.joins.bound:
             self.names[node] = self.node_name(node)
             lines.append((render(ast.Assign([ast.Name(self.names[node], ast.Store())],
-                                            self.slot_ast(self.joins.slot[node]))), ""))
+                                            self.slot_ast(self.plan.joins.slot[node]))), ""))
         return lines
 
     def slot_ast(self, slot, ctx=None):
@@ -464,12 +451,13 @@ class Emitter:
                 tree = expression(node, args, self.param_ast)
                 tree.keywords.append(ast.keyword("out", where))
                 return tree
-            func = "dot" if c_ordered_product(node, out, self.ordered) else ufunc_of(node.prim)
+            func = "dot" if c_ordered_product(node, out, self.plan.ordered) \
+                else ufunc_of(node.prim)
             return call_ast(f"np.{func}", args, [ast.keyword("out", where)])
         if node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:
             # a Python number has no .astype: np.float32(t)
             return call_ast(render(literal_ast(node.params["dtype"])), args)
-        if node in self.contiguous:  # read by several matmuls (emit_memory.py)
+        if node in self.plan.contiguous:  # read by several matmuls (plan/memory.py)
             return call_ast("np.ascontiguousarray", [expression(node, args, self.param_ast)])
         if self.numpy_on_numbers(node):  # as the trace computed it: a NumPy scalar
             return call_ast(f"np.{ufunc_of(node.prim)}", args)
@@ -541,10 +529,9 @@ class Emitter:
             text += (", " if shown else " ") + name
         return [(text, "")]
 
-    def dels(self, nodes):
-        """`del` of the arrays that die here: a scalar (a Python float, a NumPy scalar, a
-        0-d array) holds no memory worth freeing early."""
-        dead = sorted(self.names[n] for n in nodes if n.shape != ())
+    def dels(self, node):
+        """`del` of the values the plan ends after node's statement."""
+        dead = sorted(self.names[n] for n in self.plan.dels.get(node, ()))
         return [(f"del {', '.join(dead)}", "")] if dead else []
 
     def numpy_on_numbers(self, node):
@@ -840,24 +827,6 @@ class Emitter:
                           "saved by the forward pass" if saved else "unpack the argument"))
         return lines
 
-    def last_uses(self):
-        """statement index -> nodes whose last use it is (outputs and inputs excluded, but
-        for donated inputs)."""
-        keep = set(self.graph.inputs) - self.graph.donated
-        keep |= {n for n in leaves(self.graph.outputs) if type(n) is Node} | set(self.inline_at)
-        last, nodes = {}, self.graph.nodes
-        for i, node in enumerate(nodes):
-            at = i
-            while nodes[at] in self.inline_at:  # an inlined `x.T` reads x where it is
-                at = self.inline_at[nodes[at]]   # written (`x.T.T` too)
-            for arg in node.args:
-                if type(arg) is Node and arg not in keep:
-                    last[arg] = max(at, last.get(arg, at))
-        by_index = {}
-        for node, i in last.items():
-            by_index.setdefault(i, []).append(node)
-        return by_index
-
     def output_ast(self, out):
         node = kind_of(type(out))
         if node is not None:  # an OrderedDict, a defaultdict, a dataclass, a registered type
@@ -1014,21 +983,6 @@ def _in_place(call, name):
     return ast.Expr(call)
 
 
-def _inlined(graph):
-    """{`x.T` node: the index of the one statement that reads it}: a transpose is a view,
-    so a reader writes `h.T @ g` rather than naming it first. Not a value the user named
-    or a gradient (its name says what it is), an output or a guard's operand."""
-    uses = {node: None for node in leaves(graph.outputs) if type(node) is Node}
-    for i, node in enumerate(graph.nodes):
-        for arg in node.args:
-            if type(arg) is Node:
-                uses[arg] = None if arg in uses or op(node) == "guard" else i
-    return {node: uses[node] for node in graph.nodes
-            if op(node) == "transpose" and node.params.get("axes") is None
-            and uses.get(node) is not None and node.name is None
-            and node not in graph.derivative_of}
-
-
 def _all_python_floats(graph):
     """Every value is a Python-float scalar with a math-module form (emit_scalar.py), and
     every constant is a finite number (Emitter.numpy_fallback checks computed values)."""
@@ -1159,18 +1113,19 @@ def emit_module(graphs, standalone=False, pure=False, extra=()):
     constant out); `locs` maps a source line number to the user's (file, line) it came
     from, so that tracing generated code (for higher derivatives) points at the user's
     lines. Runtime helpers are copied into the module, so the source runs as it reads.
-    The graphs are final (pipeline.finish): the emitter only writes them out. `extra`:
+    The graphs are final (pipeline.finish); each is planned (plan/planner.py) and written
+    out as planned. `extra`:
     more top-level parts written after the functions (a standalone module's entries).
     """
     functions, function_locs, helpers, imports, constants = [], [], set(), set(), {}
     shared = Namespace(p for graph in graphs for p in graph.params)  # no constant shadows one
     for graph in graphs:
-        emitter = Emitter(graph, standalone, constants, pure)
+        emitter = Emitter(plan(graph, pure), standalone, constants, pure)
         emitters = [emitter]
         if emitter.scalar:  # and its NumPy twin, for NumPy's values where math's differ
             emitter.numpy_twin = shared.fresh(f"{graph.name}_numpy")
-            emitters.insert(0, Emitter(_numpy_twin(graph, emitter.numpy_twin), standalone,
-                                       constants, pure))
+            twin = plan(_numpy_twin(graph, emitter.numpy_twin), pure)
+            emitters.insert(0, Emitter(twin, standalone, constants, pure))
             emitters[0].twin = True
         before, texts = set(shared.used), []
         for each in emitters:  # the twin first: the other's names avoid its constants'

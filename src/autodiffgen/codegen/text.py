@@ -34,7 +34,7 @@ class Texts:
     def text(self, emitter, node, name, out, in_place):
         """The statement binding `name` to node's value (written into `out` when not None;
         as an update in place when `in_place`), or None: not a plain node, built as usual."""
-        if node.params or emitter.scalar or node in emitter.contiguous:
+        if node.params or emitter.scalar or node in emitter.plan.contiguous:
             return None
         names, constants = [name], []
         for k, arg in enumerate(node.args):
@@ -52,7 +52,7 @@ class Texts:
             if type(out) is not Node or out in emitter.inline_ast:
                 return None
             names.append(emitter.names[out])
-            dot = c_ordered_product(node, out, emitter.ordered)  # np.dot, not np.matmul
+            dot = c_ordered_product(node, out, emitter.plan.ordered)  # np.dot, not np.matmul
         first = {}
         same = tuple([first.setdefault(n, j) for j, n in enumerate(names)])
         key = (id(node.prim), in_place, out is not None, dot,
