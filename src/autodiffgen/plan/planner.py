@@ -64,13 +64,23 @@ def plan(graph, pure=False):
 
 def _dels(nodes, last_use, into, owner):
     """{statement node: the values `del`eted after it}: those whose last reader it is, but
-    a value of the statement's own name (a chain in one buffer, `h += b`). Not a scalar:
-    a Python float, a NumPy scalar or a 0-d array holds no memory worth a line."""
+    a value of the statement's own name (a chain in one buffer, `h += b`) and a value whose
+    buffer the statement took (`out=`), whose name is deleted with the taker's: a `del`
+    that leaves the buffer alive under another name frees nothing. Not a scalar: a Python
+    float, a NumPy scalar or a 0-d array holds no memory worth a line."""
+    held = {}  # node -> the other names of its buffer, deleted with it
     dels = {}
     for i in sorted(last_use):
         node = nodes[i]
-        dead = [n for n in last_use[i] if n.shape != ()
-                and not (n in owner and owner[n] is owner.get(node))]
+        dead = []
+        for n in last_use[i]:
+            if n in owner and owner[n] is owner.get(node):  # the statement's own name
+                held.setdefault(node, []).extend(held.pop(n, ()))
+            elif into.get(node) is n:  # its buffer lives on as node
+                held.setdefault(node, []).extend([n, *held.pop(n, ())])
+            else:
+                dead += [n, *held.pop(n, ())]
+        dead = [n for n in dead if n.shape != ()]
         if dead:
             dels[node] = dead
     return dels
