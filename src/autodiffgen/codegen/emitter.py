@@ -198,8 +198,8 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback):
         a later value of one buffer (plan.owner: memory.one_name) takes the name it has."""
         prefix = "t_" if self.graph.kind == "jvp" else "g_"
         owner = self.plan.owner.get(node)
-        if node.prim.helper:
-            self.helpers.add(node.prim.helper)
+        if node.prim.helper and not (node in self.plan.in_place and ufunc_of(node.prim) is None):
+            self.helpers.add(node.prim.helper)  # (in place, `h[i] += v` calls none)
         self.imports.update(node.prim.imports)
         if owner is not None and owner in self.names:
             self.own[node] = self.names[owner] if node is owner else node.prim.name
@@ -312,7 +312,7 @@ _GETITEM_CALL = SimpleNamespace(name="getitem", template="_getitem({0}, np.s_[{i
                                 defaults={})
 
 
-def emit_module(graphs, standalone=False, pure=False, extra=()):
+def emit_module(graphs, standalone=False, pure=False, extra=(), extra_helpers=()):
     """Module source for one or more graphs, plus the arrays to inject (if not standalone).
 
     Returns (source, injected, locs): `injected` holds what is too large to write out,
@@ -322,7 +322,7 @@ def emit_module(graphs, standalone=False, pure=False, extra=()):
     lines. Runtime helpers are copied into the module, so the source runs as it reads.
     The graphs are final (pipeline.finish); each is planned (plan/planner.py) and written
     out as planned. `extra`: more top-level parts written after the functions (a
-    standalone module's entries).
+    standalone module's entries), which call the runtime helpers `extra_helpers`.
     """
     functions, function_locs, helpers, imports, constants = [], [], set(), set(), {}
     shared = Namespace(p for graph in graphs for p in graph.params)  # no constant shadows one
@@ -345,8 +345,7 @@ def emit_module(graphs, standalone=False, pure=False, extra=()):
             functions.append(text)
             function_locs.append(line_locs)
     constant_lines = emitter.constant_lines()  # the module's constants, shared by its functions
-    helpers = {h for h in helpers  # not a helper whose call became a statement (`h[i] += v`)
-               if any(h in text for text in functions) or any(h in text for text in extra)}
+    helpers |= set(extra_helpers)  # (each emitter added the helpers its lines call)
     injected = emitter.injected
     with PARSE_LOCK:  # getsource of a class parses its module (see raising.PARSE_LOCK)
         parts = [inspect.getsource(HELPERS[name]).rstrip() for name in sorted(helpers)]

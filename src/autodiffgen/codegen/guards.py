@@ -202,9 +202,11 @@ class Guards:
                 (f"    raise GuardFailure(f{message!r}) from None", "")]
 
     def guard_lines(self, node):
-        """`if <the value reads otherwise>: raise GuardFailure(...)`, the guard's check."""
-        self.helpers.add("GuardFailure")
+        """`if <the value reads otherwise>: raise GuardFailure(...)`, the guard's check (a
+        count read at run time raises only below the counts the code serves)."""
         p = node.params
+        if type(p["outcome"]) is not Dim:
+            self.helpers.add("GuardFailure")
         if p["test"] == "raises":
             return self.raises_lines(node)
         x, *y = [render(self.arg_ast(a)) for a in node.args]
