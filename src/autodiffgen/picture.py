@@ -17,7 +17,8 @@ import numpy as np
 
 from ._typing import ArgNums, Fun, PyTree
 from .cli_examples import _SPEC_NAMES
-from .codegen.emitter import Emitter, _where
+from .codegen.emitter import Emitter
+from .codegen.layout import loc_text
 from .graph import Index, Node, Slot, is_guard
 from .graph.size_formulas import Dim, SymArray
 from .trace.naming import Namespace
@@ -65,7 +66,7 @@ class GraphPicture:
         # a value the code names keeps its name; one the code computes into another's
         # buffer, or writes inline (`x.T`), is named after its primitive
         owns = [n for n in list(graph.inputs) + list(graph.nodes) if n in emitter.names
-                and emitter.shared.get(n, n) is n]
+                and emitter.plan.owner.get(n, n) is n]
         ns = Namespace(emitter.names[n] for n in owns)
         self.names = {n: emitter.names[n] for n in owns}
         for node in list(graph.inputs) + list(graph.nodes):
@@ -113,7 +114,7 @@ class GraphPicture:
         code = " ".join(p for p in (f"{self.names[node]}:{type_text(node)} =",
                                     node.prim.name, args, params) if p)
         marks = " [saved]" if node in self.residuals else ""
-        where = f"  # {_where(node.loc)}" if node.loc is not None else ""
+        where = f"  # {loc_text(node.loc)}" if node.loc is not None else ""
         return code + marks + where
 
     def _arg_text(self, arg):
@@ -165,7 +166,7 @@ class GraphPicture:
         label = [f"{self.names[node]} = {head}" if kind != "input" else
                  f"input {self.names[node]}", type_text(node)]
         if node.loc is not None:
-            label.append(_where(node.loc))
+            label.append(loc_text(node.loc))
         style = _STYLE[kind]
         if node in self.residuals:
             label.append("saved for backward")

@@ -95,11 +95,6 @@ def _no_retrace(error):
 # the module's names an entry calls
 _ENTRY_NAMES = {"GuardFailure", "SignatureError", "_check", "_check_tree", "_no_retrace"}
 
-_GUARD_FAILURE = '''\
-class GuardFailure(Exception):
-    """Raised by generated code when the arguments take another path than the traced one."""
-'''.rstrip()
-
 
 def standalone_module(calls):
     """(source, entry names) of one module with the value-and-grad of each (GradFunction,
@@ -111,11 +106,8 @@ def standalone_module(calls):
         graphs += [g for _, g in served]
         entries.append(entry)
     extra = [_ENTRY_HELPERS.rstrip()] + [text.rstrip() for text, _ in entries]
-    source = emit_module(graphs, True, extra=extra)[0]
-    if "class GuardFailure" not in source:  # the entries catch it: define it anyway
-        source = source.replace("\n\n\nclass SignatureError", "\n\n\n" +
-                                _GUARD_FAILURE + "\n\n\nclass SignatureError", 1)
-    return source, [name for _, name in entries]
+    source = emit_module(graphs, True, extra=extra, extra_helpers={"GuardFailure"})[0]
+    return source, [name for _, name in entries]  # (the entries catch GuardFailure)
 
 
 def _base(gf):

@@ -38,14 +38,14 @@ def hessian_fn_fwd(x):
     getitem_1 = x[1:]
     scatter_add = _scatter_add(getitem, (slice(1, None),), (4,), unique=True)
     del getitem
-    add_at = _add_at(scatter_add, np.s_[:-1], getitem_1, unique=True, out=scatter_add)
+    add_at = _add_at(scatter_add, np.s_[:-1], getitem_1, unique=True)
     del getitem_1, scatter_add
     multiply = 2 * tanh
     multiply_1 = tanh * tanh
-    subtract = np.subtract(1, multiply_1, out=multiply_1)
+    subtract = 1 - multiply_1
     del multiply_1
     multiply_2 = multiply * subtract
-    add = np.add(add_at, multiply_2, out=add_at)
+    add = add_at + multiply_2
     del add_at, multiply_2
     return (add, (tanh, multiply, subtract))
 
@@ -59,24 +59,24 @@ def hessian_fn_bwd(residuals, g):
     # backward
     g_multiply = g * subtract_1           # grad of multiply, golden_models.py:49
     g_subtract = g * multiply_3
-    multiply_4 = np.multiply(g_subtract, tanh_1, out=g_subtract)
+    multiply_4 = g_subtract * tanh_1
     del g_subtract
-    g_tanh = np.multiply(g_multiply, 2, out=g_multiply)
+    g_tanh = g_multiply * 2
     del g_multiply
-    add_1 = np.add(multiply_4, multiply_4, out=multiply_4)
+    add_1 = multiply_4 + multiply_4
     del multiply_4
     g_tanh -= add_1
+    del add_1
     g_getitem = g[:-1]                    # grad of add_at
     g_getitem_1 = g[1:]                   # grad of scatter_add
     g_x = _scatter_add(g_getitem, (slice(1, None),), (4,), unique=True)  # grad of getitem
     del g_getitem
     g_x[:-1] += g_getitem_1
     del g_getitem_1
-    multiply_5 = np.multiply(tanh_1, tanh_1, out=add_1)  # grad of tanh
-    del add_1
-    subtract_2 = np.subtract(1, multiply_5, out=multiply_5)
+    multiply_5 = tanh_1 * tanh_1          # grad of tanh
+    subtract_2 = 1 - multiply_5
     del multiply_5
-    multiply_6 = np.multiply(g_tanh, subtract_2, out=g_tanh)
+    multiply_6 = g_tanh * subtract_2
     del g_tanh, subtract_2
     g_x += multiply_6
     del multiply_6

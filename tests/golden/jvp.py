@@ -8,7 +8,7 @@ def jvp_fn_jvp(W, x, t_W, t_x):
     at (W: float64[3, 4], x: float64[4])."""
     # forward
     matmul = W @ x                        # golden_models.py:58  return np.log1p(np.exp(W @ x))
-    exp = np.exp(matmul, out=matmul)
+    exp = np.exp(matmul)
     del matmul
     log1p = np.log1p(exp)
     # tangents
@@ -16,10 +16,10 @@ def jvp_fn_jvp(W, x, t_W, t_x):
     matmul_1 = W @ t_x
     t_matmul += matmul_1
     del matmul_1
-    t_exp = np.multiply(t_matmul, exp, out=t_matmul)  # tangent of exp
+    t_exp = t_matmul * exp                # tangent of exp
     del t_matmul
-    add = np.add(exp, 1, out=exp)         # tangent of log1p
+    add = exp + 1                         # tangent of log1p
     del exp
-    t_log1p = np.divide(t_exp, add, out=t_exp)
+    t_log1p = t_exp / add
     del add, t_exp
     return (log1p, t_log1p)

@@ -47,64 +47,58 @@ def lstm_cell_value_and_grad(params, x, h, c):
     c_new = f * c                         # golden_models.py:76  c_new = f * c + i * g
     multiply = i * g
     c_new += multiply
-    tanh = np.tanh(c_new, out=multiply)   # golden_models.py:77  h_new = o * np.tanh(c_new)
     del multiply
+    tanh = np.tanh(c_new)                 # golden_models.py:77  h_new = o * np.tanh(c_new)
     h_new = o * tanh
-    # golden_models.py:78  return np.sum(h_new ** 2) + np.sum(c_new ** 2)
-    power = np.power(h_new, 2, out=h_new)
+    power = h_new ** 2  # golden_models.py:78  return np.sum(h_new ** 2) + np.sum(c_new ** 2)
     del h_new
     sum_1 = np.sum(power)
-    power_1 = np.power(c_new, 2, out=power)
     del power
+    power_1 = c_new ** 2
     sum_2 = np.sum(power_1)
+    del power_1
     lstm_cell = sum_1 + sum_2
     # backward
     # saved by the forward: i, f, o, g, c_new, tanh
-    multiply_1 = np.multiply(2, c_new, out=c_new)  # grad of power, golden_models.py:78
+    multiply_1 = 2 * c_new                # grad of power, golden_models.py:78
     del c_new
-    h_new_1 = np.multiply(o, tanh, out=power_1)  # recomputed, not saved: golden_models.py:77
-    del power_1
-    g_h_new = np.multiply(2, h_new_1, out=h_new_1)  # grad of power, golden_models.py:78
+    h_new_1 = o * tanh                    # recomputed, not saved: golden_models.py:77
+    g_h_new = 2 * h_new_1                 # grad of power, golden_models.py:78
     del h_new_1
     g_o = g_h_new * tanh                  # grad of multiply, golden_models.py:77
-    g_tanh = np.multiply(g_h_new, o, out=g_h_new)
+    g_tanh = g_h_new * o
     del g_h_new
-    multiply_2 = np.multiply(tanh, tanh, out=tanh)  # grad of tanh
+    multiply_2 = tanh * tanh              # grad of tanh
     del tanh
-    subtract = np.subtract(1, multiply_2, out=multiply_2)
+    subtract = 1 - multiply_2
     del multiply_2
-    multiply_3 = np.multiply(g_tanh, subtract, out=g_tanh)
-    del g_tanh
-    g_c_new = np.add(multiply_1, multiply_3, out=multiply_1)
-    del multiply_1
-    g_i = np.multiply(g_c_new, g, out=multiply_3)  # grad of multiply, golden_models.py:76
-    del multiply_3
-    g_g = np.multiply(g_c_new, i, out=subtract)
-    del subtract
-    g_f = np.multiply(g_c_new, c, out=g_c_new)
+    multiply_3 = g_tanh * subtract
+    del g_tanh, subtract
+    g_c_new = multiply_1 + multiply_3
+    del multiply_1, multiply_3
+    g_i = g_c_new * g                     # grad of multiply, golden_models.py:76
+    g_g = g_c_new * i
+    g_f = g_c_new * c
     del g_c_new
-    multiply_4 = np.multiply(g, g, out=g)  # grad of tanh, golden_models.py:75
+    multiply_4 = g * g                    # grad of tanh, golden_models.py:75
     del g
-    subtract_1 = np.subtract(1, multiply_4, out=multiply_4)
+    subtract_1 = 1 - multiply_4
     del multiply_4
     g_z = np.empty((n, 20), dtype=np.float64)  # concatenate: parts computed into it
     np.multiply(g_g, subtract_1, out=g_z[:, 15:])
-    del g_g
-    subtract_2 = np.subtract(1, o, out=subtract_1)  # grad of divide, golden_models.py:74
-    del subtract_1
-    multiply_5 = np.multiply(o, subtract_2, out=o)
+    del g_g, subtract_1
+    subtract_2 = 1 - o                    # grad of divide, golden_models.py:74
+    multiply_5 = o * subtract_2
     del o, subtract_2
     np.multiply(g_o, multiply_5, out=g_z[:, 10:15])
-    del g_o
-    subtract_3 = np.subtract(1, f, out=multiply_5)  # grad of divide, golden_models.py:73
-    del multiply_5
-    multiply_6 = np.multiply(f, subtract_3, out=f)
+    del g_o, multiply_5
+    subtract_3 = 1 - f                    # grad of divide, golden_models.py:73
+    multiply_6 = f * subtract_3
     del f, subtract_3
     np.multiply(g_f, multiply_6, out=g_z[:, 5:10])
-    del g_f
-    subtract_4 = np.subtract(1, i, out=multiply_6)  # grad of divide, golden_models.py:72
-    del multiply_6
-    multiply_7 = np.multiply(i, subtract_4, out=i)
+    del g_f, multiply_6
+    subtract_4 = 1 - i                    # grad of divide, golden_models.py:72
+    multiply_7 = i * subtract_4
     del i, subtract_4
     np.multiply(g_i, multiply_7, out=g_z[:, :5])
     del g_i, multiply_7

@@ -31,14 +31,13 @@ def mlp_loss_value_and_grad(params, x, y):
     logits += params_b3
     # golden_models.py:13  shifted = logits - logits.max(axis=1, keepdims=True)
     max_1 = np.max(logits, axis=1, keepdims=True)
-    shifted = np.subtract(logits, max_1, out=logits)
-    del logits
+    shifted = logits - max_1
+    del logits, max_1
     # golden_models.py:14  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     exp = np.exp(shifted)
-    sum_1 = np.sum(exp, axis=1, keepdims=True, out=max_1)
-    del max_1
+    sum_1 = np.sum(exp, axis=1, keepdims=True)
     log = np.log(sum_1)
-    log_probs = np.subtract(shifted, log, out=shifted)
+    log_probs = shifted - log
     del log, shifted
     # golden_models.py:15  return -log_probs[np.arange(len(y)), y].mean()
     getitem = log_probs[rows, y]
@@ -48,7 +47,7 @@ def mlp_loss_value_and_grad(params, x, y):
     mlp_loss = -mean
     # backward
     # saved by the forward: h, h_1, exp, sum_1
-    g_shifted = np.divide(exp, sum_1, out=exp)  # grad of subtract, golden_models.py:14
+    g_shifted = exp / sum_1               # grad of subtract, golden_models.py:14
     del exp, sum_1
     g_shifted *= np.float32(1.0 / n)
     g_shifted[rows, y] += np.float32(-1.0 / n)
@@ -59,17 +58,16 @@ def mlp_loss_value_and_grad(params, x, y):
     greater = h_1 > 0.0                   # grad of maximum, golden_models.py:11
     del h_1
     g_add = np.multiply(g_h_1, greater, out=g_h_1)
-    del g_h_1
     g_params_b2 = np.sum(g_add, axis=0)   # grad of add
     g_h = g_add @ params_W2.T             # grad of matmul
     g_params_W2 = h.T @ g_add
-    del g_add
+    del g_add, g_h_1
     greater_1 = np.greater(h, 0.0, out=greater)  # grad of maximum, golden_models.py:10
-    del greater, h
+    del h
     g_add_1 = np.multiply(g_h, greater_1, out=g_h)
-    del g_h, greater_1
+    del greater, greater_1
     g_params_b1 = np.sum(g_add_1, axis=0)  # grad of add
     g_params_W1 = x.T @ g_add_1           # grad of matmul
-    del g_add_1
+    del g_add_1, g_h
     return (mlp_loss, {'W1': g_params_W1, 'b1': g_params_b1, 'W2': g_params_W2, 'b2': g_params_b2,
                        'W3': g_params_W3, 'b3': g_params_b3})

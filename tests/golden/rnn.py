@@ -15,97 +15,93 @@ def rnn_loss_value_and_grad(params, xs, target):
     # forward
     # golden_models.py:33  h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
     getitem = xs[0]
-    stack = np.empty((3, 2, 5), dtype=np.float32)  # stack: parts computed into it
-    matmul = np.dot(getitem, params_Wx, out=stack[0])
+    matmul = getitem @ params_Wx
     del getitem
     matmul_1 = zeros @ params_Wh
-    add = np.add(matmul, matmul_1, out=matmul)
-    del matmul
-    add_1 = np.add(add, params_b, out=add)
+    add = matmul + matmul_1
+    del matmul, matmul_1
+    add_1 = add + params_b
     del add
-    tanh = np.tanh(add_1, out=add_1)
+    stack = np.empty((3, 2, 5), dtype=np.float32)  # stack: parts computed into it
+    tanh = np.tanh(add_1, out=stack[0])
     del add_1
     getitem_1 = xs[1]
-    matmul_2 = np.dot(getitem_1, params_Wx, out=stack[1])
+    matmul_2 = getitem_1 @ params_Wx
     del getitem_1
-    matmul_3 = np.dot(tanh, params_Wh, out=matmul_1)
-    del matmul_1
-    add_2 = np.add(matmul_2, matmul_3, out=matmul_2)
-    del matmul_2
-    add_3 = np.add(add_2, params_b, out=add_2)
+    matmul_3 = tanh @ params_Wh
+    add_2 = matmul_2 + matmul_3
+    del matmul_2, matmul_3
+    add_3 = add_2 + params_b
     del add_2
-    tanh_1 = np.tanh(add_3, out=add_3)
+    tanh_1 = np.tanh(add_3, out=stack[1])
     del add_3
     getitem_2 = xs[2]
-    matmul_4 = np.dot(getitem_2, params_Wx, out=stack[2])
+    matmul_4 = getitem_2 @ params_Wx
     del getitem_2
-    matmul_5 = np.dot(tanh_1, params_Wh, out=matmul_3)
-    del matmul_3
-    add_4 = np.add(matmul_4, matmul_5, out=matmul_4)
-    del matmul_4
-    add_5 = np.add(add_4, params_b, out=add_4)
+    matmul_5 = tanh_1 @ params_Wh
+    add_4 = matmul_4 + matmul_5
+    del matmul_4, matmul_5
+    add_5 = add_4 + params_b
     del add_4
-    tanh_2 = np.tanh(add_5, out=add_5)
+    tanh_2 = np.tanh(add_5, out=stack[2])
     del add_5
     getitem_3 = xs[3]
-    h = np.dot(getitem_3, params_Wx, out=matmul_5)
-    del getitem_3, matmul_5
+    h = getitem_3 @ params_Wx
+    del getitem_3
     matmul_6 = tanh_2 @ params_Wh
     h += matmul_6
+    del matmul_6
     h += params_b
     np.tanh(h, out=h)
-    # golden_models.py:34  return np.mean((h - target) ** 2)
-    subtract = np.subtract(h, target, out=matmul_6)
-    del matmul_6
-    power = np.power(subtract, 2, out=subtract)
+    subtract = h - target                 # golden_models.py:34  return np.mean((h - target) ** 2)
+    power = subtract ** 2
     del subtract
     rnn_loss = np.mean(power)
     del power
     # backward
     # saved by the forward: tanh, tanh_1, tanh_2, h
-    stack_1 = np.empty((4, 2, 5), dtype=np.float32)  # stack: parts computed into it
-    # recomputed, not saved: golden_models.py:34
-    g_subtract = np.subtract(h, target, out=stack_1[3])
+    g_subtract = h - target               # recomputed, not saved: golden_models.py:34
     g_subtract *= np.float32(0.20000000298023224)  # grad of power
-    multiply = np.multiply(h, h, out=h)   # grad of tanh, golden_models.py:33
+    multiply = h * h                      # grad of tanh, golden_models.py:33
     del h
-    subtract_1 = np.subtract(1, multiply, out=multiply)
+    subtract_1 = 1 - multiply
     del multiply
-    g_add = np.multiply(g_subtract, subtract_1, out=g_subtract)
-    del g_subtract
+    stack_1 = np.empty((4, 2, 5), dtype=np.float32)  # stack: parts computed into it
+    g_add = np.multiply(g_subtract, subtract_1, out=stack_1[3])
+    del g_subtract, subtract_1
     g_params_b = np.sum(g_add, axis=0)    # grad of add
     transpose = np.ascontiguousarray(params_Wh.T)  # grad of matmul
-    g_tanh_2 = np.dot(g_add, transpose, out=stack_1[2])
+    g_tanh_2 = g_add @ transpose
     del g_add
-    multiply_1 = np.multiply(tanh_2, tanh_2, out=subtract_1)  # grad of tanh
-    del subtract_1, tanh_2
-    subtract_2 = np.subtract(1, multiply_1, out=multiply_1)
+    multiply_1 = tanh_2 * tanh_2          # grad of tanh
+    del tanh_2
+    subtract_2 = 1 - multiply_1
     del multiply_1
-    g_add_5 = np.multiply(g_tanh_2, subtract_2, out=g_tanh_2)
-    del g_tanh_2
+    g_add_5 = np.multiply(g_tanh_2, subtract_2, out=stack_1[2])
+    del g_tanh_2, subtract_2
     sum_1 = np.sum(g_add_5, axis=0)       # grad of add
     g_params_b += sum_1
-    g_tanh_1 = np.dot(g_add_5, transpose, out=stack_1[1])  # grad of matmul
-    del g_add_5
-    multiply_2 = np.multiply(tanh_1, tanh_1, out=subtract_2)  # grad of tanh
-    del subtract_2, tanh_1
-    subtract_3 = np.subtract(1, multiply_2, out=multiply_2)
-    del multiply_2
-    g_add_3 = np.multiply(g_tanh_1, subtract_3, out=g_tanh_1)
-    del g_tanh_1
-    sum_2 = np.sum(g_add_3, axis=0, out=sum_1)  # grad of add
     del sum_1
+    g_tanh_1 = g_add_5 @ transpose        # grad of matmul
+    del g_add_5
+    multiply_2 = tanh_1 * tanh_1          # grad of tanh
+    del tanh_1
+    subtract_3 = 1 - multiply_2
+    del multiply_2
+    g_add_3 = np.multiply(g_tanh_1, subtract_3, out=stack_1[1])
+    del g_tanh_1, subtract_3
+    sum_2 = np.sum(g_add_3, axis=0)       # grad of add
     g_params_b += sum_2
-    g_tanh = np.dot(g_add_3, transpose, out=stack_1[0])  # grad of matmul
-    del g_add_3, transpose
-    multiply_3 = np.multiply(tanh, tanh, out=subtract_3)  # grad of tanh
-    del subtract_3, tanh
-    subtract_4 = np.subtract(1, multiply_3, out=multiply_3)
-    del multiply_3
-    g_add_1 = np.multiply(g_tanh, subtract_4, out=g_tanh)
-    del g_tanh, subtract_4
-    sum_3 = np.sum(g_add_1, axis=0, out=sum_2)  # grad of add
     del sum_2
+    g_tanh = g_add_3 @ transpose          # grad of matmul
+    del g_add_3, transpose
+    multiply_3 = tanh * tanh              # grad of tanh
+    del tanh
+    subtract_4 = 1 - multiply_3
+    del multiply_3
+    g_add_1 = np.multiply(g_tanh, subtract_4, out=stack_1[0])
+    del g_tanh, subtract_4
+    sum_3 = np.sum(g_add_1, axis=0)       # grad of add
     g_params_b += sum_3
     del sum_3
     matmul_7 = zeros_1 @ g_add_1          # grad of matmul

@@ -39,14 +39,13 @@ def step_loss_train_step(params, state, hyper, flags, x, y):
     logits += params_b2
     # golden_models.py:97  shifted = logits - logits.max(axis=1, keepdims=True)
     max_1 = np.max(logits, axis=1, keepdims=True)
-    shifted = np.subtract(logits, max_1, out=logits)
-    del logits
+    shifted = logits - max_1
+    del logits, max_1
     # golden_models.py:98  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     exp = np.exp(shifted)
-    sum_1 = np.sum(exp, axis=1, keepdims=True, out=max_1)
-    del max_1
+    sum_1 = np.sum(exp, axis=1, keepdims=True)
     log = np.log(sum_1)
-    log_probs = np.subtract(shifted, log, out=shifted)
+    log_probs = shifted - log
     del log, shifted
     # golden_models.py:99  return -log_probs[np.arange(len(y)), y].mean()
     getitem = log_probs[indices, y]
@@ -56,7 +55,7 @@ def step_loss_train_step(params, state, hyper, flags, x, y):
     loss = -mean
     # backward
     # saved by the forward: h, exp, sum_1
-    g_shifted = np.divide(exp, sum_1, out=exp)  # grad of subtract, golden_models.py:98
+    g_shifted = exp / sum_1               # grad of subtract, golden_models.py:98
     del exp, sum_1
     g_shifted *= np.float64(0.0625)
     g_shifted[indices, y] += np.float64(-0.0625)
@@ -66,7 +65,7 @@ def step_loss_train_step(params, state, hyper, flags, x, y):
     del g_shifted
     greater = h > 0.0                     # grad of maximum, golden_models.py:95
     del h
-    g_add = np.multiply(g_h, greater, out=g_h)
+    g_add = g_h * greater
     del g_h, greater
     g_params_b1 = np.sum(g_add, axis=0)   # grad of add
     g_params_W1 = x.T @ g_add             # grad of matmul
@@ -75,113 +74,97 @@ def step_loss_train_step(params, state, hyper, flags, x, y):
     try:
         add = state_step + 1.0
         multiply = np.multiply(hyper_beta1, state_m_W1, out=state_m_W1)
-        del state_m_W1
         subtract = 1.0 - hyper_beta1
         multiply_1 = subtract * g_params_W1
-        add_1 = np.add(multiply, multiply_1, out=multiply)
-        del multiply
+        add_1 = multiply + multiply_1
+        del multiply, multiply_1, state_m_W1
         multiply_2 = np.multiply(hyper_beta2, state_v_W1, out=state_v_W1)
-        del state_v_W1
         subtract_1 = 1.0 - hyper_beta2
-        multiply_3 = np.multiply(g_params_W1, g_params_W1, out=g_params_W1)
+        multiply_3 = g_params_W1 * g_params_W1
         del g_params_W1
-        multiply_4 = np.multiply(subtract_1, multiply_3, out=multiply_3)
+        multiply_4 = subtract_1 * multiply_3
         del multiply_3
-        add_2 = np.add(multiply_2, multiply_4, out=multiply_2)
-        del multiply_2
+        add_2 = multiply_2 + multiply_4
+        del multiply_2, multiply_4, state_v_W1
         power = hyper_beta1 ** add
         subtract_2 = 1.0 - power
         power_1 = hyper_beta2 ** add
         subtract_3 = 1.0 - power_1
         sqrt = np.sqrt(subtract_3)
         divide = hyper_lr / subtract_2
-        multiply_5 = np.multiply(divide, add_1, out=multiply_4)
-        del multiply_4
-        sqrt_1 = np.sqrt(add_2, out=multiply_1)
-        del multiply_1
-        divide_1 = np.divide(sqrt_1, sqrt, out=sqrt_1)
+        multiply_5 = divide * add_1
+        sqrt_1 = np.sqrt(add_2)
+        divide_1 = sqrt_1 / sqrt
         del sqrt_1
-        add_3 = np.add(divide_1, hyper_eps, out=divide_1)
+        add_3 = divide_1 + hyper_eps
         del divide_1
-        divide_2 = np.divide(multiply_5, add_3, out=multiply_5)
+        divide_2 = multiply_5 / add_3
         del add_3, multiply_5
         subtract_4 = np.subtract(params_W1, divide_2, out=params_W1)
-        del divide_2, params_W1
+        del divide_2
         multiply_6 = np.multiply(hyper_beta1, state_m_b1, out=state_m_b1)
-        del state_m_b1
         multiply_7 = subtract * g_params_b1
-        add_4 = np.add(multiply_6, multiply_7, out=multiply_6)
-        del multiply_6
+        add_4 = multiply_6 + multiply_7
+        del multiply_6, multiply_7, state_m_b1
         multiply_8 = np.multiply(hyper_beta2, state_v_b1, out=state_v_b1)
-        del state_v_b1
-        multiply_9 = np.multiply(g_params_b1, g_params_b1, out=g_params_b1)
+        multiply_9 = g_params_b1 * g_params_b1
         del g_params_b1
-        multiply_10 = np.multiply(subtract_1, multiply_9, out=multiply_9)
+        multiply_10 = subtract_1 * multiply_9
         del multiply_9
-        add_5 = np.add(multiply_8, multiply_10, out=multiply_8)
-        del multiply_8
-        multiply_11 = np.multiply(divide, add_4, out=multiply_10)
-        del multiply_10
-        sqrt_2 = np.sqrt(add_5, out=multiply_7)
-        del multiply_7
-        divide_3 = np.divide(sqrt_2, sqrt, out=sqrt_2)
+        add_5 = multiply_8 + multiply_10
+        del multiply_10, multiply_8, state_v_b1
+        multiply_11 = divide * add_4
+        sqrt_2 = np.sqrt(add_5)
+        divide_3 = sqrt_2 / sqrt
         del sqrt_2
-        add_6 = np.add(divide_3, hyper_eps, out=divide_3)
+        add_6 = divide_3 + hyper_eps
         del divide_3
-        divide_4 = np.divide(multiply_11, add_6, out=multiply_11)
+        divide_4 = multiply_11 / add_6
         del add_6, multiply_11
         subtract_5 = np.subtract(params_b1, divide_4, out=params_b1)
-        del divide_4, params_b1
+        del divide_4
         multiply_12 = np.multiply(hyper_beta1, state_m_W2, out=state_m_W2)
-        del state_m_W2
         multiply_13 = subtract * g_params_W2
-        add_7 = np.add(multiply_12, multiply_13, out=multiply_12)
-        del multiply_12
+        add_7 = multiply_12 + multiply_13
+        del multiply_12, multiply_13, state_m_W2
         multiply_14 = np.multiply(hyper_beta2, state_v_W2, out=state_v_W2)
-        del state_v_W2
-        multiply_15 = np.multiply(g_params_W2, g_params_W2, out=g_params_W2)
+        multiply_15 = g_params_W2 * g_params_W2
         del g_params_W2
-        multiply_16 = np.multiply(subtract_1, multiply_15, out=multiply_15)
+        multiply_16 = subtract_1 * multiply_15
         del multiply_15
-        add_8 = np.add(multiply_14, multiply_16, out=multiply_14)
-        del multiply_14
-        multiply_17 = np.multiply(divide, add_7, out=multiply_16)
-        del multiply_16
-        sqrt_3 = np.sqrt(add_8, out=multiply_13)
-        del multiply_13
-        divide_5 = np.divide(sqrt_3, sqrt, out=sqrt_3)
+        add_8 = multiply_14 + multiply_16
+        del multiply_14, multiply_16, state_v_W2
+        multiply_17 = divide * add_7
+        sqrt_3 = np.sqrt(add_8)
+        divide_5 = sqrt_3 / sqrt
         del sqrt_3
-        add_9 = np.add(divide_5, hyper_eps, out=divide_5)
+        add_9 = divide_5 + hyper_eps
         del divide_5
-        divide_6 = np.divide(multiply_17, add_9, out=multiply_17)
+        divide_6 = multiply_17 / add_9
         del add_9, multiply_17
-        subtract_6 = np.subtract(params_W2, divide_6, out=divide_6)
+        subtract_6 = params_W2 - divide_6
         del divide_6, params_W2
         multiply_18 = np.multiply(hyper_beta1, state_m_b2, out=state_m_b2)
-        del state_m_b2
         multiply_19 = subtract * g_params_b2
-        add_10 = np.add(multiply_18, multiply_19, out=multiply_18)
-        del multiply_18
+        add_10 = multiply_18 + multiply_19
+        del multiply_18, multiply_19, state_m_b2
         multiply_20 = np.multiply(hyper_beta2, state_v_b2, out=state_v_b2)
-        del state_v_b2
-        multiply_21 = np.multiply(g_params_b2, g_params_b2, out=g_params_b2)
+        multiply_21 = g_params_b2 * g_params_b2
         del g_params_b2
-        multiply_22 = np.multiply(subtract_1, multiply_21, out=multiply_21)
+        multiply_22 = subtract_1 * multiply_21
         del multiply_21
-        add_11 = np.add(multiply_20, multiply_22, out=multiply_20)
-        del multiply_20
-        multiply_23 = np.multiply(divide, add_10, out=multiply_22)
-        del multiply_22
-        sqrt_4 = np.sqrt(add_11, out=multiply_19)
-        del multiply_19
-        divide_7 = np.divide(sqrt_4, sqrt, out=sqrt_4)
+        add_11 = multiply_20 + multiply_22
+        del multiply_20, multiply_22, state_v_b2
+        multiply_23 = divide * add_10
+        sqrt_4 = np.sqrt(add_11)
+        divide_7 = sqrt_4 / sqrt
         del sqrt_4
-        add_12 = np.add(divide_7, hyper_eps, out=divide_7)
+        add_12 = divide_7 + hyper_eps
         del divide_7
-        divide_8 = np.divide(multiply_23, add_12, out=multiply_23)
+        divide_8 = multiply_23 / add_12
         del add_12, multiply_23
         subtract_7 = np.subtract(params_b2, divide_8, out=params_b2)
-        del divide_8, params_b2
+        del divide_8
     except (ArithmeticError, LookupError, TypeError, ValueError) as error:
         raise GuardFailure(f'?: raised {error!r}, which it did not when traced') from None
     return (loss, {'W1': subtract_4, 'b1': subtract_5, 'W2': subtract_6, 'b2': subtract_7},

@@ -13,6 +13,7 @@ from graph_helpers import flat, run, traced
 import autodiffgen as ad
 from autodiffgen import passes, tape
 from autodiffgen.graph import Index, Slot
+from autodiffgen.plan import memory
 from autodiffgen.rules.indexing import scatter_add
 from autodiffgen.testing import check_grads
 
@@ -91,7 +92,8 @@ def test_gradients_agree_with_the_tape_and_finite_differences(fun):
     assert value.dtype == gx.dtype == gv.dtype == np.float32
 
 
-def test_the_dense_value_is_written_into_where_it_dies():
+def test_the_dense_value_is_written_into_where_it_dies(monkeypatch):
+    monkeypatch.setattr(memory, "MIN_ELEMENTS", 1)  # the small arrays' buffers reused too
     def f(x, v):  # exp is saved for its backward, exp * 2 dies at the sum
         return np.sum(np.sin(np.exp(x) * 2.0 + scattered(v, UNIQUE, (5, 3), True)) ** 2)
     x, v = order_args(dense_plus)

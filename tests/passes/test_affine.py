@@ -66,7 +66,7 @@ def test_tanh_derivative_is_two_operations():
     backward = lines_of(tanh_shifted, x)
     assert backward[1:3] == ["g_n += np.float32(-3.0)", "g_n *= np.float32(-0.5)"]
     assert not any("np.subtract(1," in line for line in backward)
-    forward = lines_of(forward_chain, RNG.normal(size=5), part=0)
+    forward = lines_of(forward_chain, RNG.normal(size=5000), part=0)  # buffers worth reusing
     # ((3 - s) * 2.5 + 1) * -0.1 is (s - 3.4) * 0.25 (3.4 as computed: exact in float64)
     assert forward[2:4] == ["add = np.add(s, -3.4000000000000004, out=s)",
                             "multiply = np.multiply(add, 0.25, out=add)"]
@@ -112,7 +112,7 @@ def test_a_difference_that_cancels_is_taken_before_the_scale():
 def test_a_shift_not_exact_leaves_the_chain():
     def f(x):
         return np.sum(np.exp((np.sin(x) * 3.0 + 1.0) * 2.0))
-    x = RNG.normal(size=5).astype(np.float32)
+    x = RNG.normal(size=5000).astype(np.float32)  # (plan/memory.py: worth reusing)
     forward = lines_of(f, x, part=0)  # 2 / 6 is no float32: three steps stay
     assert forward[1:4] == ["multiply = np.multiply(sin, 3.0, out=sin)",
                             "add = np.add(multiply, 1.0, out=multiply)",

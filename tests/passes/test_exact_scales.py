@@ -52,7 +52,7 @@ def backward_of(fun, *args, argnums=0):
 
 
 def test_twice_a_scale_is_one_multiply_and_serves_every_batch_size():
-    w = RNG.normal(size=(3, 2))
+    w = RNG.normal(size=(3, 512))  # g_d of (n, 512): a buffer worth reusing (plan/memory.py)
     x = RNG.normal(size=(9, 3))
     source = ad.value_and_grad(half_squared_error).source(w, x)
     assert "Serves every batch size" in source

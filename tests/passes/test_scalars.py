@@ -86,8 +86,9 @@ def test_gradients_agree_with_the_tape_and_finite_differences(fun, enabled, monk
     check_both_precisions(fun, args, argnums)
 
 
-def test_constant_arrays_are_scalars_and_broadcasts_go():
-    d = RNG.normal(size=(2, 3, 5)).astype(np.float32)
+def test_constant_arrays_are_scalars_and_broadcasts_go(monkeypatch):
+    monkeypatch.setattr(passes, "ENABLED", True)  # the passes' code, at a size of its own
+    d = RNG.normal(size=(16, 16, 16)).astype(np.float32)  # memory.MIN_ELEMENTS: reused
     backward = backward_of(half_squared_mean, d)
     lines = [line.strip() for line in backward.strip().splitlines() if not line.strip().startswith("del")]
     assert lines[0] == "g_d = np.multiply(d, np.float32(0.25), out=multiply)"  # d + d, scaled

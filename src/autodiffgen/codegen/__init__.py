@@ -1,6 +1,9 @@
 """Stage 7, codegen: the graph and its plan printed as Python source.
 
-emitter (statements, names, comments, sections), expressions (one primitive's `ast`),
-scalar (Python-float twins with `math`), text (a statement from an earlier one of the
-same layout). Prints; decides nothing. Upstream: graph, trace (names, locations), plan.
+emitter (emit_module, and the Emitter: one function's statements and names), its parts
+guards (GuardFailure checks), constants, arguments (inputs and results), layout
+(comments, sections, lines) and fallback (Python floats with `math`, and the NumPy twin);
+expressions (one primitive's `ast`), scalar (the `math` forms), text (a statement from an
+earlier one of the same layout). Prints the plan; decides nothing. Upstream: graph, trace
+(names, locations), rules, plan.
 """

@@ -8,7 +8,7 @@ are values or scalar constants) is keyed by what its text depends on besides its
 (the primitive, the constants, `out=` and whether it is `np.dot`'s, in place or not,
 which of its names are the same name; a write into a join's slot is built as usual),
 built and rendered once per key with stand-in names, and its text reused with the names
-put in. The text is exactly what emit.Emitter builds: the first statement of a key
+put in. The text is exactly what emitter.Emitter builds: the first statement of a key
 is built both ways, and a key whose two texts differ is not reused.
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from ..graph import Node
 from ..plan.slots import c_ordered_product
-from .expressions import filled_text, render
+from .expressions import filled_text, indexed_update, render
 
 _SLOT = re.compile(r"_adg_slot_(\d+)_")
 _NUMBERS = (int, float, bool)
@@ -34,7 +34,7 @@ class Texts:
     def text(self, emitter, node, name, out, in_place):
         """The statement binding `name` to node's value (written into `out` when not None;
         as an update in place when `in_place`), or None: not a plain node, built as usual."""
-        if node.params or emitter.scalar or node in emitter.contiguous:
+        if node.params or emitter.scalar or node in emitter.plan.contiguous:
             return None
         names, constants = [name], []
         for k, arg in enumerate(node.args):
@@ -52,7 +52,7 @@ class Texts:
             if type(out) is not Node or out in emitter.inline_ast:
                 return None
             names.append(emitter.names[out])
-            dot = c_ordered_product(node, out, emitter.ordered)  # np.dot, not np.matmul
+            dot = c_ordered_product(node, out, emitter.plan.ordered)  # np.dot, not np.matmul
         first = {}
         same = tuple([first.setdefault(n, j) for j, n in enumerate(names)])
         key = (id(node.prim), in_place, out is not None, dot,
@@ -93,8 +93,28 @@ def _template(known):
 
 
 def statement(value, name, in_place):
-    """`name = value`, or the update in place emit._in_place writes."""
+    """`name = value`, or its update in place (the plan's in_place: `h += b`)."""
     if in_place:
-        from .emitter import _in_place  # emit imports this module
         return _in_place(value, name)
     return ast.Assign([ast.Name(name, ast.Store())], value)
+
+
+_AUGMENTED = {"add": ast.Add, "subtract": ast.Sub, "multiply": ast.Mult, "divide": ast.Div,
+              "true_divide": ast.Div}
+
+
+def _in_place(call, name):
+    """`np.add(h, b, out=h)` as a statement: `h += b`; `np.tanh(h, out=h)` as it is."""
+    if isinstance(call.func, ast.Name):  # _add_at(h, np.s_[i], v, out=h): h[i] += v
+        return indexed_update(call, name)
+    kind = call.func.attr
+    args = call.args
+    if kind in _AUGMENTED and len(args) == 2:
+        first = isinstance(args[0], ast.Name) and args[0].id == name
+        if not first and kind in ("add", "multiply"):  # b + h is h + b, bit for bit
+            args = args[::-1]
+            first = isinstance(args[0], ast.Name) and args[0].id == name
+        if first:
+            return ast.AugAssign(ast.Name(name, ast.Store()), _AUGMENTED[kind](), args[1])
+    return ast.Expr(call)
+

@@ -10,7 +10,7 @@ import dataclasses
 from ..graph import Graph, Index, Node, is_guard
 from ..graph.size_formulas import NoFit, SymArray, fit, same
 from ..passes.rewrite import clone
-from ..trace.capture import Read
+from ..trace.reads import Read
 from ..tree import is_container, items, rebuild, static_part
 
 

@@ -18,6 +18,12 @@ keepdims=True, out=sum_2)`, a recurrent step's temporaries reused by the next st
 reuses its buffer, so the source shows where each buffer goes. Shapes are compared as
 the graph has them: a batch-polymorphic graph's (generalize_batch.py) are formulas in n,
 so a reuse holds at every size the code serves.
+
+A buffer is reused only where that reads as one variable (`h += b`) or saves memory worth
+an `out=`: a buffer of MIN_ELEMENTS or more (at the traced batch size), or a donated
+input's (the step's own array, updated in place). Below that, an allocation costs about
+what the call does, and its bytes are no part of the peak worth a reader's attention:
+`s = np.sum(e, axis=1, keepdims=True)`, not `..., out=max_1)` in an (n, 1) buffer.
 """
 
 from dataclasses import replace
@@ -48,6 +54,7 @@ def reuse_plan(graph, last_use):
             and (owns(arg) or arg in graph.donated) and arg.shape != () \
             and arg not in joins.fixed
 
+    n = graph.batch.n if graph.batch is not None else 1
     plan, joins = {}, Joins({}, {}, {}, set(), set())
     for i, node in enumerate(graph.nodes):  # first, operands dying where they are read
         if _elementwise(node.prim) and node.shape != ():
@@ -62,8 +69,24 @@ def reuse_plan(graph, last_use):
             if any(x is d for d in last_use.get(i, ())) and free(x) and x is not node.args[1] \
                     and x.shape == node.shape and x.dtype == node.dtype:
                 plan[i] = x
+    shared = one_name(graph, plan)  # a chain in one buffer reads as one variable: kept
+    plan = {i: b for i, b in plan.items() if worth(b, graph, n)
+            or shared.get(b, b) is shared.get(graph.nodes[i])}
     plan, joins = joins_in_place(graph, plan, _writes_out)
     return (*_pooled(graph, joins_last_use(graph, last_use, joins), plan, free), joins)
+
+
+MIN_ELEMENTS = 4096  # the smallest buffer reused under another name (see the module doc)
+
+
+def worth(buffer, graph, n):
+    """Whether writing into `buffer` under another name saves memory worth an `out=`."""
+    if buffer in graph.donated:
+        return True
+    size = 1
+    for d in buffer.shape:
+        size *= d if type(d) is int else d.at(n) if hasattr(d, "at") else 1
+    return size >= MIN_ELEMENTS
 
 
 def _pooled(graph, last_use, plan, free):
@@ -74,7 +97,8 @@ def _pooled(graph, last_use, plan, free):
     live, peak = _live_bytes(graph, last_use, plan, n)
     pool, moved = {}, {}
     for i, node in enumerate(graph.nodes):
-        dead = pool.get(_key(node)) if i not in plan and _writes_out(node) else None
+        dead = pool.get(_key(node)) if i not in plan and _writes_out(node) \
+            and worth(node, graph, n) else None
         if dead:
             buffer, k = dead[-1]
             size = _nbytes(buffer, n)

@@ -8,6 +8,7 @@ import pytest
 
 import autodiffgen as ad
 from autodiffgen import passes
+from autodiffgen.plan import memory
 from autodiffgen.testing import check_grads
 
 RNG = np.random.default_rng(9)
@@ -21,7 +22,7 @@ def chain(x):
 
 
 def test_dying_temporaries_are_reused():
-    source = ad.emit(chain, RNG.normal(size=100))
+    source = ad.emit(chain, RNG.normal(size=10000))  # (memory.MIN_ELEMENTS or more)
     assert "out=" in source
     check_grads(chain, RNG.normal(size=20))
 
@@ -163,7 +164,8 @@ def _agree(got, want, rtol):
         np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol)
 
 
-def test_a_recurrent_step_reuses_the_buffers_of_the_step_before():
+def test_a_recurrent_step_reuses_the_buffers_of_the_step_before(monkeypatch):
+    monkeypatch.setattr(memory, "MIN_ELEMENTS", 1)  # buffers of any size worth reusing
     args = gru_args(np.float64)
     source = ad.emit(gru_like, *args, argnums=(0, 1))
     pooled = [ast.unparse(k.value) for name in ("matmul", "multiply", "add", "tanh", "subtract")
@@ -248,7 +250,7 @@ def test_backward_values_made_from_inputs_alone_are_computed_where_read(monkeypa
     import importlib
     import tracemalloc
 
-    emit = importlib.import_module("autodiffgen.codegen.emitter")
+    emit = importlib.import_module("autodiffgen.plan.planner")
 
     def make():  # a new function each time: no code compiled before is shared
         def logreg(w, X, y):
@@ -282,7 +284,7 @@ def test_cheap_saved_values_are_recomputed_and_the_peak_drops(monkeypatch):
     import importlib
     import tracemalloc
 
-    emit = importlib.import_module("autodiffgen.codegen.emitter")
+    emit = importlib.import_module("autodiffgen.plan.planner")
     args = gru_args(np.float64, batch=64, steps=20)
     assert "# recomputed, not saved" in ad.emit(gru_like, *args, argnums=(0, 1))
 
@@ -321,7 +323,10 @@ def test_recomputed_values_are_right_in_every_order_of_derivative():
     np.testing.assert_allclose(H, fd, rtol=1e-5, atol=1e-6)
 
 
-def test_a_contractions_result_is_written_into_but_a_one_operand_einsums_view_is_not():
+def test_a_contractions_result_is_written_into_but_a_one_operand_einsums_view_is_not(
+        monkeypatch):
+    monkeypatch.setattr(memory, "MIN_ELEMENTS", 1)  # any buffer worth reusing
+
     def f(W, b, A):
         out = np.einsum("ij,jk->ik", A, W)       # a new array: `+ b` may write into it
         diag = np.einsum("ii->i", A)             # a view of A: never written into

@@ -9,6 +9,7 @@ import pytest
 import autodiffgen as ad
 from autodiffgen import passes
 from autodiffgen.graph import Node
+from autodiffgen.plan import memory
 from autodiffgen.plan.slots import Slot, _contiguous, _stacked_slots
 from autodiffgen.rules import PRIMITIVES
 from autodiffgen.testing import check_grads
@@ -269,9 +270,10 @@ def test_a_transpose_read_as_the_left_operand_is_not_copied():
     check_grads(shared_input, *args, argnums=(0, 1))
 
 
-def test_a_product_into_a_c_ordered_buffer_is_np_dot():
+def test_a_product_into_a_c_ordered_buffer_is_np_dot(monkeypatch):
     """np.dot(..., out=) for a 2-D product into a contiguous slot or a dead product;
     np.matmul into anything else (a ufunc's result may be Fortran-ordered)."""
+    monkeypatch.setattr(memory, "MIN_ELEMENTS", 1)  # buffers of any size worth reusing
     w, v, xs = RNG.normal(size=(3, 3)), RNG.normal(size=(3, 3)), RNG.normal(size=(4, 2, 3))
 
     def rnn(w, v, xs):

@@ -1,0 +1,123 @@
+"""The plan of one final graph: its order and every memory decision, keyed by node.
+
+`plan(graph)` runs the schedule (rematerialized, sunk, freeing_first), then decides which
+transposes are written where they are read, which buffer each result is written into
+(memory.reuse_plan, slots.joins_in_place), which of those writes read as an update of
+one variable (`h += b`, memory.one_name) and which values each statement ends (`del`).
+The emitter (codegen/) prints the planned graph as the plan says and decides none of it.
+
+A `del` frees memory only when it drops a buffer's last name. A value written into the
+buffer of one that dies there (`shifted = np.subtract(logits, m, out=logits)`) or into
+a dead one taken from the pool keeps that buffer alive under its own name: the dead
+name goes with the `del` of the value that holds its buffer, not on a line of its own.
+"""
+
+from dataclasses import dataclass, field
+
+from ..graph import Graph, Node, op
+from ..tree import leaves
+from .memory import contiguous_transposes, one_name, rematerialized, reuse_plan, sunk
+from .schedule import freeing_first
+from .slots import Joins, c_ordered
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """How `graph` runs. Every mapping is keyed by a node of graph.nodes (a statement)."""
+
+    graph: Graph                      # the final graph in the planned order
+    into: dict = field(default_factory=dict)    # node -> the dead Node or join Slot whose
+    #                                             buffer its result is written into (out=)
+    in_place: frozenset = frozenset()  # nodes written as an update of their buffer's name
+    owner: dict = field(default_factory=dict)   # node -> the node whose name its buffer has
+    dels: dict = field(default_factory=dict)    # node -> the values `del`eted after it
+    alloc: dict = field(default_factory=dict)   # node -> joins allocated just before it
+    joins: Joins = field(default_factory=lambda: Joins({}, {}, {}, set(), set(), set()))
+    inline: dict = field(default_factory=dict)  # `x.T` -> the node whose statement reads it
+    contiguous: frozenset = frozenset()  # transposes copied C-ordered once (several readers)
+    ordered: frozenset = frozenset()     # values whose buffers are C-ordered for certain
+
+
+def plan(graph, pure=False):
+    """The Plan of a final graph. `pure`: code an enclosing trace reads, which writes into
+    no buffer it did not make (no reuse, no join in place); a graph with marked
+    statements (a `try:`, an np.errstate) keeps its order."""
+    if not (pure or graph.marks):
+        graph = freeing_first(sunk(rematerialized(graph)))
+    inline = inlined(graph)
+    last_use = last_uses(graph, inline)
+    reuse, joins, contiguous, ordered = {}, Plan(graph).joins, frozenset(), frozenset()
+    if not pure:
+        reuse, last_use, joins = reuse_plan(graph, last_use)
+        contiguous = frozenset(contiguous_transposes(graph))
+        ordered = frozenset(c_ordered(graph, reuse))
+    nodes = graph.nodes
+    owner = one_name(graph, {i: b for i, b in reuse.items()
+                             if any(b is a for a in nodes[i].args)})
+    in_place = frozenset(nodes[i] for i, b in reuse.items()
+                         if owner.get(b) is owner.get(nodes[i], False))
+    into = {nodes[i]: b for i, b in reuse.items()}
+    return Plan(graph, into, in_place, owner, _dels(nodes, last_use, into, owner),
+                {nodes[i]: list(js) for i, js in joins.alloc.items()}, joins, inline,
+                contiguous, ordered)
+
+
+def _dels(nodes, last_use, into, owner):
+    """{statement node: the values `del`eted after it}: those whose last reader it is, but
+    a value of the statement's own name (a chain in one buffer, `h += b`) and a value whose
+    buffer the statement took (`out=`), whose name is deleted with the taker's: a `del`
+    that leaves the buffer alive under another name frees nothing. Not a scalar: a Python
+    float, a NumPy scalar or a 0-d array holds no memory worth a line."""
+    held = {}  # node -> the other names of its buffer, deleted with it
+    dels = {}
+    for i in sorted(last_use):
+        node = nodes[i]
+        dead = []
+        for n in last_use[i]:
+            if n in owner and owner[n] is owner.get(node):  # the statement's own name
+                held.setdefault(node, []).extend(held.pop(n, ()))
+            elif into.get(node) is n:  # its buffer lives on as node
+                held.setdefault(node, []).extend([n, *held.pop(n, ())])
+            else:
+                dead += [n, *held.pop(n, ())]
+        dead = [n for n in dead if n.shape != ()]
+        if dead:
+            dels[node] = dead
+    return dels
+
+
+def inlined(graph):
+    """{`x.T` node: the node whose statement reads it}: a transpose is a view, so a reader
+    writes `h.T @ g` rather than naming it first. Not a value the user named or a
+    gradient (its name says what it is), an output or a guard's operand."""
+    uses = {node: None for node in leaves(graph.outputs) if type(node) is Node}
+    for node in graph.nodes:
+        for arg in node.args:
+            if type(arg) is Node:
+                uses[arg] = None if arg in uses or op(node) == "guard" else node
+    return {node: uses[node] for node in graph.nodes
+            if op(node) == "transpose" and node.params.get("axes") is None
+            and uses.get(node) is not None and node.name is None
+            and node not in graph.derivative_of}
+
+
+def last_uses(graph, inline):
+    """{statement index: the nodes whose last use it is} (outputs and inputs excluded, but
+    for donated inputs); an inlined `x.T` reads x where its reader is."""
+    keep = set(graph.inputs) - graph.donated
+    keep |= {n for n in leaves(graph.outputs) if type(n) is Node} | set(inline)
+    nodes = graph.nodes
+    at = {node: i for i, node in enumerate(nodes)}
+    last = {}
+    for i, node in enumerate(nodes):
+        where = node
+        while where in inline:  # an inlined `x.T` reads x where it is written (`x.T.T` too)
+            where = inline[where]
+        k = at[where]
+        for arg in node.args:
+            if type(arg) is Node and arg not in keep:
+                last[arg] = max(k, last.get(arg, k))
+    by_index = {}
+    for node, i in last.items():
+        by_index.setdefault(i, []).append(node)
+    return by_index
