@@ -2,15 +2,18 @@
 
     trace       tracer.trace: run the user's function once on Boxes, reading what it reads
                 besides its arguments (globals, closures, attributes, random generators)
-                as inputs or guards (capture.py)
+                as inputs or guards (trace/capture.py)
     outputs     the front end's own part: what it seeds and returns (grad: the backward of
                 a scalar; jvp: tangents; vjp: two functions; vmap: the batch; a training
                 step: the optimizer's update), one Graph or a tuple of Graphs of one trace
     optimize    passes.optimize: dce, cse, fold, ... to a fixed point
     generalize  generalize.batch.generalize, generalize.counts.general: one graph for
                 every batch size and mask count the code allows (traces at other sizes)
-    finish      passes.ensure_fresh, guards first: what the emitter takes as given
-    emit        emit.emit_module: Graph -> Python source
+    finish      passes.ensure_fresh, guards first: the final graph
+    plan        plan.planner.plan: order, rematerialization, buffer reuse, in-place
+                writes and dels, as a Plan keyed by node (emit_module plans each final
+                graph, and the NumPy twin it makes of a function of Python floats)
+    emit        codegen.emitter.emit_module: the graphs and their plans -> Python source
     load        cache.loader.load: source -> a function (done by the cache, which keeps it)
 
 Every front end (grad, value_and_grad, jvp, vjp, the Jacobians and Hessians built on them,
