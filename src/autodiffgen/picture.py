@@ -28,6 +28,7 @@ _INSTALL = ("graphviz's `dot` program is not on PATH: install graphviz (apt-get 
 _FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
 # colours: forward values, backward values, saved residuals, inputs/outputs
 _STYLE = {"forward": 'fillcolor="#dbe9f6"', "backward": 'fillcolor="#fbe3d0"',
+          "update": 'fillcolor="#efe3f6"',
           "input": 'shape=invhouse, fillcolor="#e3f1dd"', "guard": 'shape=diamond, fillcolor="#eeeeee"'}
 
 
@@ -55,6 +56,19 @@ def graph_of(fun: Fun, *args: PyTree, argnums: ArgNums = 0,
     return GraphPicture(pipeline.program(fun.request(args))[0])
 
 
+def _update_nodes(graph):
+    """A training step's update (its params and state donated): what the graph computes
+    without a derivative after the backward began, the optimizer's step."""
+    if not graph.donated:
+        return set()
+    begun, update = False, set()
+    for node in graph.nodes:
+        begun = begun or node.grad_of is not None
+        if begun and node.grad_of is None and not is_guard(node):
+            update.add(node)
+    return update
+
+
 class GraphPicture:
     """One finished Graph, drawn: node names are the generated code's variable names
     (made unique where the code reuses one buffer under one name)."""
@@ -78,6 +92,7 @@ class GraphPicture:
                             for a in n.args if type(a) is Node}
         self.residuals = [n for n in self._values() if n.grad_of is None and n in
                           read_by_backward]
+        self.update = _update_nodes(graph)
 
     def _values(self):
         return [n for n in self.graph.inputs] + list(self.graph.nodes)
@@ -87,7 +102,13 @@ class GraphPicture:
             return "input"
         if is_guard(node):
             return "guard"
+        if node in self.update:
+            return "update"
         return "forward" if node.grad_of is None else "backward"
+
+    def label(self, kind):
+        """A section's header: a training step's update is the optimizer's (Graph.update)."""
+        return (getattr(self.graph, "update", None) or kind) if kind == "update" else kind
 
     # ---- the listing --------------------------------------------------------------------
     def text(self):
@@ -101,7 +122,7 @@ class GraphPicture:
             kind = self.kind(node)
             kind = "forward" if kind == "guard" else kind
             if kind != section:
-                lines.append(f"  # {kind}")
+                lines.append(f"  # {self.label(kind)}")
                 section = kind
             lines.append("  " + self.line(node))
         lines.append("  return " + self._output_text(self.graph.outputs))
@@ -136,16 +157,18 @@ class GraphPicture:
 
     # ---- DOT ----------------------------------------------------------------------------
     def dot(self):
-        """The graph in graphviz's DOT language: forward and backward in two clusters,
-        inputs and outputs as house shapes, saved residuals with a bold red border."""
+        """The graph in graphviz's DOT language: forward and backward (and a training
+        step's update) in clusters of their own, inputs and outputs as house shapes, saved
+        residuals with a bold red border."""
         g = self.graph
         lines = [f'digraph "{g.name}" {{', "  rankdir=TB;",
                  '  node [shape=box, style="rounded,filled", fontname="monospace"];']
         lines += [f"  {self._node(n)}" for n in g.inputs]
-        for kind, label in (("forward", "forward"), ("backward", "backward")):
-            members = [n for n in g.nodes if self.kind(n) in (kind, "guard")
-                       and (kind == "forward") == (n.grad_of is None)]
+        for kind in ("forward", "backward", "update"):
+            members = [n for n in g.nodes if self.kind(n) == kind
+                       or self.kind(n) == "guard" and kind == "forward"]
             if members:
+                label = _escape(self.label(kind))
                 lines += [f"  subgraph cluster_{kind} {{", f'    label="{label}";',
                           '    style=dashed;']
                 lines += [f"    {self._node(n)}" for n in members]

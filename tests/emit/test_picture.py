@@ -249,3 +249,29 @@ def test_a_compiled_training_step_is_drawn_whole():
     assert "# forward" in text and "# backward" in text
     assert "= subtract params_W " in text  # the update of the parameters
     assert params["W"].shape == (3, 2) and "state_m_W" in text
+
+
+
+def test_a_training_steps_update_is_its_own_section_and_cluster():
+    """The optimizer's update is not drawn as forward work: the listing has a section of
+    its own after the backward, the DOT a cluster of its own holding the new parameters."""
+    from autodiffgen.optim import Adam, compile_step
+
+    def loss(params, x, y):
+        return np.mean((np.tanh(x @ params["W"]) - y) ** 2)
+
+    rng = np.random.default_rng(8)
+    params = {"W": rng.standard_normal((3, 2))}
+    x, y = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
+    picture = graph_of(compile_step(loss, Adam(lr=1e-2)), params, x, y)
+    headers = [line.strip() for line in picture.text().splitlines()
+               if line.strip().startswith("# ")]
+    assert headers[:2] == ["# forward", "# backward"] and len(headers) == 3
+    assert "update" in headers[2]
+    clusters = picture.dot().split("subgraph cluster_")[1:]
+    assert [c.split(" ")[0] for c in clusters] == ["forward", "backward", "update"]
+    assert "sqrt" in clusters[2] and "sqrt" not in clusters[0]
+    dot = picture.dot()
+    new_w = next(line.split(" -> ")[0].strip() for line in dot.splitlines()
+                 if line.endswith("-> \"output[1]['W']\";"))
+    assert f"{new_w} [label=" in clusters[2].split("}")[0]  # the new W is the update's
