@@ -66,7 +66,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     stack_1 = np.empty((4, 2, 5), dtype=np.float32)  # stack: parts computed into it
     # recomputed, not saved: golden_models.py:34
     g_subtract = np.subtract(h, target, out=stack_1[3])
-    g_subtract *= np.float32(0.20000000298023224)  # grad of power
+    g_subtract *= np.float32(0.2)         # grad of power
     multiply = np.multiply(h, h, out=h)   # grad of tanh, golden_models.py:33
     del h
     subtract_1 = np.subtract(1, multiply, out=multiply)

@@ -397,12 +397,26 @@ def literal_ast(value, args=()):
         return _long_ast(value)
     if isinstance(value, np.generic):
         return call_ast(f"np.{value.dtype.name}" if value.dtype != np.bool_ else "np.bool_",
-                     [literal_ast(value.item())])
+                        [literal_ast(_shortest(value))])
     if isinstance(value, float) and not np.isfinite(value):
         text = "np.nan" if np.isnan(value) else "np.inf"
         node = _dotted(text)
         return ast.UnaryOp(ast.USub(), node) if value < 0 else node
     return ast.Constant(value)
+
+
+def _shortest(value):
+    """value's Python number, with the fewest digits that give value back in its own
+    dtype: np.float32(0.2) is written `np.float32(0.2)`, not with the digits of the float64
+    nearest to it (`0.20000000298023224`), which name the same float32 only by rounding."""
+    number = value.item()
+    if value.dtype.kind == "c":
+        short = complex(_shortest(value.real), _shortest(value.imag))
+    elif value.dtype.kind == "f" and np.isfinite(value):
+        short = float(str(value))  # NumPy's str: the shortest digits that round-trip
+    else:
+        return number
+    return short if value.dtype.type(short) == value else number
 
 
 def _long_ast(value):

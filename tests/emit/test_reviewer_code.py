@@ -1,0 +1,28 @@
+"""Generated code a reviewer takes for hand-written (issue 26, item 7): shortest float
+literals, one spelling per operation, no identity calls, constant zeros folded, no unused
+parameters, names that say what a value holds."""
+
+import numpy as np
+
+import autodiffgen as ad
+from autodiffgen.codegen.expressions import literal_ast
+
+
+def test_float_literals_are_the_shortest_that_round_trip():
+    import ast
+
+    for value in (np.float32(0.2), np.float16(0.1), np.complex64(0.2 + 0.1j), np.float64(0.1),
+                  np.float32(np.inf), np.float32(1e-45), np.float32(3.4e38)):
+        text = ast.unparse(literal_ast(value))
+        back = eval(text, {"np": np})
+        assert type(back) is type(value) and back == value, text
+    assert ast.unparse(literal_ast(np.float32(0.2))) == "np.float32(0.2)"
+
+
+def test_a_float32_scale_is_written_with_its_own_digits():
+    def f(x):
+        return np.mean(x ** 2)
+
+    source = ad.emit(f, np.ones(10, np.float32))
+    assert "np.float32(0.2)" in source
+    assert "0000000" not in source
