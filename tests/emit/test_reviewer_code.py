@@ -26,3 +26,27 @@ def test_a_float32_scale_is_written_with_its_own_digits():
     source = ad.emit(f, np.ones(10, np.float32))
     assert "np.float32(0.2)" in source
     assert "0000000" not in source
+
+
+def test_no_stop_gradient_call_in_code_that_only_runs():
+    def f(x):
+        return np.sum(x * ad.stop_gradient(np.max(x)))
+
+    x = np.array([1.0, 3.0, 2.0])
+    source = ad.emit(f, x)
+    assert "_stop_gradient" not in source
+    np.testing.assert_allclose(ad.grad(f)(x), [3.0, 3.0, 3.0])
+
+
+def test_the_mark_stays_where_the_code_is_differentiated_again():
+    def f(x):
+        return np.sum(x * ad.stop_gradient(x))
+
+    x = np.array([1.0, 2.0])
+    df = ad.grad(f)
+    np.testing.assert_allclose(df(x), x)  # this code runs: no mark in it
+    assert "_stop_gradient" not in df.source(x)
+    # traced again, the gradient (stop_gradient(x)) has no derivative: its code keeps it
+    np.testing.assert_allclose(ad.grad(lambda x: np.sum(df(x)))(x), [0.0, 0.0])
+    np.testing.assert_allclose(ad.hessian(f)(x), np.zeros((2, 2)))
+    np.testing.assert_allclose(ad.jacobian(df)(x), np.zeros((2, 2)))

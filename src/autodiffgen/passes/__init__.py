@@ -23,6 +23,7 @@ from .exact_scales import exact_scales
 from .fold import fold
 from .fresh import ensure_fresh
 from .fuse import fuse
+from .identities import identities
 from .scalars import scalars
 from .signs import signs
 from .simplify import simplify
@@ -62,5 +63,5 @@ def optimize(graph, pipeline=PIPELINE, numexpr=False):
 
 
 __all__ = ["ENABLED", "PIPELINE", "accumulate", "add_at", "affine", "contract", "cse", "dce",
-           "ensure_fresh", "exact_scales", "fold", "fuse", "optimize", "scalars", "signs",
+           "ensure_fresh", "exact_scales", "fold", "fuse", "identities", "optimize", "scalars", "signs",
            "simplify", "stable", "stepwise", "sums"]
