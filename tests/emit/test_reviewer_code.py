@@ -50,3 +50,21 @@ def test_the_mark_stays_where_the_code_is_differentiated_again():
     np.testing.assert_allclose(ad.grad(lambda x: np.sum(df(x)))(x), [0.0, 0.0])
     np.testing.assert_allclose(ad.hessian(f)(x), np.zeros((2, 2)))
     np.testing.assert_allclose(ad.jacobian(df)(x), np.zeros((2, 2)))
+
+
+def test_one_spelling_per_product():
+    """`a @ b` where the product gets a new array, np.matmul(a, b, out=buf) where it is
+    written into a buffer: never np.dot beside them (an RNN writes its products into
+    the rows of a stack and into dead products' buffers)."""
+    def rnn(w, v, xs):
+        h = np.zeros(xs.shape[1:])
+        for t in range(xs.shape[0]):
+            h = np.tanh(xs[t] @ v + h @ w)
+        return np.sum(h ** 2)
+
+    rng = np.random.default_rng(0)
+    args = rng.normal(size=(3, 3)), rng.normal(size=(3, 3)), rng.normal(size=(4, 2, 3))
+    source = ad.emit(rnn, *args, argnums=(0, 1, 2))
+    assert "np.dot(" not in source
+    assert all("out=" in line for line in source.splitlines() if "np.matmul(" in line)
+    assert " @ " in source

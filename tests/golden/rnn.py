@@ -16,7 +16,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     # golden_models.py:33  h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
     getitem = xs[0]
     stack = np.empty((3, 2, 5), dtype=np.float32)  # stack: parts computed into it
-    matmul = np.dot(getitem, params_Wx, out=stack[0])
+    matmul = np.matmul(getitem, params_Wx, out=stack[0])
     del getitem
     matmul_1 = zeros @ params_Wh
     add = np.add(matmul, matmul_1, out=matmul)
@@ -26,9 +26,9 @@ def rnn_loss_value_and_grad(params, xs, target):
     tanh = np.tanh(add_1, out=add_1)
     del add_1
     getitem_1 = xs[1]
-    matmul_2 = np.dot(getitem_1, params_Wx, out=stack[1])
+    matmul_2 = np.matmul(getitem_1, params_Wx, out=stack[1])
     del getitem_1
-    matmul_3 = np.dot(tanh, params_Wh, out=matmul_1)
+    matmul_3 = np.matmul(tanh, params_Wh, out=matmul_1)
     del matmul_1
     add_2 = np.add(matmul_2, matmul_3, out=matmul_2)
     del matmul_2
@@ -37,9 +37,9 @@ def rnn_loss_value_and_grad(params, xs, target):
     tanh_1 = np.tanh(add_3, out=add_3)
     del add_3
     getitem_2 = xs[2]
-    matmul_4 = np.dot(getitem_2, params_Wx, out=stack[2])
+    matmul_4 = np.matmul(getitem_2, params_Wx, out=stack[2])
     del getitem_2
-    matmul_5 = np.dot(tanh_1, params_Wh, out=matmul_3)
+    matmul_5 = np.matmul(tanh_1, params_Wh, out=matmul_3)
     del matmul_3
     add_4 = np.add(matmul_4, matmul_5, out=matmul_4)
     del matmul_4
@@ -48,7 +48,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     tanh_2 = np.tanh(add_5, out=add_5)
     del add_5
     getitem_3 = xs[3]
-    h = np.dot(getitem_3, params_Wx, out=matmul_5)
+    h = np.matmul(getitem_3, params_Wx, out=matmul_5)
     del getitem_3, matmul_5
     matmul_6 = tanh_2 @ params_Wh
     h += matmul_6
@@ -75,7 +75,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     del g_subtract
     g_params_b = np.sum(g_add, axis=0)    # grad of add
     transpose = np.ascontiguousarray(params_Wh.T)  # grad of matmul
-    g_tanh_2 = np.dot(g_add, transpose, out=stack_1[2])
+    g_tanh_2 = np.matmul(g_add, transpose, out=stack_1[2])
     del g_add
     multiply_1 = np.multiply(tanh_2, tanh_2, out=subtract_1)  # grad of tanh
     del subtract_1, tanh_2
@@ -85,7 +85,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     del g_tanh_2
     sum_1 = np.sum(g_add_5, axis=0)       # grad of add
     g_params_b += sum_1
-    g_tanh_1 = np.dot(g_add_5, transpose, out=stack_1[1])  # grad of matmul
+    g_tanh_1 = np.matmul(g_add_5, transpose, out=stack_1[1])  # grad of matmul
     del g_add_5
     multiply_2 = np.multiply(tanh_1, tanh_1, out=subtract_2)  # grad of tanh
     del subtract_2, tanh_1
@@ -96,7 +96,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     sum_2 = np.sum(g_add_3, axis=0, out=sum_1)  # grad of add
     del sum_1
     g_params_b += sum_2
-    g_tanh = np.dot(g_add_3, transpose, out=stack_1[0])  # grad of matmul
+    g_tanh = np.matmul(g_add_3, transpose, out=stack_1[0])  # grad of matmul
     del g_add_3, transpose
     multiply_3 = np.multiply(tanh, tanh, out=subtract_3)  # grad of tanh
     del subtract_3, tanh

@@ -38,7 +38,7 @@ from ..plan.memory import (
     sunk,
 )
 from ..plan.schedule import freeing_first
-from ..plan.slots import Slot, c_ordered, c_ordered_product, subscript_ast
+from ..plan.slots import Slot, subscript_ast
 from ..rules.buffers import VIEWS, ufunc_of
 from ..trace.capture import chain_text, is_globals, read_traced, same_contents
 from ..trace.count_sources import count_var
@@ -294,7 +294,6 @@ class Emitter:
         if not (self.scalar or self.pure):
             reuse, last_use, self.joins = reuse_plan(self.graph, last_use)
             self.contiguous = contiguous_transposes(self.graph)
-            self.ordered = c_ordered(self.graph, reuse)
         self.shared = one_name(self.graph, {  # node -> whose name its buffer has
             i: b for i, b in reuse.items() if any(b is a for a in self.graph.nodes[i].args)})
         self.own = {}  # node -> its own name, which a gradient's name is made from
@@ -456,7 +455,8 @@ class Emitter:
 
     def value_ast(self, node, out):
         """The right-hand side of a node's statement; `out`: the dying operand whose
-        buffer it writes into (emit_memory.py), or None."""
+        buffer it writes into (emit_memory.py), or None. One spelling per operation: a
+        product is `a @ b`, or `np.matmul(a, b, out=buf)` when written into a buffer."""
         args = [self.arg_ast(a) for a in node.args]
         if out is not None:  # an operand dying here, a buffer dead before, a join's slot
             where = self.slot_ast(out) if type(out) is Slot else self.arg_ast(out)
@@ -464,8 +464,7 @@ class Emitter:
                 tree = expression(node, args, self.param_ast)
                 tree.keywords.append(ast.keyword("out", where))
                 return tree
-            func = "dot" if c_ordered_product(node, out, self.ordered) else ufunc_of(node.prim)
-            return call_ast(f"np.{func}", args, [ast.keyword("out", where)])
+            return call_ast(f"np.{ufunc_of(node.prim)}", args, [ast.keyword("out", where)])
         if node.prim.name == "astype" and node.args[0] in PYTHON_NUMBERS:
             # a Python number has no .astype: np.float32(t)
             return call_ast(render(literal_ast(node.params["dtype"])), args)
