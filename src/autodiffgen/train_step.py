@@ -4,7 +4,7 @@
     state = step.init(params)
     value = step(params, state, x, y)     # params and state hold the new values
 
-The generated `loss_train_step(params, state, hyper, flags, x, y)` computes the loss, its
+The generated `loss_train_step(params, state, hyper, x, y)` computes the loss, its
 gradient with respect to `params` and the optimizer's update in one function, returning
 (value, new_params, new_state). The trace is grad's (the loss, then the backward its rules
 record) followed by `optimizer._update` run on the same trace's Boxes: the update is more
@@ -32,8 +32,9 @@ attributes, random draws) is read again or checked at every step, as under grad;
 state and the batch are inputs (arrays); the optimizer's
 float hyperparameters (`hyper`: lr, betas, ...) are inputs too, read from the optimizer
 at each call, so a learning-rate schedule needs no new trace; its structural settings
-(`flags`: momentum on or off, nesterov, centered, weight decay on or off) are bools, so
-the cache key holds them and a change traces again. As for `value_and_grad`, a new shape
+(`hyper["flags"]`: momentum on or off, nesterov, centered, weight decay on or off) are
+bools, so the cache key holds them and a change traces again; the code never reads them,
+so they are no parameter of their own. As for `value_and_grad`, a new shape
 or dtype (a last, shorter batch) traces again; the code does not serve other batch sizes.
 """
 
@@ -65,7 +66,7 @@ class TrainStep(_Transformed):
             loss = loss.fun
         self.loss, self.optimizer = loss, optimizer
 
-        def train_step(params, state, hyper, flags, *batch):  # the name the trace shows
+        def train_step(params, state, hyper, *batch):  # the name the trace shows
             return loss(params, *batch)
         functools.update_wrapper(train_step, loss, assigned=("__module__", "__qualname__",
                                                               "__doc__"), updated=())
@@ -86,7 +87,10 @@ class TrainStep(_Transformed):
         return self.optimizer.init(params)
 
     def _arguments(self, params, state, batch):
-        return (params, state, self.optimizer.hyper(), self.optimizer.flags(), *batch)
+        """The generated step's arguments: the structural flags go with the float
+        hyperparameters, as bools the cache key holds and the code never reads."""
+        return (params, state, {**self.optimizer.hyper(), "flags": self.optimizer.flags()},
+                *batch)
 
     def __call__(self, params, state, *batch):
         targets = leaves((params, state))
@@ -114,20 +118,20 @@ class TrainStep(_Transformed):
         return n
 
     def _arg_names(self, n):
-        """params, state, hyper, flags, then the loss's own names for the batch."""
+        """params, state, hyper, then the loss's own names for the batch."""
         try:
             own = [p.name for p in inspect.signature(self.loss).parameters.values()
                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][1:]
         except (TypeError, ValueError):
             own = []
-        names = ["params", "state", "hyper", "flags"]
+        names = ["params", "state", "hyper"]
         names += [name if name not in names else f"{name}_" for name in own]
-        return (names + [f"batch_{i}" for i in range(len(names) - 4, n - 4)])[:n]
+        return (names + [f"batch_{i}" for i in range(len(names) - 3, n - 3)])[:n]
 
     def _own(self, args):
         """The loss is what is traced, on params and the batch (what it reads besides is
-        read again or guarded, as under grad); state, hyper and flags are inputs its
-        update reads. Derivatives with respect to params."""
+        read again or guarded, as under grad); state and hyper are inputs its update
+        reads. Derivatives with respect to params."""
         return {"fun": self.loss, "argnums": (0,), "call": _loss_on_params_and_batch}
 
     def _outputs(self, request, traced):
@@ -142,8 +146,9 @@ class TrainStep(_Transformed):
         trace.replaying = _OPTIMIZER_LINES  # none of the user's lines: no comment
         try:
             with trace:
+                hyper = {k: v for k, v in boxed[2].items() if k != "flags"}
                 new_params, new_state = self.optimizer._update(boxed[0], grads, boxed[1],
-                                                               boxed[2], args[3])
+                                                               hyper, args[2]["flags"])
         finally:
             trace.replaying = None
         loss_name = function_name(self.loss)
@@ -164,9 +169,9 @@ _OPTIMIZER_LINES = types.SimpleNamespace(stack=(), statements=None)
 
 
 def _loss_on_params_and_batch(loss, boxed):
-    """How the step calls the traced loss: on params and the batch (after params, state,
-    hyper and flags)."""
-    return loss(boxed[0], *boxed[4:])
+    """How the step calls the traced loss: on params and the batch (after params, state
+    and hyper)."""
+    return loss(boxed[0], *boxed[3:])
 
 
 def _check_targets(targets, batch):

@@ -68,3 +68,18 @@ def test_one_spelling_per_product():
     assert "np.dot(" not in source
     assert all("out=" in line for line in source.splitlines() if "np.matmul(" in line)
     assert " @ " in source
+
+
+def test_a_compiled_step_has_no_parameter_it_does_not_read():
+    """The optimizer's structural flags (Adam's weight decay on or off) are in the cache
+    key, not a parameter of the code, which never reads them."""
+    from autodiffgen import optim
+
+    def loss(params, x):
+        return np.sum((x @ params["W"]) ** 2)
+
+    params, x = {"W": np.ones((3, 2))}, np.ones((4, 3))
+    step = optim.compile_step(loss, optim.Adam(lr=0.1))
+    source = step.source(params, step.init(params), x)
+    assert "def loss_train_step(params, state, hyper, x):" in source
+    assert "flags" not in source
