@@ -40,6 +40,7 @@ or dtype (a last, shorter batch) traces again; the code does not serve other bat
 
 import functools
 import inspect
+import os
 import types
 
 import numpy as np
@@ -160,12 +161,27 @@ class TrainStep(_Transformed):
                  f"traced at ({signature_text(args, names)})."))
         # the step overwrites params and state anyway: the code may write into them
         graph.donated = frozenset(b.node for b in leaves(boxed[:2]) if type(b) is tracer.Box)
+        graph.update = _update_header(self.optimizer)
         return graph
 
 
 # what the update's nodes take as their lines (tracer.Trace.new_node): the update is the
 # optimizer's code, so its lines are none of the user's, not the caller's of the step
 _OPTIMIZER_LINES = types.SimpleNamespace(stack=(), statements=None)
+
+
+def _update_header(optimizer):
+    """The update's header: whose update it is and where its formulas are, as a source
+    comment says it (`Adam update: optim.py:123  Adam._leaf`), the lines being none of
+    the user's."""
+    title = f"{type(optimizer).__name__} update"
+    leaf = type(optimizer)._leaf
+    try:
+        line = inspect.getsourcelines(leaf)[1]
+        where = f"{os.path.basename(inspect.getsourcefile(leaf))}:{line}"
+    except (OSError, TypeError):  # no source: its name alone
+        return f"{title}: {leaf.__qualname__}"
+    return f"{title}: {where}  {leaf.__qualname__}"
 
 
 def _loss_on_params_and_batch(loss, boxed):

@@ -83,3 +83,19 @@ def test_a_compiled_step_has_no_parameter_it_does_not_read():
     source = step.source(params, step.init(params), x)
     assert "def loss_train_step(params, state, hyper, x):" in source
     assert "flags" not in source
+
+
+def test_the_update_of_a_step_is_under_the_optimizers_header():
+    from autodiffgen import optim
+
+    def loss(params, x):
+        return np.sum((x @ params["W"]) ** 2)
+
+    params, x = {"W": np.ones((3, 2))}, np.ones((4, 3))
+    step = optim.compile_step(loss, optim.AdamW(lr=0.1))
+    lines = [line.strip() for line in step.source(params, step.init(params), x).splitlines()]
+    update = [line for line in lines if line.startswith("# AdamW update")]
+    assert len(update) == 1 and lines.count("# forward") == 1
+    assert lines.index("# forward") < lines.index("# backward") < lines.index(update[0])
+    assert update[0].startswith("# AdamW update: optim.py:")
+    assert update[0].endswith("  Adam._leaf")  # AdamW's formulas are Adam's
