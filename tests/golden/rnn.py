@@ -2,9 +2,6 @@
 
 import numpy as np
 
-zeros = np.zeros((2, 5), dtype=np.float32)  # float32[2, 5]
-zeros_1 = np.zeros((5, 2), dtype=np.float32)  # float32[5, 2]
-
 
 def rnn_loss_value_and_grad(params, xs, target):
     """Value of rnn_loss and its gradient with respect to params, traced at (params: dict of 3,
@@ -18,45 +15,41 @@ def rnn_loss_value_and_grad(params, xs, target):
     stack = np.empty((3, 2, 5), dtype=np.float32)  # stack: parts computed into it
     matmul = np.matmul(getitem, params_Wx, out=stack[0])
     del getitem
-    matmul_1 = zeros @ params_Wh
-    add = np.add(matmul, matmul_1, out=matmul)
+    add = np.add(matmul, params_b, out=matmul)
     del matmul
-    add_1 = np.add(add, params_b, out=add)
+    tanh = np.tanh(add, out=add)
     del add
-    tanh = np.tanh(add_1, out=add_1)
-    del add_1
     getitem_1 = xs[1]
-    matmul_2 = np.matmul(getitem_1, params_Wx, out=stack[1])
+    matmul_1 = np.matmul(getitem_1, params_Wx, out=stack[1])
     del getitem_1
-    matmul_3 = np.matmul(tanh, params_Wh, out=matmul_1)
+    matmul_2 = tanh @ params_Wh
+    add_1 = np.add(matmul_1, matmul_2, out=matmul_1)
     del matmul_1
-    add_2 = np.add(matmul_2, matmul_3, out=matmul_2)
-    del matmul_2
-    add_3 = np.add(add_2, params_b, out=add_2)
+    add_2 = np.add(add_1, params_b, out=add_1)
+    del add_1
+    tanh_1 = np.tanh(add_2, out=add_2)
     del add_2
-    tanh_1 = np.tanh(add_3, out=add_3)
-    del add_3
     getitem_2 = xs[2]
-    matmul_4 = np.matmul(getitem_2, params_Wx, out=stack[2])
+    matmul_3 = np.matmul(getitem_2, params_Wx, out=stack[2])
     del getitem_2
-    matmul_5 = np.matmul(tanh_1, params_Wh, out=matmul_3)
+    matmul_4 = np.matmul(tanh_1, params_Wh, out=matmul_2)
+    del matmul_2
+    add_3 = np.add(matmul_3, matmul_4, out=matmul_3)
     del matmul_3
-    add_4 = np.add(matmul_4, matmul_5, out=matmul_4)
-    del matmul_4
-    add_5 = np.add(add_4, params_b, out=add_4)
+    add_4 = np.add(add_3, params_b, out=add_3)
+    del add_3
+    tanh_2 = np.tanh(add_4, out=add_4)
     del add_4
-    tanh_2 = np.tanh(add_5, out=add_5)
-    del add_5
     getitem_3 = xs[3]
-    h = np.matmul(getitem_3, params_Wx, out=matmul_5)
-    del getitem_3, matmul_5
-    matmul_6 = tanh_2 @ params_Wh
-    h += matmul_6
+    h = np.matmul(getitem_3, params_Wx, out=matmul_4)
+    del getitem_3, matmul_4
+    matmul_5 = tanh_2 @ params_Wh
+    h += matmul_5
     h += params_b
     np.tanh(h, out=h)
     # golden_models.py:34  return np.mean((h - target) ** 2)
-    subtract = np.subtract(h, target, out=matmul_6)
-    del matmul_6
+    subtract = np.subtract(h, target, out=matmul_5)
+    del matmul_5
     power = np.power(subtract, 2, out=subtract)
     del subtract
     rnn_loss = np.mean(power)
@@ -75,41 +68,29 @@ def rnn_loss_value_and_grad(params, xs, target):
     del g_subtract
     g_params_b = np.sum(g_add, axis=0)    # grad of add
     transpose = np.ascontiguousarray(params_Wh.T)  # grad of matmul
-    g_tanh_2 = np.matmul(g_add, transpose, out=stack_1[2])
+    g_tanh = np.matmul(g_add, transpose, out=stack_1[2])
     del g_add
     multiply_1 = np.multiply(tanh_2, tanh_2, out=subtract_1)  # grad of tanh
     del subtract_1, tanh_2
     subtract_2 = np.subtract(1, multiply_1, out=multiply_1)
     del multiply_1
-    g_add_5 = np.multiply(g_tanh_2, subtract_2, out=g_tanh_2)
-    del g_tanh_2
-    sum_1 = np.sum(g_add_5, axis=0)       # grad of add
+    g_add_1 = np.multiply(g_tanh, subtract_2, out=g_tanh)
+    del g_tanh
+    sum_1 = np.sum(g_add_1, axis=0)       # grad of add
     g_params_b += sum_1
-    g_tanh_1 = np.matmul(g_add_5, transpose, out=stack_1[1])  # grad of matmul
-    del g_add_5
+    g_tanh_1 = np.matmul(g_add_1, transpose, out=stack_1[1])  # grad of matmul
+    del g_add_1
     multiply_2 = np.multiply(tanh_1, tanh_1, out=subtract_2)  # grad of tanh
     del subtract_2, tanh_1
     subtract_3 = np.subtract(1, multiply_2, out=multiply_2)
     del multiply_2
-    g_add_3 = np.multiply(g_tanh_1, subtract_3, out=g_tanh_1)
+    g_add_2 = np.multiply(g_tanh_1, subtract_3, out=g_tanh_1)
     del g_tanh_1
-    sum_2 = np.sum(g_add_3, axis=0, out=sum_1)  # grad of add
+    sum_2 = np.sum(g_add_2, axis=0, out=sum_1)  # grad of add
     del sum_1
     g_params_b += sum_2
-    g_tanh = np.matmul(g_add_3, transpose, out=stack_1[0])  # grad of matmul
-    del g_add_3, transpose
-    multiply_3 = np.multiply(tanh, tanh, out=subtract_3)  # grad of tanh
-    del subtract_3, tanh
-    subtract_4 = np.subtract(1, multiply_3, out=multiply_3)
-    del multiply_3
-    g_add_1 = np.multiply(g_tanh, subtract_4, out=g_tanh)
-    del g_tanh, subtract_4
-    sum_3 = np.sum(g_add_1, axis=0, out=sum_2)  # grad of add
-    del sum_2
-    g_params_b += sum_3
-    del sum_3
-    matmul_7 = zeros_1 @ g_add_1          # grad of matmul
-    del g_add_1
+    g_tanh_2 = np.matmul(g_add_2, transpose, out=stack_1[0])  # grad of matmul
+    del g_add_2, transpose
     reshape = np.reshape(stack, (6, 5))
     del stack
     stack_2 = stack_1[1:]
@@ -117,9 +98,17 @@ def rnn_loss_value_and_grad(params, xs, target):
     del stack_2
     g_params_Wh = reshape.T @ reshape_1
     del reshape, reshape_1
-    g_params_Wh += matmul_7
-    del matmul_7
-    reshape_2 = np.reshape(stack_1, (8, 5))
+    multiply_3 = np.multiply(tanh, tanh, out=subtract_3)  # grad of tanh
+    del subtract_3, tanh
+    subtract_4 = np.subtract(1, multiply_3, out=multiply_3)
+    del multiply_3
+    g_add_3 = np.multiply(g_tanh_2, subtract_4, out=g_tanh_2)
+    del g_tanh_2, subtract_4
+    sum_3 = np.sum(g_add_3, axis=0, out=sum_2)  # grad of add
+    del g_add_3, sum_2
+    g_params_b += sum_3
+    del sum_3
+    reshape_2 = np.reshape(stack_1, (8, 5))  # grad of matmul
     del stack_1
     reshape_3 = np.reshape(xs, (8, 3))
     g_params_Wx = reshape_3.T @ reshape_2
