@@ -5,7 +5,7 @@ parameters, names that say what a value holds."""
 import numpy as np
 
 import autodiffgen as ad
-from autodiffgen.codegen.expressions import literal_ast
+from autodiffgen.codegen.literals import literal_ast
 
 
 def test_float_literals_are_the_shortest_that_round_trip():
