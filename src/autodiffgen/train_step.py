@@ -41,7 +41,7 @@ or dtype (a last, shorter batch) traces again; the code does not serve other bat
 import functools
 import inspect
 import os
-import types
+import sys
 
 import numpy as np
 
@@ -51,7 +51,7 @@ from .cache import retrace
 from .cache.disk import store
 from .cache.disk.entry import OnDisk
 from .errors import ArgumentError, at, function_name
-from .trace import tracer
+from .trace import naming, tracer
 from .trace.arguments import signature_text
 from .transforms import _Transformed
 from .tree import leaves, map_tree
@@ -144,7 +144,8 @@ class TrainStep(_Transformed):
         if type(out) is tracer.Box and out.node.name is None:
             out.node.name = "loss"
         grads, cotangent_of = backward.traced_gradients(trace, out, boxed[0])
-        trace.replaying = _OPTIMIZER_LINES  # none of the user's lines: no comment
+        first = trace.next_id
+        trace.replaying = _OptimizerLines(self.optimizer)
         try:
             with trace:
                 hyper = {k: v for k, v in boxed[2].items() if k != "flags"}
@@ -152,6 +153,7 @@ class TrainStep(_Transformed):
                                                                hyper, args[2]["flags"])
         finally:
             trace.replaying = None
+        _name_update([node for node in trace.boxes if node.id >= first])
         loss_name = function_name(self.loss)
         graph = backward.fused_graph(
             f"{loss_name}_train_step", names, trace, (out, new_params, new_state),
@@ -165,9 +167,37 @@ class TrainStep(_Transformed):
         return graph
 
 
-# what the update's nodes take as their lines (tracer.Trace.new_node): the update is the
-# optimizer's code, so its lines are none of the user's, not the caller's of the step
-_OPTIMIZER_LINES = types.SimpleNamespace(stack=(), statements=None)
+class _OptimizerLines:
+    """What the update's nodes take as their lines (tracer.Trace.new_node): the innermost
+    line of the optimizer's own code (its class's and its bases' files), which names the
+    values it assigns (`m = b1 * m + ...`: naming.py); never the caller's of the step."""
+
+    statements = None
+
+    def __init__(self, optimizer):
+        self.files = set()
+        for cls in type(optimizer).__mro__[:-1]:  # (not object's)
+            try:
+                self.files.add(inspect.getsourcefile(cls))
+            except TypeError:  # a class without a file: its lines name nothing
+                pass
+
+    @property
+    def stack(self):
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_filename in self.files:
+                return ((frame.f_code.co_filename, frame.f_lineno),)
+            frame = frame.f_back
+        return ()
+
+
+def _name_update(nodes):
+    """The update's values named after the optimizer's variables (Adam's `m`, `v`), then
+    its lines dropped: none is the user's, and the update's header points at them."""
+    naming.name_forward(nodes)
+    for node in nodes:
+        node.loc, node.stack = None, ()
 
 
 def _update_header(optimizer):

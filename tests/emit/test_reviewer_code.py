@@ -99,3 +99,41 @@ def test_the_update_of_a_step_is_under_the_optimizers_header():
     assert lines.index("# forward") < lines.index("# backward") < lines.index(update[0])
     assert update[0].startswith("# AdamW update: optim.py:")
     assert update[0].endswith("  Adam._leaf")  # AdamW's formulas are Adam's
+
+
+def _saved(source, function):
+    """{residual index: name} as `function` returns or unpacks its residuals."""
+    body = source[source.index(f"def {function}("):]
+    body = body[:body.index("\n\n\n")] if "\n\n\n" in body else body
+    if function.endswith("_fwd"):
+        returned = body[body.rindex("return ("):].split("(", 2)[2].rstrip(")\n ")
+        return dict(enumerate(name.strip() for name in returned.split(",") if name.strip()))
+    import re
+
+    return {int(k): name for name, k in re.findall(r"(\w+) = residuals\[(\d+)\]", body)}
+
+
+def test_a_residual_has_the_same_name_in_the_forward_and_the_backward():
+    def f(x):  # multiply (x * 2.0) is not saved, multiply_1 (x * x) is, for sin's rule
+        return np.sum(np.exp(x * 2.0)) + np.sum(np.sin(x * x))
+
+    x = np.linspace(0.1, 1.0, 4)
+    ad.vjp(f, x)
+    source = f.__autodiffgen_vjp__.source(x)
+    forward, backward = _saved(source, "f_fwd"), _saved(source, "f_bwd")
+    assert forward == {**backward, 0: "x"} and "multiply_1" in backward.values()
+
+
+def test_the_optimizers_values_are_named_after_its_variables():
+    from autodiffgen import optim
+
+    def loss(params, x):
+        return np.sum((x @ params["W"]) ** 2) + np.sum(params["b"] ** 2)
+
+    params, x = {"W": np.ones((3, 2)), "b": np.zeros(2)}, np.ones((4, 3))
+    step = optim.compile_step(loss, optim.Adam(lr=0.1))
+    source = step.source(params, step.init(params), x)
+    for name in ("step", "m", "v", "m_1", "v_1"):
+        assert f"    {name} = " in source, name
+    assert "{'step': step, 'm': {'W': m, 'b': m_1}, 'v': {'W': v, 'b': v_1}}" in \
+        " ".join(source.split())

@@ -53,31 +53,31 @@ def hessian_fn_fwd(x):
 def hessian_fn_bwd(residuals, g):
     """The cotangents of hessian_fn's arguments for the output cotangent g, traced
     at (x: float64[4])."""
-    tanh_1 = residuals[0]                 # saved by the forward pass
-    multiply_3 = residuals[1]
-    subtract_1 = residuals[2]
+    tanh = residuals[0]                   # saved by the forward pass
+    multiply = residuals[1]
+    subtract = residuals[2]
     # backward
-    g_multiply = g * subtract_1           # grad of multiply, golden_models.py:49
-    g_subtract = g * multiply_3
-    multiply_4 = np.multiply(g_subtract, tanh_1, out=g_subtract)
+    g_multiply = g * subtract             # grad of multiply, golden_models.py:49
+    g_subtract = g * multiply
+    multiply_1 = np.multiply(g_subtract, tanh, out=g_subtract)
     del g_subtract
     g_tanh = np.multiply(g_multiply, 2, out=g_multiply)
     del g_multiply
-    add_1 = np.add(multiply_4, multiply_4, out=multiply_4)
-    del multiply_4
-    g_tanh -= add_1
+    add = np.add(multiply_1, multiply_1, out=multiply_1)
+    del multiply_1
+    g_tanh -= add
     g_getitem = g[:-1]                    # grad of add_at
     g_getitem_1 = g[1:]                   # grad of scatter_add
     g_x = _scatter_add(g_getitem, (slice(1, None),), (4,), unique=True)  # grad of getitem
     del g_getitem
     g_x[:-1] += g_getitem_1
     del g_getitem_1
-    multiply_5 = np.multiply(tanh_1, tanh_1, out=add_1)  # grad of tanh
-    del add_1
-    subtract_2 = np.subtract(1, multiply_5, out=multiply_5)
-    del multiply_5
-    multiply_6 = np.multiply(g_tanh, subtract_2, out=g_tanh)
-    del g_tanh, subtract_2
-    g_x += multiply_6
-    del multiply_6
+    multiply_2 = np.multiply(tanh, tanh, out=add)  # grad of tanh
+    del add
+    subtract_1 = np.subtract(1, multiply_2, out=multiply_2)
+    del multiply_2
+    multiply_3 = np.multiply(g_tanh, subtract_1, out=g_tanh)
+    del g_tanh, subtract_1
+    g_x += multiply_3
+    del multiply_3
     return (g_x,)

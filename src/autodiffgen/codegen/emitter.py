@@ -138,6 +138,7 @@ class Emitter:
         self.params = [self.ns.fresh(p) if p in RESERVED or p in HELPERS else p
                        for p in graph.params]
         self.names = {}
+        self.saved = {}  # saved input -> the name the forward function gave it (emit_module)
         # content key -> (name, value); shared by the functions of one module
         self.constants = {} if constants is None else constants
         self.injected = {}
@@ -833,7 +834,8 @@ class Emitter:
                 self.names[node] = name = self.params[path[0]]
                 self.ns.used.add(name)
                 continue
-            name = self.ns.fresh(node.name or (node.prim.name if node.prim else "v"))
+            name = self.ns.fresh(self.saved.get(node) or node.name or
+                                 (node.prim.name if node.prim else "v"))
             self.names[node] = name
             saved = node in self.graph.paths
             lines.append((f"{name} = {self.path_text(path)}",
@@ -1147,6 +1149,18 @@ def _line(code, comment, indent="    ", align=True):
 
 # a constant indexed by computed arrays, written as a call that a trace of the generated
 # code can follow (ndarray.__getitem__ cannot take a traced index): generated_helpers._getitem
+def _saved_names(forward, graph):
+    """A backward function's saved inputs named as the forward function that saved them
+    named them: `tanh = residuals[0]` where the forward returns (out, (tanh, ...))."""
+    outputs = forward.graph.outputs if forward is not None else None
+    if not graph.paths or type(outputs) is not tuple or len(outputs) < 2 \
+            or type(outputs[1]) is not tuple \
+            or graph.name.removesuffix("_bwd") != forward.graph.name.removesuffix("_fwd"):
+        return {}
+    return {node: forward.names.get(outputs[1][path[1]]) for node, path in graph.paths.items()
+            if len(path) == 2 and path[0] == 0 and path[1] < len(outputs[1])}
+
+
 _GETITEM_CALL = SimpleNamespace(name="getitem", template="_getitem({0}, np.s_[{index}])",
                                 defaults={})
 
@@ -1164,19 +1178,25 @@ def emit_module(graphs, standalone=False, pure=False, extra=()):
     """
     functions, function_locs, helpers, imports, constants = [], [], set(), set(), {}
     shared = Namespace(p for graph in graphs for p in graph.params)  # no constant shadows one
+    # what no local may shadow: the functions' names so far, every function's parameters
+    # (a constant named in one function must not be a later one's parameter)
+    emitter, module = None, {p for graph in graphs for p in graph.params}
     for graph in graphs:
-        emitter = Emitter(graph, standalone, constants, pure)
+        forward, emitter = emitter, Emitter(graph, standalone, constants, pure)
+        emitter.saved = _saved_names(forward, graph)
         emitters = [emitter]
         if emitter.scalar:  # and its NumPy twin, for NumPy's values where math's differ
             emitter.numpy_twin = shared.fresh(f"{graph.name}_numpy")
             emitters.insert(0, Emitter(_numpy_twin(graph, emitter.numpy_twin), standalone,
                                        constants, pure))
             emitters[0].twin = True
-        before, texts = set(shared.used), []
+        texts = []
         for each in emitters:  # the twin first: the other's names avoid its constants'
-            each.ns.used |= before | {entry[0] for entry in constants.values()}
+            # another function's locals it may repeat (`tanh` in a forward and its backward)
+            each.ns.used |= module | {entry[0] for entry in constants.values()}
             texts.append(("\n".join(each.function()), each.line_locs))
-            shared.used |= each.ns.used
+            module.add(each.graph.name)
+            shared.used.add(each.graph.name)
             helpers |= each.helpers
             imports |= each.imports
         for text, line_locs in reversed(texts):  # the function, then its twin
