@@ -137,3 +137,23 @@ def test_the_optimizers_values_are_named_after_its_variables():
         assert f"    {name} = " in source, name
     assert "{'step': step, 'm': {'W': m, 'b': m_1}, 'v': {'W': v, 'b': v_1}}" in \
         " ".join(source.split())
+
+
+def test_a_variable_assigned_in_a_loop_is_named_at_every_step():
+    """`h = np.tanh(...)` run three times: h, h_1, h_2 (one run of the statement each),
+    not tanh, tanh_1, h; one call making two nodes (nn.relu) is still one run."""
+    from autodiffgen import nn
+
+    def f(w, x):
+        h = x
+        for _ in range(3):
+            h = np.tanh(h @ w + 1.0)
+        r = nn.relu(h @ w)
+        return np.sum(r)
+
+    source = ad.emit(f, np.eye(3) / 2, np.ones((2, 3)))
+    forward = source[source.index("# forward"):source.index("# backward")]
+    assigned = [line.split(" = ")[0].strip() for line in forward.splitlines() if " = " in line]
+    assert {"h", "h_1", "h_2", "r"} <= set(assigned)
+    assert not any(name.startswith("tanh") for name in assigned)
+    assert sum(name.startswith("r") for name in assigned) == 1

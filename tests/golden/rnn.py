@@ -13,83 +13,75 @@ def rnn_loss_value_and_grad(params, xs, target):
     # golden_models.py:33  h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
     getitem = xs[0]
     stack = np.empty((3, 2, 5), dtype=np.float32)  # stack: parts computed into it
-    matmul = np.matmul(getitem, params_Wx, out=stack[0])
+    h = np.matmul(getitem, params_Wx, out=stack[0])
     del getitem
-    add = np.add(matmul, params_b, out=matmul)
-    del matmul
-    tanh = np.tanh(add, out=add)
-    del add
-    getitem_1 = xs[1]
-    matmul_1 = np.matmul(getitem_1, params_Wx, out=stack[1])
-    del getitem_1
-    matmul_2 = tanh @ params_Wh
-    add_1 = np.add(matmul_1, matmul_2, out=matmul_1)
-    del matmul_1
-    add_2 = np.add(add_1, params_b, out=add_1)
-    del add_1
-    tanh_1 = np.tanh(add_2, out=add_2)
-    del add_2
-    getitem_2 = xs[2]
-    matmul_3 = np.matmul(getitem_2, params_Wx, out=stack[2])
-    del getitem_2
-    matmul_4 = np.matmul(tanh_1, params_Wh, out=matmul_2)
-    del matmul_2
-    add_3 = np.add(matmul_3, matmul_4, out=matmul_3)
-    del matmul_3
-    add_4 = np.add(add_3, params_b, out=add_3)
-    del add_3
-    tanh_2 = np.tanh(add_4, out=add_4)
-    del add_4
-    getitem_3 = xs[3]
-    h = np.matmul(getitem_3, params_Wx, out=matmul_4)
-    del getitem_3, matmul_4
-    matmul_5 = tanh_2 @ params_Wh
-    h += matmul_5
     h += params_b
     np.tanh(h, out=h)
+    getitem_1 = xs[1]
+    h_1 = np.matmul(getitem_1, params_Wx, out=stack[1])
+    del getitem_1
+    matmul = h @ params_Wh
+    h_1 += matmul
+    h_1 += params_b
+    np.tanh(h_1, out=h_1)
+    getitem_2 = xs[2]
+    h_2 = np.matmul(getitem_2, params_Wx, out=stack[2])
+    del getitem_2
+    matmul_1 = np.matmul(h_1, params_Wh, out=matmul)
+    del matmul
+    h_2 += matmul_1
+    h_2 += params_b
+    np.tanh(h_2, out=h_2)
+    getitem_3 = xs[3]
+    h_3 = np.matmul(getitem_3, params_Wx, out=matmul_1)
+    del getitem_3, matmul_1
+    matmul_2 = h_2 @ params_Wh
+    h_3 += matmul_2
+    h_3 += params_b
+    np.tanh(h_3, out=h_3)
     # golden_models.py:34  return np.mean((h - target) ** 2)
-    subtract = np.subtract(h, target, out=matmul_5)
-    del matmul_5
+    subtract = np.subtract(h_3, target, out=matmul_2)
+    del matmul_2
     power = np.power(subtract, 2, out=subtract)
     del subtract
     rnn_loss = np.mean(power)
     del power
     # backward
-    # saved by the forward: tanh, tanh_1, tanh_2, h
+    # saved by the forward: h, h_1, h_2, h_3
     stack_1 = np.empty((4, 2, 5), dtype=np.float32)  # stack: parts computed into it
     # recomputed, not saved: golden_models.py:34
-    g_subtract = np.subtract(h, target, out=stack_1[3])
+    g_subtract = np.subtract(h_3, target, out=stack_1[3])
     g_subtract *= np.float32(0.2)         # grad of power
-    multiply = np.multiply(h, h, out=h)   # grad of tanh, golden_models.py:33
-    del h
+    multiply = np.multiply(h_3, h_3, out=h_3)  # grad of tanh, golden_models.py:33
+    del h_3
     subtract_1 = np.subtract(1, multiply, out=multiply)
     del multiply
     g_add = np.multiply(g_subtract, subtract_1, out=g_subtract)
     del g_subtract
     g_params_b = np.sum(g_add, axis=0)    # grad of add
     transpose = np.ascontiguousarray(params_Wh.T)  # grad of matmul
-    g_tanh = np.matmul(g_add, transpose, out=stack_1[2])
+    g_h = np.matmul(g_add, transpose, out=stack_1[2])
     del g_add
-    multiply_1 = np.multiply(tanh_2, tanh_2, out=subtract_1)  # grad of tanh
-    del subtract_1, tanh_2
+    multiply_1 = np.multiply(h_2, h_2, out=subtract_1)  # grad of tanh
+    del h_2, subtract_1
     subtract_2 = np.subtract(1, multiply_1, out=multiply_1)
     del multiply_1
-    g_add_1 = np.multiply(g_tanh, subtract_2, out=g_tanh)
-    del g_tanh
+    g_add_1 = np.multiply(g_h, subtract_2, out=g_h)
+    del g_h
     sum_1 = np.sum(g_add_1, axis=0)       # grad of add
     g_params_b += sum_1
-    g_tanh_1 = np.matmul(g_add_1, transpose, out=stack_1[1])  # grad of matmul
+    g_h_1 = np.matmul(g_add_1, transpose, out=stack_1[1])  # grad of matmul
     del g_add_1
-    multiply_2 = np.multiply(tanh_1, tanh_1, out=subtract_2)  # grad of tanh
-    del subtract_2, tanh_1
+    multiply_2 = np.multiply(h_1, h_1, out=subtract_2)  # grad of tanh
+    del h_1, subtract_2
     subtract_3 = np.subtract(1, multiply_2, out=multiply_2)
     del multiply_2
-    g_add_2 = np.multiply(g_tanh_1, subtract_3, out=g_tanh_1)
-    del g_tanh_1
+    g_add_2 = np.multiply(g_h_1, subtract_3, out=g_h_1)
+    del g_h_1
     sum_2 = np.sum(g_add_2, axis=0, out=sum_1)  # grad of add
     del sum_1
     g_params_b += sum_2
-    g_tanh_2 = np.matmul(g_add_2, transpose, out=stack_1[0])  # grad of matmul
+    g_h_2 = np.matmul(g_add_2, transpose, out=stack_1[0])  # grad of matmul
     del g_add_2, transpose
     reshape = np.reshape(stack, (6, 5))
     del stack
@@ -98,12 +90,12 @@ def rnn_loss_value_and_grad(params, xs, target):
     del stack_2
     g_params_Wh = reshape.T @ reshape_1
     del reshape, reshape_1
-    multiply_3 = np.multiply(tanh, tanh, out=subtract_3)  # grad of tanh
-    del subtract_3, tanh
+    multiply_3 = np.multiply(h, h, out=subtract_3)  # grad of tanh
+    del h, subtract_3
     subtract_4 = np.subtract(1, multiply_3, out=multiply_3)
     del multiply_3
-    g_add_3 = np.multiply(g_tanh_2, subtract_4, out=g_tanh_2)
-    del g_tanh_2, subtract_4
+    g_add_3 = np.multiply(g_h_2, subtract_4, out=g_h_2)
+    del g_h_2, subtract_4
     sum_3 = np.sum(g_add_3, axis=0, out=sum_2)  # grad of add
     del g_add_3, sum_2
     g_params_b += sum_3

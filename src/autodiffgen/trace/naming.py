@@ -32,46 +32,62 @@ def assigned_name(loc):
 
 
 def statement_of(loc, frame):
-    """None when loc's line holds one statement (or none); else the index, in
-    _statements_on(loc), of the statement holding the instruction `frame` runs, or -1 when
-    that is not known (no frame, no columns, a position in no statement: an `if` header)."""
+    """Which statement of loc's line `frame` runs, and where in it: (index, offset).
+
+    The index is None when the line holds one statement (or none); else the statement's
+    index in _statements_on(loc), or -1 when that is not known (no columns, a position in
+    no statement: an `if` header). The offset is the frame's instruction (None: no
+    frame), which tells a statement run again (a loop's body) from the same run going
+    on: a run's instructions never go back. None when neither is known."""
+    offset = frame.f_lasti if frame is not None else None
     statements = _statements_on(loc)
     if statements is None:
-        return None
+        return None if offset is None else (None, offset)
     position = _position(frame) if frame is not None else None
     if position is not None:
         for i, (start, end, _) in enumerate(statements):
             if start <= position < end:
-                return i
-    return -1
+                return i, offset
+    return -1, offset
 
 
 def name_forward(nodes):
-    """Give forward nodes the names of the variables the user bound them to."""
+    """Give forward nodes the names of the variables the user bound them to: per depth of
+    the user's stack, the last node of each run of one statement (a loop's body run four
+    times is four runs: `h`, `h_1`, `h_2`, `h_3`, not `tanh, tanh_1, tanh_2, h`)."""
     named = {}  # node -> (depth, name); smaller depth (outer statement) wins
-    open_runs = []  # per depth from the outermost: (statement, last node)
+    open_runs = []  # per depth from the outermost: (statement, last node, its offset)
     for node in nodes:
         chain = node.stack[::-1]  # outermost first
-        if node.statements is not None:  # (loc, which statement of its line)
-            chain = tuple(zip(chain, node.statements[::-1]))
+        kept = node.statements[::-1] if node.statements is not None else (None,) * len(chain)
+        chain = tuple((loc, k[0] if k else None) for loc, k in zip(chain, kept))
+        offsets = tuple(k[1] if k else None for k in kept)
         for depth in range(len(open_runs)):
-            if depth >= len(chain) or open_runs[depth][0] != chain[depth]:
+            statement, _, offset = open_runs[depth]
+            if depth >= len(chain) or statement != chain[depth] or \
+                    _again(offset, offsets[depth]):
                 _close(open_runs[depth:], depth, named)
                 del open_runs[depth:]
                 break
         for depth, loc in enumerate(chain):
             if depth < len(open_runs):
-                open_runs[depth] = (loc, node)
+                open_runs[depth] = (loc, node, offsets[depth])
             else:
-                open_runs.append((loc, node))
+                open_runs.append((loc, node, offsets[depth]))
     _close(open_runs, 0, named)
     for node, (_, name) in named.items():
         if node.name is None:
             node.name = name
 
 
+def _again(before, now):
+    """The statement runs again: its instruction went back (two nodes of one call, as
+    nn.relu's, are at the same instruction: one run)."""
+    return before is not None and now is not None and now < before
+
+
 def _close(runs, first_depth, named):
-    for depth, (statement, node) in enumerate(runs, first_depth):
+    for depth, (statement, node, _) in enumerate(runs, first_depth):
         name = _statement_name(statement)
         if name and (node not in named or named[node][0] > depth):
             named[node] = (depth, name)
