@@ -157,3 +157,15 @@ def test_a_variable_assigned_in_a_loop_is_named_at_every_step():
     assert {"h", "h_1", "h_2", "r"} <= set(assigned)
     assert not any(name.startswith("tanh") for name in assigned)
     assert sum(name.startswith("r") for name in assigned) == 1
+
+
+def test_a_value_a_function_returns_is_named_after_the_function():
+    def predict(w, x):
+        return np.tanh(x @ w)
+
+    def loss(w, x):
+        return np.sum(predict(w, x) ** 2)
+
+    source = ad.emit(loss, np.eye(3) / 2, np.ones((2, 3)))
+    forward = source[source.index("# forward"):source.index("# backward")]
+    assert "    predict = " in forward or "np.tanh(predict, out=predict)" in forward

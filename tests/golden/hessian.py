@@ -3,21 +3,6 @@
 import numpy as np
 
 
-def _add_at(x, index, g, unique=False, out=None):
-    """x with g added at `index`: x plus the scatter of g there, without its array of
-    zeros. Written into `out` when given (x itself: the memory plan found x dead here),
-    else into a copy of x, which is left as it is."""
-    if out is None:
-        out = np.copy(x)
-    elif out is not x:
-        np.copyto(out, x)
-    if unique:
-        out[index] += g
-    else:
-        np.add.at(out, index, g)
-    return out
-
-
 def _scatter_add(g, index, shape, unique=False):
     """Zeros of `shape` with `g` added at `index` (the transpose of indexing)."""
     out = np.zeros(shape, dtype=np.result_type(g))
@@ -36,18 +21,18 @@ def hessian_fn_fwd(x):
     tanh = np.tanh(x)
     getitem = x[:-1]
     getitem_1 = x[1:]
-    scatter_add = _scatter_add(getitem, (slice(1, None),), (4,), unique=True)
+    hessian_fn = _scatter_add(getitem, (slice(1, None),), (4,), unique=True)
     del getitem
-    add_at = _add_at(scatter_add, np.s_[:-1], getitem_1, unique=True, out=scatter_add)
-    del getitem_1, scatter_add
+    hessian_fn[:-1] += getitem_1
+    del getitem_1
     multiply = 2 * tanh
     multiply_1 = tanh * tanh
     subtract = np.subtract(1, multiply_1, out=multiply_1)
     del multiply_1
     multiply_2 = multiply * subtract
-    add = np.add(add_at, multiply_2, out=add_at)
-    del add_at, multiply_2
-    return (add, (tanh, multiply, subtract))
+    hessian_fn += multiply_2
+    del multiply_2
+    return (hessian_fn, (tanh, multiply, subtract))
 
 
 def hessian_fn_bwd(residuals, g):

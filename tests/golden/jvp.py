@@ -10,7 +10,7 @@ def jvp_fn_jvp(W, x, t_W, t_x):
     matmul = W @ x                        # golden_models.py:58  return np.log1p(np.exp(W @ x))
     exp = np.exp(matmul, out=matmul)
     del matmul
-    log1p = np.log1p(exp)
+    jvp_fn = np.log1p(exp)
     # tangents
     t_matmul = t_W @ x                    # tangent of matmul, golden_models.py:58
     matmul_1 = W @ t_x
@@ -20,6 +20,6 @@ def jvp_fn_jvp(W, x, t_W, t_x):
     del t_matmul
     add = np.add(exp, 1, out=exp)         # tangent of log1p
     del exp
-    t_log1p = np.divide(t_exp, add, out=t_exp)
+    t_jvp_fn = np.divide(t_exp, add, out=t_exp)
     del add, t_exp
-    return (log1p, t_log1p)
+    return (jvp_fn, t_jvp_fn)

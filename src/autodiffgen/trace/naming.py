@@ -19,6 +19,7 @@ import keyword
 import linecache
 import re
 
+_RETURN = re.compile(r"^return\b")
 _TARGET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?:[-+*/@]|\*\*|//)?=(?!=)")
 # names generated code must be able to read: keywords, builtins, the modules it calls
 RESERVED = (set(keyword.kwlist) | set(dir(builtins))
@@ -26,9 +27,30 @@ RESERVED = (set(keyword.kwlist) | set(dir(builtins))
 
 
 def assigned_name(loc):
-    """The variable a source line assigns to (`h = ...`, `h += ...`), or None."""
-    match = _TARGET.match(linecache.getline(loc[0], loc[1]).strip())
-    return match.group(1) if match else None
+    """The variable a source line assigns to (`h = ...`, `h += ...`), or None; a value a
+    function returns is named after the function (`return h @ W2 + b2` in `predict`)."""
+    line = linecache.getline(loc[0], loc[1]).strip()
+    match = _TARGET.match(line)
+    if match:
+        return match.group(1)
+    return _function_at(loc) if _RETURN.match(line) else None
+
+
+def _function_at(loc):
+    """The name of the innermost function (not a lambda) whose body holds loc's line, when
+    the line returns one value (not a tuple, a list or a dict of several: each is its own)."""
+    tree = _parse(loc[0])
+    best, returned = None, None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) \
+                and node.lineno < loc[1] <= (node.end_lineno or 0) \
+                and (best is None or node.lineno > best.lineno):
+            best = node
+        elif isinstance(node, ast.Return) and node.lineno == loc[1]:
+            returned = node.value
+    if best is None or isinstance(returned, ast.Tuple | ast.List | ast.Dict | ast.Set):
+        return None
+    return best.name
 
 
 def statement_of(loc, frame):
@@ -113,7 +135,7 @@ def _statements_on(loc):
     tree = _parse(loc[0])
     if tree is None:
         return ()
-    found = tuple(((s.lineno, s.col_offset), (s.end_lineno, s.end_col_offset), _target(s))
+    found = tuple(((s.lineno, s.col_offset), (s.end_lineno, s.end_col_offset), _target(s, loc[0]))
                   for s in ast.walk(tree)
                   if isinstance(s, ast.stmt) and not hasattr(s, "body")
                   and s.lineno <= loc[1] <= s.end_lineno)
@@ -128,8 +150,10 @@ def _parse(filename):
         return None
 
 
-def _target(statement):
+def _target(statement, filename):
     """The variable a simple statement assigns to, as assigned_name reads it from a line."""
+    if isinstance(statement, ast.Return):
+        return _function_at((filename, statement.lineno))
     target = getattr(statement, "target", None)  # `h += ...`, `h: float = ...`
     if isinstance(statement, ast.Assign):
         target = statement.targets[0]
