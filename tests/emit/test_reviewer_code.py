@@ -5,6 +5,7 @@ parameters, names that say what a value holds."""
 import numpy as np
 
 import autodiffgen as ad
+from autodiffgen import passes
 from autodiffgen.codegen.literals import literal_ast
 
 
@@ -169,3 +170,18 @@ def test_a_value_a_function_returns_is_named_after_the_function():
     source = ad.emit(loss, np.eye(3) / 2, np.ones((2, 3)))
     forward = source[source.index("# forward"):source.index("# backward")]
     assert "    predict = " in forward or "np.tanh(predict, out=predict)" in forward
+
+
+def test_a_name_survives_the_pass_that_drops_its_node():
+    """`y = (x * 2.0).astype(x.dtype)`: the cast to the dtype it has is dropped
+    (simplify); the product it cast takes the name y."""
+    def f(x):
+        y = (x * 2.0).astype(x.dtype)
+        return np.sum(np.sin(y))
+
+    source = ad.emit(f, np.ones(3))
+    forward = source[source.index("# forward"):source.index("# backward")]
+    code = [line.split("  #")[0].strip() for line in forward.splitlines()]
+    if passes.ENABLED:
+        assert not any("astype" in line for line in code)
+        assert "y = x * 2.0" in code

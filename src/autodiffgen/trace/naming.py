@@ -80,6 +80,8 @@ def name_forward(nodes):
     named = {}  # node -> (depth, name); smaller depth (outer statement) wins
     open_runs = []  # per depth from the outermost: (statement, last node, its offset)
     for node in nodes:
+        if not node.stack:  # an input read on the way (a global): no statement of its own
+            continue
         chain = node.stack[::-1]  # outermost first
         kept = node.statements[::-1] if node.statements is not None else (None,) * len(chain)
         chain = tuple((loc, k[0] if k else None) for loc, k in zip(chain, kept))
