@@ -25,8 +25,9 @@ def test_a_float32_scale_is_written_with_its_own_digits():
         return np.mean(x ** 2)
 
     source = ad.emit(f, np.ones(10, np.float32))
-    assert "np.float32(0.2)" in source
     assert "0000000" not in source
+    if passes.ENABLED:  # the scale 2 / 10 folded
+        assert "np.float32(0.2)" in source
 
 
 def test_no_stop_gradient_call_in_code_that_only_runs():
@@ -35,7 +36,7 @@ def test_no_stop_gradient_call_in_code_that_only_runs():
 
     x = np.array([1.0, 3.0, 2.0])
     source = ad.emit(f, x)
-    assert "_stop_gradient" not in source
+    assert ("_stop_gradient" not in source) == passes.ENABLED  # a pass: off, as traced
     np.testing.assert_allclose(ad.grad(f)(x), [3.0, 3.0, 3.0])
 
 
@@ -46,7 +47,7 @@ def test_the_mark_stays_where_the_code_is_differentiated_again():
     x = np.array([1.0, 2.0])
     df = ad.grad(f)
     np.testing.assert_allclose(df(x), x)  # this code runs: no mark in it
-    assert "_stop_gradient" not in df.source(x)
+    assert ("_stop_gradient" not in df.source(x)) == passes.ENABLED
     # traced again, the gradient (stop_gradient(x)) has no derivative: its code keeps it
     np.testing.assert_allclose(ad.grad(lambda x: np.sum(df(x)))(x), [0.0, 0.0])
     np.testing.assert_allclose(ad.hessian(f)(x), np.zeros((2, 2)))
