@@ -27,6 +27,7 @@ _INSTALL = ("graphviz's `dot` program is not on PATH: install graphviz (apt-get 
 _FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
 # colours: forward values, backward values, saved residuals, inputs/outputs
 _STYLE = {"forward": 'fillcolor="#dbe9f6"', "backward": 'fillcolor="#fbe3d0"',
+          "update": 'fillcolor="#e8def3"',
           "input": 'shape=invhouse, fillcolor="#e3f1dd"', "guard": 'shape=diamond, fillcolor="#eeeeee"'}
 
 
@@ -77,6 +78,7 @@ class GraphPicture:
                             for a in n.args if type(a) is Node}
         self.residuals = [n for n in self._values() if n.grad_of is None and n in
                           read_by_backward]
+        self.update = _update_nodes(graph, read_by_backward)
 
     def _values(self):
         return [n for n in self.graph.inputs] + list(self.graph.nodes)
@@ -86,6 +88,8 @@ class GraphPicture:
             return "input"
         if is_guard(node):
             return "guard"
+        if node in self.update:
+            return "update"
         return "forward" if node.grad_of is None else "backward"
 
     # ---- the listing --------------------------------------------------------------------
@@ -141,11 +145,12 @@ class GraphPicture:
         lines = [f'digraph "{g.name}" {{', "  rankdir=TB;",
                  '  node [shape=box, style="rounded,filled", fontname="monospace"];']
         lines += [f"  {self._node(n)}" for n in g.inputs]
-        for kind, label in (("forward", "forward"), ("backward", "backward")):
-            members = [n for n in g.nodes if self.kind(n) in (kind, "guard")
+        for kind, label in (("forward", "forward"), ("backward", "backward"),
+                            ("update", g.update or "update")):
+            members = [n for n in g.nodes if self.kind(n) == kind or self.kind(n) == "guard"
                        and (kind == "forward") == (n.grad_of is None)]
             if members:
-                lines += [f"  subgraph cluster_{kind} {{", f'    label="{label}";',
+                lines += [f"  subgraph cluster_{kind} {{", f'    label="{_escape(label)}";',
                           '    style=dashed;']
                 lines += [f"    {self._node(n)}" for n in members]
                 lines.append("  }")
@@ -267,3 +272,15 @@ def _paths(out, prefix):
 
 def _escape(text):
     return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _update_nodes(graph, read_by_backward):
+    """A training step's update (its graph's params and state donated, train_step.py):
+    the values after its first gradient that are no gradient and that no gradient reads,
+    drawn in a cluster of their own rather than inside the forward one."""
+    if not graph.donated:
+        return frozenset()
+    first = next((i for i, n in enumerate(graph.nodes) if n.grad_of is not None),
+                 len(graph.nodes))
+    return frozenset(n for n in graph.nodes[first:] if n.grad_of is None and not is_guard(n)
+                     and n not in read_by_backward)

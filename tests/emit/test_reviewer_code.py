@@ -186,3 +186,20 @@ def test_a_name_survives_the_pass_that_drops_its_node():
     if passes.ENABLED:
         assert not any("astype" in line for line in code)
         assert "y = x * 2.0" in code
+
+
+def test_the_picture_of_a_step_draws_its_update_apart():
+    from autodiffgen import graph_of, optim
+
+    def loss(params, x):
+        return np.sum((x @ params["W"]) ** 2)
+
+    params, x = {"W": np.ones((3, 2))}, np.ones((4, 3))
+    picture = graph_of(optim.compile_step(loss, optim.Adam(lr=0.1)), params, x)
+    text = picture.text()
+    assert text.index("# forward") < text.index("# backward") < text.index("# update")
+    assert "= subtract params_W " in text[text.index("# update"):]
+    dot = picture.dot()
+    update = dot[dot.index("subgraph cluster_update"):]
+    assert 'label="Adam update: optim.py:' in update
+    assert '= subtract' in update[:update.index("  }")]
