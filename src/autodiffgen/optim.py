@@ -37,7 +37,8 @@ class Optimizer:
     through `_leaf(p, g, *slots, step, h, f)` -> (p, *slots), with `slots` the state's
     trees, `h` the float hyperparameters (hyper()) and `f` the structural flags (flags()).
     `_leaf` reads no attribute of the optimizer: a compiled step passes h as inputs and f
-    as static values (train_step.py), so nothing it reads is baked into the code."""
+    as static values (train_step.py: in the key, not read), so nothing it reads is baked
+    into the code."""
 
     slots = ()  # names of the per-parameter state trees
     floats = ("lr",)  # the float hyperparameters, inputs of a compiled step

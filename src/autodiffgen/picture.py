@@ -56,17 +56,16 @@ def graph_of(fun: Fun, *args: PyTree, argnums: ArgNums = 0,
     return GraphPicture(pipeline.program(fun.request(args))[0])
 
 
-def _update_nodes(graph):
-    """A training step's update (its params and state donated): what the graph computes
-    without a derivative after the backward began, the optimizer's step."""
+def _update_nodes(graph, read_by_backward):
+    """A training step's update (its params and state donated, train_step.py): the values
+    after its first gradient that are no gradient and that no gradient reads, drawn in a
+    section and a cluster of their own rather than inside the forward's."""
     if not graph.donated:
-        return set()
-    begun, update = False, set()
-    for node in graph.nodes:
-        begun = begun or node.grad_of is not None
-        if begun and node.grad_of is None and not is_guard(node):
-            update.add(node)
-    return update
+        return frozenset()
+    first = next((i for i, n in enumerate(graph.nodes) if n.grad_of is not None),
+                 len(graph.nodes))
+    return frozenset(n for n in graph.nodes[first:] if n.grad_of is None and not is_guard(n)
+                     and n not in read_by_backward)
 
 
 class GraphPicture:
@@ -92,7 +91,7 @@ class GraphPicture:
                             for a in n.args if type(a) is Node}
         self.residuals = [n for n in self._values() if n.grad_of is None and n in
                           read_by_backward]
-        self.update = _update_nodes(graph)
+        self.update = _update_nodes(graph, read_by_backward)
 
     def _values(self):
         return [n for n in self.graph.inputs] + list(self.graph.nodes)

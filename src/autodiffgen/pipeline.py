@@ -165,6 +165,8 @@ def program(request):
     graphs = list(graphs) if type(graphs) is tuple else [graphs]
     if request.last is not None:
         graphs = request.last(graphs)
+    if passes.ENABLED and not request.pure:  # no derivative of it taken: no stop_gradient
+        graphs = [passes.identities(graph)[0] for graph in graphs]
     return [finish(graph) for graph in graphs]
 
 

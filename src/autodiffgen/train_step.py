@@ -4,7 +4,7 @@
     state = step.init(params)
     value = step(params, state, x, y)     # params and state hold the new values
 
-The generated `loss_train_step(params, state, hyper, flags, x, y)` computes the loss, its
+The generated `loss_train_step(params, state, hyper, x, y)` computes the loss, its
 gradient with respect to `params` and the optimizer's update in one function, returning
 (value, new_params, new_state). The trace is grad's (the loss, then the backward its rules
 record) followed by `optimizer._update` run on the same trace's Boxes: the update is more
@@ -32,14 +32,16 @@ attributes, random draws) is read again or checked at every step, as under grad;
 state and the batch are inputs (arrays); the optimizer's
 float hyperparameters (`hyper`: lr, betas, ...) are inputs too, read from the optimizer
 at each call, so a learning-rate schedule needs no new trace; its structural settings
-(`flags`: momentum on or off, nesterov, centered, weight decay on or off) are bools, so
-the cache key holds them and a change traces again. As for `value_and_grad`, a new shape
+(`hyper["flags"]`: momentum on or off, nesterov, centered, weight decay on or off) are
+bools, so the cache key holds them and a change traces again; the code never reads them,
+so they are no parameter of their own. As for `value_and_grad`, a new shape
 or dtype (a last, shorter batch) traces again; the code does not serve other batch sizes.
 """
 
 import functools
 import inspect
-import types
+import os
+import sys
 
 import numpy as np
 
@@ -49,6 +51,7 @@ from .cache import retrace
 from .cache.disk import store
 from .cache.disk.entry import OnDisk
 from .errors import ArgumentError, at, function_name
+from .trace import naming
 from .trace.arguments import signature_text
 from .trace.boxes import Box
 from .trace.context import user_loc
@@ -66,7 +69,7 @@ class TrainStep(_Transformed):
             loss = loss.fun
         self.loss, self.optimizer = loss, optimizer
 
-        def train_step(params, state, hyper, flags, *batch):  # the name the trace shows
+        def train_step(params, state, hyper, *batch):  # the name the trace shows
             return loss(params, *batch)
         functools.update_wrapper(train_step, loss, assigned=("__module__", "__qualname__",
                                                               "__doc__"), updated=())
@@ -87,7 +90,10 @@ class TrainStep(_Transformed):
         return self.optimizer.init(params)
 
     def _arguments(self, params, state, batch):
-        return (params, state, self.optimizer.hyper(), self.optimizer.flags(), *batch)
+        """The generated step's arguments: the structural flags go with the float
+        hyperparameters, as bools the cache key holds and the code never reads."""
+        return (params, state, {**self.optimizer.hyper(), "flags": self.optimizer.flags()},
+                *batch)
 
     def __call__(self, params, state, *batch):
         targets = leaves((params, state))
@@ -115,20 +121,20 @@ class TrainStep(_Transformed):
         return n
 
     def _arg_names(self, n):
-        """params, state, hyper, flags, then the loss's own names for the batch."""
+        """params, state, hyper, then the loss's own names for the batch."""
         try:
             own = [p.name for p in inspect.signature(self.loss).parameters.values()
                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][1:]
         except (TypeError, ValueError):
             own = []
-        names = ["params", "state", "hyper", "flags"]
+        names = ["params", "state", "hyper"]
         names += [name if name not in names else f"{name}_" for name in own]
-        return (names + [f"batch_{i}" for i in range(len(names) - 4, n - 4)])[:n]
+        return (names + [f"batch_{i}" for i in range(len(names) - 3, n - 3)])[:n]
 
     def _own(self, args):
         """The loss is what is traced, on params and the batch (what it reads besides is
-        read again or guarded, as under grad); state, hyper and flags are inputs its
-        update reads. Derivatives with respect to params."""
+        read again or guarded, as under grad); state and hyper are inputs its update
+        reads. Derivatives with respect to params."""
         return {"fun": self.loss, "argnums": (0,), "call": _loss_on_params_and_batch}
 
     def _outputs(self, request, traced):
@@ -140,13 +146,16 @@ class TrainStep(_Transformed):
         if type(out) is Box and out.node.name is None:
             out.node.name = "loss"
         grads, cotangent_of = backward.traced_gradients(trace, out, boxed[0])
-        trace.replaying = _OPTIMIZER_LINES  # none of the user's lines: no comment
+        first = trace.next_id
+        trace.replaying = _OptimizerLines(self.optimizer)
         try:
             with trace:
+                hyper = {k: v for k, v in boxed[2].items() if k != "flags"}
                 new_params, new_state = self.optimizer._update(boxed[0], grads, boxed[1],
-                                                               boxed[2], args[3])
+                                                               hyper, args[2]["flags"])
         finally:
             trace.replaying = None
+        _name_update([node for node in trace.boxes if node.id >= first])
         loss_name = function_name(self.loss)
         graph = backward.fused_graph(
             f"{loss_name}_train_step", names, trace, (out, new_params, new_state),
@@ -156,18 +165,61 @@ class TrainStep(_Transformed):
                  f"traced at ({signature_text(args, names)})."))
         # the step overwrites params and state anyway: the code may write into them
         graph.donated = frozenset(b.node for b in leaves(boxed[:2]) if type(b) is Box)
+        graph.update = _update_header(self.optimizer)
         return graph
 
 
-# what the update's nodes take as their lines (recording.Trace.new_node): the update is the
-# optimizer's code, so its lines are none of the user's, not the caller's of the step
-_OPTIMIZER_LINES = types.SimpleNamespace(stack=(), statements=None)
+class _OptimizerLines:
+    """What the update's nodes take as their lines (tracer.Trace.new_node): the innermost
+    line of the optimizer's own code (its class's and its bases' files), which names the
+    values it assigns (`m = b1 * m + ...`: naming.py); never the caller's of the step."""
+
+    statements = None
+
+    def __init__(self, optimizer):
+        self.files = set()
+        for cls in type(optimizer).__mro__[:-1]:  # (not object's)
+            try:
+                self.files.add(inspect.getsourcefile(cls))
+            except TypeError:  # a class without a file: its lines name nothing
+                pass
+
+    @property
+    def stack(self):
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_filename in self.files:
+                return ((frame.f_code.co_filename, frame.f_lineno),)
+            frame = frame.f_back
+        return ()
+
+
+def _name_update(nodes):
+    """The update's values named after the optimizer's variables (Adam's `m`, `v`), then
+    its lines dropped: none is the user's, and the update's header points at them."""
+    naming.name_forward(nodes)
+    for node in nodes:
+        node.loc, node.stack = None, ()
+
+
+def _update_header(optimizer):
+    """The update's header: whose update it is and where its formulas are, as a source
+    comment says it (`Adam update: optim.py:123  Adam._leaf`), the lines being none of
+    the user's."""
+    title = f"{type(optimizer).__name__} update"
+    leaf = type(optimizer)._leaf
+    try:
+        line = inspect.getsourcelines(leaf)[1]
+        where = f"{os.path.basename(inspect.getsourcefile(leaf))}:{line}"
+    except (OSError, TypeError):  # no source: its name alone
+        return f"{title}: {leaf.__qualname__}"
+    return f"{title}: {where}  {leaf.__qualname__}"
 
 
 def _loss_on_params_and_batch(loss, boxed):
-    """How the step calls the traced loss: on params and the batch (after params, state,
-    hyper and flags)."""
-    return loss(boxed[0], *boxed[4:])
+    """How the step calls the traced loss: on params and the batch (after params, state
+    and hyper)."""
+    return loss(boxed[0], *boxed[3:])
 
 
 def _check_targets(targets, batch):

@@ -20,7 +20,7 @@ import pytest
 import autodiffgen as ad
 from autodiffgen import passes
 from autodiffgen.api import emit_functions
-from autodiffgen.codegen.expressions import WIDTH, docstring, wrap
+from autodiffgen.codegen.lines import WIDTH, docstring, wrap
 
 ROOT = pathlib.Path(__file__).parents[2]
 RNG = np.random.default_rng(11)

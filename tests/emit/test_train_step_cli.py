@@ -22,7 +22,7 @@ def test_emit_prints_the_whole_training_step(tmp_path):
     result = run("-m", "autodiffgen", "emit", DIGITS)
     assert result.returncode == 0, result.stderr
     source = result.stdout
-    assert "def loss_train_step(params, state, hyper, flags, x, y):" in source
+    assert "def loss_train_step(params, state, hyper, x, y):" in source
     assert "# forward" in source and "# backward" in source
     assert "hyper_lr = hyper['lr']" in source and "state_m_W1 = state['m']['W1']" in source
     assert "return (loss, {'W1':" in source

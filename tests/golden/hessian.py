@@ -3,21 +3,6 @@
 import numpy as np
 
 
-def _add_at(x, index, g, unique=False, out=None):
-    """x with g added at `index`: x plus the scatter of g there, without its array of
-    zeros. Written into `out` when given (x itself: the memory plan found x dead here),
-    else into a copy of x, which is left as it is."""
-    if out is None:
-        out = np.copy(x)
-    elif out is not x:
-        np.copyto(out, x)
-    if unique:
-        out[index] += g
-    else:
-        np.add.at(out, index, g)
-    return out
-
-
 def _scatter_add(g, index, shape, unique=False):
     """Zeros of `shape` with `g` added at `index` (the transpose of indexing)."""
     out = np.zeros(shape, dtype=np.result_type(g))
@@ -36,48 +21,48 @@ def hessian_fn_fwd(x):
     tanh = np.tanh(x)
     getitem = x[:-1]
     getitem_1 = x[1:]
-    scatter_add = _scatter_add(getitem, (slice(1, None),), (4,), unique=True)
+    hessian_fn = _scatter_add(getitem, (slice(1, None),), (4,), unique=True)
     del getitem
-    add_at = _add_at(scatter_add, np.s_[:-1], getitem_1, unique=True)
-    del getitem_1, scatter_add
+    hessian_fn[:-1] += getitem_1
+    del getitem_1
     multiply = 2 * tanh
     multiply_1 = tanh * tanh
     subtract = 1 - multiply_1
     del multiply_1
     multiply_2 = multiply * subtract
-    add = add_at + multiply_2
-    del add_at, multiply_2
-    return (add, (tanh, multiply, subtract))
+    hessian_fn += multiply_2
+    del multiply_2
+    return (hessian_fn, (tanh, multiply, subtract))
 
 
 def hessian_fn_bwd(residuals, g):
     """The cotangents of hessian_fn's arguments for the output cotangent g, traced
     at (x: float64[4])."""
-    tanh_1 = residuals[0]                 # saved by the forward pass
-    multiply_3 = residuals[1]
-    subtract_1 = residuals[2]
+    tanh = residuals[0]                   # saved by the forward pass
+    multiply = residuals[1]
+    subtract = residuals[2]
     # backward
-    g_multiply = g * subtract_1           # grad of multiply, golden_models.py:49
-    g_subtract = g * multiply_3
-    multiply_4 = g_subtract * tanh_1
+    g_multiply = g * subtract             # grad of multiply, golden_models.py:49
+    g_subtract = g * multiply
+    multiply_1 = g_subtract * tanh
     del g_subtract
     g_tanh = g_multiply * 2
     del g_multiply
-    add_1 = multiply_4 + multiply_4
-    del multiply_4
-    g_tanh -= add_1
-    del add_1
+    add = multiply_1 + multiply_1
+    del multiply_1
+    g_tanh -= add
+    del add
     g_getitem = g[:-1]                    # grad of add_at
     g_getitem_1 = g[1:]                   # grad of scatter_add
     g_x = _scatter_add(g_getitem, (slice(1, None),), (4,), unique=True)  # grad of getitem
     del g_getitem
     g_x[:-1] += g_getitem_1
     del g_getitem_1
-    multiply_5 = tanh_1 * tanh_1          # grad of tanh
-    subtract_2 = 1 - multiply_5
-    del multiply_5
-    multiply_6 = g_tanh * subtract_2
-    del g_tanh, subtract_2
-    g_x += multiply_6
-    del multiply_6
+    multiply_2 = tanh * tanh              # grad of tanh
+    subtract_1 = 1 - multiply_2
+    del multiply_2
+    multiply_3 = g_tanh * subtract_1
+    del g_tanh, subtract_1
+    g_x += multiply_3
+    del multiply_3
     return (g_x,)

@@ -10,7 +10,7 @@ def jvp_fn_jvp(W, x, t_W, t_x):
     matmul = W @ x                        # golden_models.py:58  return np.log1p(np.exp(W @ x))
     exp = np.exp(matmul)
     del matmul
-    log1p = np.log1p(exp)
+    jvp_fn = np.log1p(exp)
     # tangents
     t_matmul = t_W @ x                    # tangent of matmul, golden_models.py:58
     matmul_1 = W @ t_x
@@ -20,6 +20,6 @@ def jvp_fn_jvp(W, x, t_W, t_x):
     del t_matmul
     add = exp + 1                         # tangent of log1p
     del exp
-    t_log1p = t_exp / add
+    t_jvp_fn = t_exp / add
     del add, t_exp
-    return (log1p, t_log1p)
+    return (jvp_fn, t_jvp_fn)

@@ -2,9 +2,6 @@
 
 import numpy as np
 
-zeros = np.zeros((2, 5), dtype=np.float32)  # float32[2, 5]
-zeros_1 = np.zeros((5, 2), dtype=np.float32)  # float32[5, 2]
-
 
 def rnn_loss_value_and_grad(params, xs, target):
     """Value of rnn_loss and its gradient with respect to params, traced at (params: dict of 3,
@@ -15,55 +12,46 @@ def rnn_loss_value_and_grad(params, xs, target):
     # forward
     # golden_models.py:33  h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
     getitem = xs[0]
-    matmul = getitem @ params_Wx
-    del getitem
-    matmul_1 = zeros @ params_Wh
-    add = matmul + matmul_1
-    del matmul, matmul_1
-    add_1 = add + params_b
-    del add
     stack = np.empty((3, 2, 5), dtype=np.float32)  # stack: parts computed into it
-    tanh = np.tanh(add_1, out=stack[0])
-    del add_1
-    getitem_1 = xs[1]
-    matmul_2 = getitem_1 @ params_Wx
-    del getitem_1
-    matmul_3 = tanh @ params_Wh
-    add_2 = matmul_2 + matmul_3
-    del matmul_2, matmul_3
-    add_3 = add_2 + params_b
-    del add_2
-    tanh_1 = np.tanh(add_3, out=stack[1])
-    del add_3
-    getitem_2 = xs[2]
-    matmul_4 = getitem_2 @ params_Wx
-    del getitem_2
-    matmul_5 = tanh_1 @ params_Wh
-    add_4 = matmul_4 + matmul_5
-    del matmul_4, matmul_5
-    add_5 = add_4 + params_b
-    del add_4
-    tanh_2 = np.tanh(add_5, out=stack[2])
-    del add_5
-    getitem_3 = xs[3]
-    h = getitem_3 @ params_Wx
-    del getitem_3
-    matmul_6 = tanh_2 @ params_Wh
-    h += matmul_6
-    del matmul_6
+    h = np.matmul(getitem, params_Wx, out=stack[0])
+    del getitem
     h += params_b
     np.tanh(h, out=h)
-    subtract = h - target                 # golden_models.py:34  return np.mean((h - target) ** 2)
+    getitem_1 = xs[1]
+    h_1 = np.matmul(getitem_1, params_Wx, out=stack[1])
+    del getitem_1
+    matmul = h @ params_Wh
+    h_1 += matmul
+    del matmul
+    h_1 += params_b
+    np.tanh(h_1, out=h_1)
+    getitem_2 = xs[2]
+    h_2 = np.matmul(getitem_2, params_Wx, out=stack[2])
+    del getitem_2
+    matmul_1 = h_1 @ params_Wh
+    h_2 += matmul_1
+    del matmul_1
+    h_2 += params_b
+    np.tanh(h_2, out=h_2)
+    getitem_3 = xs[3]
+    h_3 = getitem_3 @ params_Wx
+    del getitem_3
+    matmul_2 = h_2 @ params_Wh
+    h_3 += matmul_2
+    del matmul_2
+    h_3 += params_b
+    np.tanh(h_3, out=h_3)
+    subtract = h_3 - target               # golden_models.py:34  return np.mean((h - target) ** 2)
     power = subtract ** 2
     del subtract
     rnn_loss = np.mean(power)
     del power
     # backward
-    # saved by the forward: tanh, tanh_1, tanh_2, h
-    g_subtract = h - target               # recomputed, not saved: golden_models.py:34
-    g_subtract *= np.float32(0.20000000298023224)  # grad of power
-    multiply = h * h                      # grad of tanh, golden_models.py:33
-    del h
+    # saved by the forward: h, h_1, h_2, h_3
+    g_subtract = h_3 - target             # recomputed, not saved: golden_models.py:34
+    g_subtract *= np.float32(0.2)         # grad of power
+    multiply = h_3 * h_3                  # grad of tanh, golden_models.py:33
+    del h_3
     subtract_1 = 1 - multiply
     del multiply
     stack_1 = np.empty((4, 2, 5), dtype=np.float32)  # stack: parts computed into it
@@ -71,41 +59,30 @@ def rnn_loss_value_and_grad(params, xs, target):
     del g_subtract, subtract_1
     g_params_b = np.sum(g_add, axis=0)    # grad of add
     transpose = np.ascontiguousarray(params_Wh.T)  # grad of matmul
-    g_tanh_2 = g_add @ transpose
+    g_h = g_add @ transpose
     del g_add
-    multiply_1 = tanh_2 * tanh_2          # grad of tanh
-    del tanh_2
+    multiply_1 = h_2 * h_2                # grad of tanh
+    del h_2
     subtract_2 = 1 - multiply_1
     del multiply_1
-    g_add_5 = np.multiply(g_tanh_2, subtract_2, out=stack_1[2])
-    del g_tanh_2, subtract_2
-    sum_1 = np.sum(g_add_5, axis=0)       # grad of add
+    g_add_1 = np.multiply(g_h, subtract_2, out=stack_1[2])
+    del g_h, subtract_2
+    sum_1 = np.sum(g_add_1, axis=0)       # grad of add
     g_params_b += sum_1
     del sum_1
-    g_tanh_1 = g_add_5 @ transpose        # grad of matmul
-    del g_add_5
-    multiply_2 = tanh_1 * tanh_1          # grad of tanh
-    del tanh_1
+    g_h_1 = g_add_1 @ transpose           # grad of matmul
+    del g_add_1
+    multiply_2 = h_1 * h_1                # grad of tanh
+    del h_1
     subtract_3 = 1 - multiply_2
     del multiply_2
-    g_add_3 = np.multiply(g_tanh_1, subtract_3, out=stack_1[1])
-    del g_tanh_1, subtract_3
-    sum_2 = np.sum(g_add_3, axis=0)       # grad of add
+    g_add_2 = np.multiply(g_h_1, subtract_3, out=stack_1[1])
+    del g_h_1, subtract_3
+    sum_2 = np.sum(g_add_2, axis=0)       # grad of add
     g_params_b += sum_2
     del sum_2
-    g_tanh = g_add_3 @ transpose          # grad of matmul
-    del g_add_3, transpose
-    multiply_3 = tanh * tanh              # grad of tanh
-    del tanh
-    subtract_4 = 1 - multiply_3
-    del multiply_3
-    g_add_1 = np.multiply(g_tanh, subtract_4, out=stack_1[0])
-    del g_tanh, subtract_4
-    sum_3 = np.sum(g_add_1, axis=0)       # grad of add
-    g_params_b += sum_3
-    del sum_3
-    matmul_7 = zeros_1 @ g_add_1          # grad of matmul
-    del g_add_1
+    g_h_2 = g_add_2 @ transpose           # grad of matmul
+    del g_add_2, transpose
     reshape = np.reshape(stack, (6, 5))
     del stack
     stack_2 = stack_1[1:]
@@ -113,9 +90,17 @@ def rnn_loss_value_and_grad(params, xs, target):
     del stack_2
     g_params_Wh = reshape.T @ reshape_1
     del reshape, reshape_1
-    g_params_Wh += matmul_7
-    del matmul_7
-    reshape_2 = np.reshape(stack_1, (8, 5))
+    multiply_3 = h * h                    # grad of tanh
+    del h
+    subtract_4 = 1 - multiply_3
+    del multiply_3
+    g_add_3 = np.multiply(g_h_2, subtract_4, out=stack_1[0])
+    del g_h_2, subtract_4
+    sum_3 = np.sum(g_add_3, axis=0)       # grad of add
+    del g_add_3
+    g_params_b += sum_3
+    del sum_3
+    reshape_2 = np.reshape(stack_1, (8, 5))  # grad of matmul
     del stack_1
     reshape_3 = np.reshape(xs, (8, 3))
     g_params_Wx = reshape_3.T @ reshape_2

@@ -2,18 +2,13 @@
 
 import numpy as np
 
-
-class GuardFailure(Exception):
-    """Raised by generated code when the arguments take another path than the traced one."""
-
-
 indices = np.arange(16, dtype=np.int64)   # int64[16]
 
 
-def step_loss_train_step(params, state, hyper, flags, x, y):
+def step_loss_train_step(params, state, hyper, x, y):
     """step_loss(params, ...), its gradient with respect to params and Adam's update: (value,
-    new params, new state), traced at (params: dict of 4, state: dict of 3, hyper: dict of 5,
-    flags: tuple of 1, x: float64[16, 64], y: int64[16])."""
+    new params, new state), traced at (params: dict of 4, state: dict of 3, hyper: dict of 6,
+    x: float64[16, 64], y: int64[16])."""
     params_W1 = params['W1']              # unpack the argument
     params_b1 = params['b1']
     params_W2 = params['W2']
@@ -52,7 +47,7 @@ def step_loss_train_step(params, state, hyper, flags, x, y):
     del log_probs
     mean = np.mean(getitem)
     del getitem
-    loss = -mean
+    step_loss = -mean
     # backward
     # saved by the forward: h, exp, sum_1
     g_shifted = exp / sum_1               # grad of subtract, golden_models.py:98
@@ -70,103 +65,102 @@ def step_loss_train_step(params, state, hyper, flags, x, y):
     g_params_b1 = np.sum(g_add, axis=0)   # grad of add
     g_params_W1 = x.T @ g_add             # grad of matmul
     del g_add
-    # update
-    try:
-        add = state_step + 1.0
-        multiply = np.multiply(hyper_beta1, state_m_W1, out=state_m_W1)
-        subtract = 1.0 - hyper_beta1
-        multiply_1 = subtract * g_params_W1
-        add_1 = multiply + multiply_1
-        del multiply, multiply_1, state_m_W1
-        multiply_2 = np.multiply(hyper_beta2, state_v_W1, out=state_v_W1)
-        subtract_1 = 1.0 - hyper_beta2
-        multiply_3 = g_params_W1 * g_params_W1
-        del g_params_W1
-        multiply_4 = subtract_1 * multiply_3
-        del multiply_3
-        add_2 = multiply_2 + multiply_4
-        del multiply_2, multiply_4, state_v_W1
-        power = hyper_beta1 ** add
-        subtract_2 = 1.0 - power
-        power_1 = hyper_beta2 ** add
-        subtract_3 = 1.0 - power_1
-        sqrt = np.sqrt(subtract_3)
-        divide = hyper_lr / subtract_2
-        multiply_5 = divide * add_1
-        sqrt_1 = np.sqrt(add_2)
-        divide_1 = sqrt_1 / sqrt
-        del sqrt_1
-        add_3 = divide_1 + hyper_eps
-        del divide_1
-        divide_2 = multiply_5 / add_3
-        del add_3, multiply_5
-        subtract_4 = np.subtract(params_W1, divide_2, out=params_W1)
-        del divide_2
-        multiply_6 = np.multiply(hyper_beta1, state_m_b1, out=state_m_b1)
-        multiply_7 = subtract * g_params_b1
-        add_4 = multiply_6 + multiply_7
-        del multiply_6, multiply_7, state_m_b1
-        multiply_8 = np.multiply(hyper_beta2, state_v_b1, out=state_v_b1)
-        multiply_9 = g_params_b1 * g_params_b1
-        del g_params_b1
-        multiply_10 = subtract_1 * multiply_9
-        del multiply_9
-        add_5 = multiply_8 + multiply_10
-        del multiply_10, multiply_8, state_v_b1
-        multiply_11 = divide * add_4
-        sqrt_2 = np.sqrt(add_5)
-        divide_3 = sqrt_2 / sqrt
-        del sqrt_2
-        add_6 = divide_3 + hyper_eps
-        del divide_3
-        divide_4 = multiply_11 / add_6
-        del add_6, multiply_11
-        subtract_5 = np.subtract(params_b1, divide_4, out=params_b1)
-        del divide_4
-        multiply_12 = np.multiply(hyper_beta1, state_m_W2, out=state_m_W2)
-        multiply_13 = subtract * g_params_W2
-        add_7 = multiply_12 + multiply_13
-        del multiply_12, multiply_13, state_m_W2
-        multiply_14 = np.multiply(hyper_beta2, state_v_W2, out=state_v_W2)
-        multiply_15 = g_params_W2 * g_params_W2
-        del g_params_W2
-        multiply_16 = subtract_1 * multiply_15
-        del multiply_15
-        add_8 = multiply_14 + multiply_16
-        del multiply_14, multiply_16, state_v_W2
-        multiply_17 = divide * add_7
-        sqrt_3 = np.sqrt(add_8)
-        divide_5 = sqrt_3 / sqrt
-        del sqrt_3
-        add_9 = divide_5 + hyper_eps
-        del divide_5
-        divide_6 = multiply_17 / add_9
-        del add_9, multiply_17
-        subtract_6 = params_W2 - divide_6
-        del divide_6, params_W2
-        multiply_18 = np.multiply(hyper_beta1, state_m_b2, out=state_m_b2)
-        multiply_19 = subtract * g_params_b2
-        add_10 = multiply_18 + multiply_19
-        del multiply_18, multiply_19, state_m_b2
-        multiply_20 = np.multiply(hyper_beta2, state_v_b2, out=state_v_b2)
-        multiply_21 = g_params_b2 * g_params_b2
-        del g_params_b2
-        multiply_22 = subtract_1 * multiply_21
-        del multiply_21
-        add_11 = multiply_20 + multiply_22
-        del multiply_20, multiply_22, state_v_b2
-        multiply_23 = divide * add_10
-        sqrt_4 = np.sqrt(add_11)
-        divide_7 = sqrt_4 / sqrt
-        del sqrt_4
-        add_12 = divide_7 + hyper_eps
-        del divide_7
-        divide_8 = multiply_23 / add_12
-        del add_12, multiply_23
-        subtract_7 = np.subtract(params_b2, divide_8, out=params_b2)
-        del divide_8
-    except (ArithmeticError, LookupError, TypeError, ValueError) as error:
-        raise GuardFailure(f'?: raised {error!r}, which it did not when traced') from None
-    return (loss, {'W1': subtract_4, 'b1': subtract_5, 'W2': subtract_6, 'b2': subtract_7},
-            {'step': add, 'm': {'W1': add_1, 'b1': add_4, 'W2': add_7, 'b2': add_10},
-             'v': {'W1': add_2, 'b1': add_5, 'W2': add_8, 'b2': add_11}})
+    # Adam update: optim.py:122  Adam._leaf
+    step = state_step + 1.0
+    multiply = np.multiply(hyper_beta1, state_m_W1, out=state_m_W1)
+    subtract = 1.0 - hyper_beta1
+    multiply_1 = subtract * g_params_W1
+    m = multiply + multiply_1
+    del multiply, multiply_1, state_m_W1
+    multiply_2 = np.multiply(hyper_beta2, state_v_W1, out=state_v_W1)
+    subtract_1 = 1.0 - hyper_beta2
+    multiply_3 = g_params_W1 * g_params_W1
+    del g_params_W1
+    multiply_4 = subtract_1 * multiply_3
+    del multiply_3
+    v = multiply_2 + multiply_4
+    del multiply_2, multiply_4, state_v_W1
+    power = hyper_beta1 ** step
+    correction1 = 1.0 - power
+    power_1 = hyper_beta2 ** step
+    subtract_2 = 1.0 - power_1
+    root2 = np.sqrt(subtract_2)
+    divide = hyper_lr / correction1
+    multiply_5 = divide * m
+    sqrt = np.sqrt(v)
+    divide_1 = sqrt / root2
+    del sqrt
+    add = divide_1 + hyper_eps
+    del divide_1
+    divide_2 = multiply_5 / add
+    del add, multiply_5
+    subtract_3 = np.subtract(params_W1, divide_2, out=params_W1)
+    del divide_2
+    multiply_6 = np.multiply(hyper_beta1, state_m_b1, out=state_m_b1)
+    multiply_7 = subtract * g_params_b1
+    m_1 = multiply_6 + multiply_7
+    del multiply_6, multiply_7, state_m_b1
+    multiply_8 = np.multiply(hyper_beta2, state_v_b1, out=state_v_b1)
+    multiply_9 = g_params_b1 * g_params_b1
+    del g_params_b1
+    multiply_10 = subtract_1 * multiply_9
+    del multiply_9
+    v_1 = multiply_8 + multiply_10
+    del multiply_10, multiply_8, state_v_b1
+    multiply_11 = divide * m_1
+    sqrt_1 = np.sqrt(v_1)
+    divide_3 = sqrt_1 / root2
+    del sqrt_1
+    add_1 = divide_3 + hyper_eps
+    del divide_3
+    divide_4 = multiply_11 / add_1
+    del add_1, multiply_11
+    subtract_4 = np.subtract(params_b1, divide_4, out=params_b1)
+    del divide_4
+    multiply_12 = np.multiply(hyper_beta1, state_m_W2, out=state_m_W2)
+    multiply_13 = subtract * g_params_W2
+    m_2 = multiply_12 + multiply_13
+    del multiply_12, multiply_13, state_m_W2
+    multiply_14 = np.multiply(hyper_beta2, state_v_W2, out=state_v_W2)
+    multiply_15 = g_params_W2 * g_params_W2
+    del g_params_W2
+    multiply_16 = subtract_1 * multiply_15
+    del multiply_15
+    v_2 = multiply_14 + multiply_16
+    del multiply_14, multiply_16, state_v_W2
+    multiply_17 = divide * m_2
+    sqrt_2 = np.sqrt(v_2)
+    divide_5 = sqrt_2 / root2
+    del sqrt_2
+    add_2 = divide_5 + hyper_eps
+    del divide_5
+    divide_6 = multiply_17 / add_2
+    del add_2, multiply_17
+    subtract_5 = params_W2 - divide_6
+    del divide_6, params_W2
+    multiply_18 = np.multiply(hyper_beta1, state_m_b2, out=state_m_b2)
+    multiply_19 = subtract * g_params_b2
+    m_3 = multiply_18 + multiply_19
+    del multiply_18, multiply_19, state_m_b2
+    multiply_20 = np.multiply(hyper_beta2, state_v_b2, out=state_v_b2)
+    multiply_21 = g_params_b2 * g_params_b2
+    del g_params_b2
+    multiply_22 = subtract_1 * multiply_21
+    del multiply_21
+    v_3 = multiply_20 + multiply_22
+    del multiply_20, multiply_22, state_v_b2
+    multiply_23 = divide * m_3
+    sqrt_3 = np.sqrt(v_3)
+    divide_7 = sqrt_3 / root2
+    del sqrt_3
+    add_3 = divide_7 + hyper_eps
+    del divide_7
+    divide_8 = multiply_23 / add_3
+    del add_3, multiply_23
+    subtract_6 = np.subtract(params_b2, divide_8, out=params_b2)
+    del divide_8
+    return (step_loss, {'W1': subtract_3, 'b1': subtract_4, 'W2': subtract_5, 'b2': subtract_6},
+            {'step': step, 'm': {'W1': m, 'b1': m_1, 'W2': m_2, 'b2': m_3}, 'v': {'W1': v,
+                                                                                  'b1': v_1,
+                                                                                  'W2': v_2,
+                                                                                  'b2': v_3}})

@@ -13,6 +13,7 @@ from graph_helpers import traced
 import autodiffgen as ad
 from autodiffgen import passes
 from autodiffgen.codegen import expressions as emit_ast
+from autodiffgen.codegen import lines as emit_lines
 from autodiffgen.graph import Node
 
 SIZES = (50, 200, 800)
@@ -210,10 +211,10 @@ def test_ints_are_slots_of_their_layout(text):
 
 
 def _at_commas_by_scanning(line, width):
-    """emit_ast._at_commas as it was, scanning every break for each line (quadratic)."""
+    """lines._at_commas as it was, scanning every break for each line (quadratic)."""
     text = line.lstrip()
     indent = len(line) - len(text)
-    breaks = [(at, opened) for kind, _, at, opened in emit_ast._tokens(text)
+    breaks = [(at, opened) for kind, _, at, opened in emit_lines._tokens(text)
               if kind == "," and opened is not None]
     lines = []
     start, column = 0, indent
@@ -242,7 +243,7 @@ def test_a_long_line_wraps_at_its_commas_as_before(line):
     """wrap on calls with many arguments (a stack of every row of a long loop), each break
     now found by bisection: the same lines as the scan gave."""
     for width in (40, 100):
-        assert emit_ast._at_commas(line, width) == _at_commas_by_scanning(line, width)
+        assert emit_lines._at_commas(line, width) == _at_commas_by_scanning(line, width)
     lines = emit_ast.wrap(line)
     assert len(lines) > 1
     assert "".join(line.split()) == "".join("".join(lines).split())

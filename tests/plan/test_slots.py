@@ -230,7 +230,7 @@ def test_a_long_chain_computed_in_place_into_its_slot():
     _agree((value, (grad,)), _tape(f, (x,), 0)[:1] + ((_tape(f, (x,), 0)[1],),), 1e-10)
 
 
-# ---- layout for BLAS (emit_memory.contiguous_transposes, emit_slots.c_ordered_product) ----
+# ---- layout for BLAS (emit_memory.contiguous_transposes) ----------------------------------
 def tanh_chain(W, V, x):
     """Several products by W.T (a backward reads it once per step, here the forward)."""
     h = x
@@ -270,9 +270,9 @@ def test_a_transpose_read_as_the_left_operand_is_not_copied():
     check_grads(shared_input, *args, argnums=(0, 1))
 
 
-def test_a_product_into_a_c_ordered_buffer_is_np_dot(monkeypatch):
-    """np.dot(..., out=) for a 2-D product into a contiguous slot or a dead product;
-    np.matmul into anything else (a ufunc's result may be Fortran-ordered)."""
+def test_a_product_into_a_buffer_is_np_matmul(monkeypatch):
+    """One spelling per product (issue 26): `a @ b`, or np.matmul(..., out=) into a
+    contiguous slot, a dead product or any other buffer; never np.dot beside them."""
     monkeypatch.setattr(memory, "MIN_ELEMENTS", 1)  # buffers of any size worth reusing
     w, v, xs = RNG.normal(size=(3, 3)), RNG.normal(size=(3, 3)), RNG.normal(size=(4, 2, 3))
 
@@ -282,8 +282,9 @@ def test_a_product_into_a_c_ordered_buffer_is_np_dot(monkeypatch):
             h = np.tanh(xs[t] + h @ w)
         return np.sum(h @ v)
     source = ad.emit(rnn, w, v, xs, argnums=(0, 1, 2))
-    dots = [line for line in source.splitlines() if "np.dot(" in line]
-    assert dots and all("out=" in line for line in dots)
+    into = [line for line in source.splitlines() if "np.matmul(" in line]
+    assert into and all("out=" in line for line in into)
+    assert "np.dot(" not in source
     check_grads(rnn, w, v, xs, argnums=(0, 1, 2))
     xf = np.asfortranarray(RNG.normal(size=(6, 6)))
 

@@ -195,10 +195,13 @@ def test_float32_stays_float32_and_source_is_the_whole_step():
     for got, want in zip(flat(params), flat(expected)):
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=1e-5)
     source = step.source(params, state, x, y)
-    assert "def loss_train_step(params, state, hyper, flags, x, y):" in source
+    assert "def loss_train_step(params, state, hyper, x, y):" in source
     assert "hyper_lr = hyper['lr']" in source and "# forward" in source
-    update = source[source.index("# update"):]  # the optimizer's lines: none of the caller's
+    # the optimizer's lines under their own header, pointing at its formulas: none of the caller's
+    update = source[source.index("    # Adam update: optim.py:"):]
+    assert "Adam._leaf" in update.splitlines()[0]
     assert "# backward" in source and "test_optim.py" not in update
+    assert source.count("# forward") == 1
 
 
 def test_what_the_loss_reads_besides_its_arguments_is_read_at_every_step():

@@ -61,7 +61,8 @@ class Arguments:
                 self.names[node] = name = self.params[path[0]]
                 self.ns.used.add(name)
                 continue
-            name = self.ns.fresh(node.name or (node.prim.name if node.prim else "v"))
+            name = self.ns.fresh(self.saved.get(node) or node.name or
+                                 (node.prim.name if node.prim else "v"))
             self.names[node] = name
             saved = node in self.graph.paths
             lines.append((f"{name} = {self.path_text(path)}",

@@ -28,7 +28,7 @@ from ..generated_helpers import HELPERS
 from ..graph import Node, op
 from ..graph.size_formulas import SymArray
 from ..plan.planner import Plan, plan
-from ..plan.slots import Slot, c_ordered_product, subscript_ast
+from ..plan.slots import Slot, subscript_ast
 from ..rules.buffers import ufunc_of
 from ..trace.count_sources import count_var
 from ..trace.naming import RESERVED, Namespace
@@ -77,6 +77,7 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback):
         self.params = [self.ns.fresh(p) if p in RESERVED or p in HELPERS else p
                        for p in graph.params]
         self.names = {}
+        self.saved = {}  # saved input -> the name the forward function gave it (emit_module)
         # content key -> (name, value); shared by the functions of one module
         self.constants = {} if constants is None else constants
         self.injected = {}
@@ -238,7 +239,8 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback):
 
     def value_ast(self, node, out):
         """The right-hand side of a node's statement; `out`: the buffer the plan writes
-        it into (a dead value's, or a join's Slot), or None."""
+        it into (a dead value's, or a join's Slot), or None. One spelling per operation: a
+        product is `a @ b`, or `np.matmul(a, b, out=buf)` when written into a buffer."""
         args = [self.arg_ast(a) for a in node.args]
         if out is not None:  # an operand dying here, a buffer dead before, a join's slot
             where = self.slot_ast(out) if type(out) is Slot else self.arg_ast(out)
@@ -246,9 +248,7 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback):
                 tree = expression(node, args, self.param_ast)
                 tree.keywords.append(ast.keyword("out", where))
                 return tree
-            func = "dot" if c_ordered_product(node, out, self.plan.ordered) \
-                else ufunc_of(node.prim)
-            return call_ast(f"np.{func}", args, [ast.keyword("out", where)])
+            return call_ast(f"np.{ufunc_of(node.prim)}", args, [ast.keyword("out", where)])
         if node.prim.name == "astype" and node.args[0].python_number:
             # a Python number has no .astype: np.float32(t)
             return call_ast(render(literal_ast(node.params["dtype"])), args)
@@ -308,6 +308,18 @@ def _import_groups(imports):
 
 # a constant indexed by computed arrays, written as a call that a trace of the generated
 # code can follow (ndarray.__getitem__ cannot take a traced index): generated_helpers._getitem
+def _saved_names(forward, graph):
+    """A backward function's saved inputs named as the forward function that saved them
+    named them: `tanh = residuals[0]` where the forward returns (out, (tanh, ...))."""
+    outputs = forward.graph.outputs if forward is not None else None
+    if not graph.paths or type(outputs) is not tuple or len(outputs) < 2 \
+            or type(outputs[1]) is not tuple \
+            or graph.name.removesuffix("_bwd") != forward.graph.name.removesuffix("_fwd"):
+        return {}
+    return {node: forward.names.get(outputs[1][path[1]]) for node, path in graph.paths.items()
+            if len(path) == 2 and path[0] == 0 and path[1] < len(outputs[1])}
+
+
 _GETITEM_CALL = SimpleNamespace(name="getitem", template="_getitem({0}, np.s_[{index}])",
                                 defaults={})
 
@@ -326,19 +338,25 @@ def emit_module(graphs, standalone=False, pure=False, extra=(), extra_helpers=()
     """
     functions, function_locs, helpers, imports, constants = [], [], set(), set(), {}
     shared = Namespace(p for graph in graphs for p in graph.params)  # no constant shadows one
+    # what no local may shadow: the functions' names so far, every function's parameters
+    # (a constant named in one function must not be a later one's parameter)
+    emitter, module = None, {p for graph in graphs for p in graph.params}
     for graph in graphs:
-        emitter = Emitter(plan(graph, pure), standalone, constants, pure)
+        forward, emitter = emitter, Emitter(plan(graph, pure), standalone, constants, pure)
+        emitter.saved = _saved_names(forward, graph)
         emitters = [emitter]
         if emitter.scalar:  # and its NumPy twin, for NumPy's values where math's differ
             emitter.numpy_twin = shared.fresh(f"{graph.name}_numpy")
             twin = plan(twin_graph(graph, emitter.numpy_twin), pure)
             emitters.insert(0, Emitter(twin, standalone, constants, pure))
             emitters[0].twin = True
-        before, texts = set(shared.used), []
+        texts = []
         for each in emitters:  # the twin first: the other's names avoid its constants'
-            each.ns.used |= before | {entry[0] for entry in constants.values()}
+            # another function's locals it may repeat (`tanh` in a forward and its backward)
+            each.ns.used |= module | {entry[0] for entry in constants.values()}
             texts.append(("\n".join(each.function()), each.line_locs))
-            shared.used |= each.ns.used
+            module.add(each.graph.name)
+            shared.used.add(each.graph.name)
             helpers |= each.helpers
             imports |= each.imports
         for text, line_locs in reversed(texts):  # the function, then its twin

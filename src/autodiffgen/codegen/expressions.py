@@ -3,31 +3,29 @@
 Each primitive's template (e.g. "np.sum({0})") is parsed into an expression whose
 placeholders are filled with argument and parameter expressions; static values
 (parameters, scalars, dtypes, small constant arrays) become literals. `render` turns any
-of these into source: the one place that calls astor. `wrap` and `docstring` keep the
-lines it makes within 100 characters.
+of these into source: the one place that calls astor. Static values are literals.py's;
+lines.py keeps the lines within 100 characters.
 """
 
 import ast
-import bisect
 import copy
 import functools
-import io
-import math
 import re
-import textwrap
 import threading
-import tokenize
 import warnings
 
 import numpy as np
 
-from ..graph import Index, Slot
-from ..graph.size_formulas import Dim, Scale, is_count_var
 from ..trace.raising import PARSE_LOCK
+from .lines import WIDTH, docstring, wrap  # noqa: F401  (the emitter's, re-exported)
+from .literals import (  # noqa: F401  (constant_ast, symbolic_array_ast: the emitter's)
+    call_ast,
+    constant_ast,
+    index_item,
+    literal_ast,
+    symbolic_array_ast,
+)
 from .scalar import SCALAR
-
-_INLINE_LIMIT = 16  # constant arrays up to this size are written out as literals
-
 
 _RENDER_LOCK = threading.Lock()
 
@@ -323,30 +321,8 @@ class _Fill:
 
 
 def _subscript_ast(index, args):
-    items = [_index_item(i, args, subscript=True) for i in index.items]
+    items = [index_item(i, args, subscript=True) for i in index.items]
     return items[0] if len(items) == 1 else ast.Tuple(items, ast.Load())
-
-
-def _index_item(item, args, subscript):
-    if type(item) is Slot:
-        return args[item.k]
-    if type(item) is slice:
-        bounds = [None if b is None else _bound(b, args)
-                  for b in (item.start, item.stop, item.step)]
-        if subscript:
-            return ast.Slice(*bounds)
-        if bounds[2] is None:  # slice(a, b); slice(b) only when a is None: slice(1) is [:1]
-            bounds = bounds[1:2] if bounds[0] is None else bounds[:2]
-        return call_ast("slice", [b or ast.Constant(None) for b in bounds])
-    return _bound(item)
-
-
-def _bound(value, args=()):
-    """An index or slice bound: a number, a size in n (size_formulas.Dim), or an int the
-    code computes (a Slot: X[i * bs:(i + 1) * bs] with i an input)."""
-    if type(value) is Slot:
-        return args[value.k]
-    return symbol_ast(value) if type(value) is Dim else ast.Constant(value)
 
 
 def indexed_update(call, name):
@@ -359,59 +335,8 @@ def indexed_update(call, name):
     return ast.Expr(call_ast("np.add.at", [ast.Name(name, ast.Load()), index, v]))
 
 
-def call_ast(func, args, keywords=()):
-    return ast.Call(_dotted(func), list(args), list(keywords))
-
-
-def _dotted(path):
-    parts = path.split(".")
-    node = ast.Name(parts[0], ast.Load())
-    for part in parts[1:]:
-        node = ast.Attribute(node, part, ast.Load())
-    return node
-
-
 def _same(a, b):
     return type(a) is type(b) and a == b
-
-
-def dtype_ast(dtype):
-    name = np.dtype(dtype).name
-    return _dotted("np.bool_" if name == "bool" else f"np.{name}")
-
-
-def literal_ast(value, args=()):
-    """An expression for a static value: parameters and scalar constants."""
-    if type(value) in (Dim, Scale):
-        return symbol_ast(value)
-    if type(value) is Index:
-        items = [_index_item(i, args, subscript=False) for i in value.items]
-        return ast.Tuple(items, ast.Load())
-    if isinstance(value, (np.dtype, type)) and value is not bool:
-        return dtype_ast(value)
-    if isinstance(value, tuple):
-        return ast.Tuple([literal_ast(v, args) for v in value], ast.Load())
-    if type(value) is list:  # item by item: a formula in it is code, not its repr
-        return ast.List([literal_ast(v, args) for v in value], ast.Load())
-    if isinstance(value, np.generic) and type(value.item()) is type(value):
-        return _long_ast(value)
-    if isinstance(value, np.generic):
-        return call_ast(f"np.{value.dtype.name}" if value.dtype != np.bool_ else "np.bool_",
-                     [literal_ast(value.item())])
-    if isinstance(value, float) and not np.isfinite(value):
-        text = "np.nan" if np.isnan(value) else "np.inf"
-        node = _dotted(text)
-        return ast.UnaryOp(ast.USub(), node) if value < 0 else node
-    return ast.Constant(value)
-
-
-def _long_ast(value):
-    """np.longdouble (clongdouble): no Python number holds it; its shortest repr string,
-    which NumPy parses at full precision, does (the complex one as re + im * 1j)."""
-    if value.dtype.kind != "c":
-        return call_ast(f"np.{value.dtype.name}", [ast.Constant(str(value))])
-    return ast.BinOp(_long_ast(value.real), ast.Add(),
-                     ast.BinOp(_long_ast(value.imag), ast.Mult(), ast.Constant(1j)))
 
 
 def expression(node, arg_asts, param_ast=literal_ast, scalar=False):
@@ -427,275 +352,3 @@ def expression(node, arg_asts, param_ast=literal_ast, scalar=False):
             if not _same(value, default):
                 tree.keywords.append(ast.keyword(key, literal_ast(value)))
     return tree
-
-
-# ---- constants --------------------------------------------------------------------------
-def constant_ast(array, standalone):
-    """How a module-level constant array is made, or None if it must be injected."""
-    if array.ndim == 0:  # a NumPy scalar: the same type promotion as a 0-d array
-        return literal_ast(array[()])
-    dtype = dtype_ast(array.dtype)
-    flat = array.ravel()
-    if array.size == 0:  # np.array([]) would lose the shape: np.zeros((0, 3)) keeps it
-        return call_ast("np.zeros", [literal_ast(array.shape)], [ast.keyword("dtype", dtype)])
-    if (flat == flat[0]).all():
-        fill = flat[0].item()
-        if fill == 0 and not isinstance(fill, bool):
-            return call_ast("np.zeros", [literal_ast(array.shape)], [ast.keyword("dtype", dtype)])
-        return call_ast("np.full", [literal_ast(array.shape), literal_ast(fill)],
-                     [ast.keyword("dtype", dtype)])
-    if array.ndim == 1 and np.issubdtype(array.dtype, np.integer) \
-            and (array == np.arange(array.size)).all():
-        return call_ast("np.arange", [ast.Constant(array.size)], [ast.keyword("dtype", dtype)])
-    if array.size <= _INLINE_LIMIT:
-        return call_ast("np.array", [literal_ast_list(array.tolist())],
-                        [ast.keyword("dtype", dtype)])
-    if not standalone:
-        return None
-    data = np.ascontiguousarray(array).tobytes().hex()
-    buf = call_ast("np.frombuffer", [call_ast("bytes.fromhex", [ast.Constant(data)])],
-                [ast.keyword("dtype", dtype)])
-    return call_ast("np.copy", [ast.Call(ast.Attribute(buf, "reshape", ast.Load()),
-                                      [literal_ast(array.shape)], [])])
-
-
-def literal_ast_list(value):
-    if isinstance(value, list):
-        return ast.List([literal_ast_list(v) for v in value], ast.Load())
-    return literal_ast(value)
-
-
-# ---- formulas in the batch size (size_formulas.py) ---------------------------------------------
-def symbol_ast(value):
-    """`n`, `2 * n - 1`, `-1.0 / n`, `np.float32(0.5 / n)`: a size or a scale in n."""
-    n = ast.Name(value.var, ast.Load())
-    if type(value) is Dim:
-        tree = _times(value.a, n)
-        if value.b:
-            tree = ast.BinOp(tree, ast.Add() if value.b > 0 else ast.Sub(),
-                             ast.Constant(abs(value.b)))
-    elif value.power not in (1, -1) or value.power == 1 and (value.m, value.b) != (1, 0):
-        tree = _powered_ast(value)
-    elif value.power == -1 and is_count_var(value.var):  # a count may be 0: inf, as NumPy
-        tree = call_ast("np.divide", [_signed(value.k), symbol_ast(value.count)])
-    elif value.power == -1:
-        tree = ast.BinOp(_signed(value.k), ast.Div(), symbol_ast(value.count))
-    else:
-        tree = call_ast("float", [n]) if value.k == 1 else ast.BinOp(_signed(value.k),
-                                                                      ast.Mult(), n)
-    return tree if value.cast is None else call_ast(f"np.{np.dtype(value.cast).name}", [tree])
-
-
-def _powered_ast(value):
-    """k * (m*n + b) ** p of a count (size_formulas._powered): `float(count + 1)`,
-    `count ** 2`, `np.sqrt(count)`, `float(np.divide(1.0, count ** 2))`."""
-    base = symbol_ast(Dim(value.m, value.b, var=value.var))
-    if value.power in (0.5, -0.5):
-        core = call_ast("np.sqrt", [base])
-    elif abs(value.power) == 2:
-        core = ast.BinOp(base, ast.Pow(), ast.Constant(2))
-    else:
-        core = base
-    if value.power < 0:
-        return call_ast("float", [call_ast("np.divide", [_signed(value.k), core])])
-    if value.k != 1:
-        return ast.BinOp(_signed(value.k), ast.Mult(), core)
-    return call_ast("float", [core]) if type(value.k) is float else core
-
-
-def _times(a, n):
-    if a == 1:
-        return n
-    if a == -1:
-        return ast.UnaryOp(ast.USub(), n)
-    return ast.BinOp(ast.Constant(a), ast.Mult(), n)
-
-
-def _signed(k):
-    """A float literal, negative as `-1.0` rather than `(-1.0)`."""
-    return ast.UnaryOp(ast.USub(), literal_ast(-k)) if k < 0 else literal_ast(k)
-
-
-def symbolic_array_ast(array):
-    """How generated code makes a size_formulas.SymArray: np.arange(n), np.full((n,), 1 / n)."""
-    dtype = ast.keyword("dtype", dtype_ast(array.dtype))
-    shape = literal_ast(array.shape)
-    if array.kind == "arange":
-        return call_ast("np.arange", [literal_ast(array.shape[0])], [dtype])
-    fill = array.fill
-    if type(fill) not in (Dim, Scale) and fill in (0, 1) and type(fill) is not bool:
-        return call_ast("np.zeros" if fill == 0 else "np.ones", [shape], [dtype])
-    return call_ast("np.full", [shape, literal_ast(fill)], [dtype])
-
-
-# ---- lines of at most WIDTH characters ---------------------------------------------------
-WIDTH = 100  # ruff E501 at 100: no generated line is longer (where it can be broken)
-
-
-def wrap(line, width=WIDTH):
-    """One line of code as lines of at most `width` characters, as a careful person wraps
-    it: after a comma inside brackets, the next line starting under the bracket's first
-    item; else after the first bracket, the rest on the next line, indented (a message
-    stays whole: `raise GuardFailure(` / `'...')`); else a long string literal inside
-    brackets as adjacent literals, one per line. What cannot be broken so stays as it is."""
-    if len(line) <= width:
-        return [line]
-    lines = _at_commas(line, width)
-    if max(map(len, lines)) <= width:
-        return lines
-    for layout, inside in ((_hanging(line, width), True), (lines, False)):
-        split = layout and [piece for k, one in enumerate(layout)
-                            for piece in _split_strings(one, width, inside and k > 0)]
-        if split and max(map(len, split)) <= width:
-            return split
-    return split
-
-
-def _hanging(line, width):
-    """The line broken after its first opening bracket (None if it has none)."""
-    text = line.lstrip()
-    indent = len(line) - len(text)
-    at = next((end for kind, _, end, opened in _tokens(text)
-               if kind in ("(", "[", "{") and opened is None), None)
-    if at is None or not text[at:].strip():
-        return None
-    return [line[:indent + at]] + _at_commas(" " * (indent + 4) + text[at:].lstrip(), width)
-
-
-def _at_commas(line, width):
-    """The line broken after commas inside brackets, as few times as will do."""
-    text = line.lstrip()
-    indent = len(line) - len(text)
-    breaks = [(at, opened) for kind, _, at, opened in _tokens(text)
-              if kind == "," and opened is not None]
-    at_of = [at for at, _ in breaks]  # increasing: bisect, not a scan per line (linear)
-    lines = []  # (start in text, column of that start)
-    start, column = 0, indent
-    while column + len(text) - start > width:
-        later = bisect.bisect_right(at_of, start)
-        fits = bisect.bisect_right(at_of, start + width - column)  # the last that fits
-        if fits > later:
-            at, opened = breaks[fits - 1]
-        elif later < len(breaks):
-            at, opened = breaks[later]
-        else:
-            break
-        lines.append((start, column))
-        column = _column(lines, opened)
-        start = at + len(text[at:]) - len(text[at:].lstrip())
-    lines.append((start, column))
-    ends = [s for s, _ in lines[1:]] + [len(text)]
-    return [" " * col + text[s:e].rstrip() for (s, col), e in zip(lines, ends)]
-
-
-def _column(lines, position):
-    """The output column of a position in the text, given where the lines start."""
-    start, column = lines[bisect.bisect_right(lines, (position, math.inf)) - 1]
-    return column + position - start
-
-
-def _tokens(text):
-    """(token, its start, its end, the end of the innermost open bracket or None), of a
-    line that may end inside brackets (a part of a wrapped line)."""
-    opens, depth, first = [], 0, 0  # Python 3.12 tokenizes an f-string's inside: here,
-    try:                                # the whole f-string is one STRING
-        for tok in tokenize.generate_tokens(io.StringIO(text + "\n").readline):
-            kind = tok.string if tok.type == tokenize.OP else tokenize.tok_name[tok.type]
-            if kind == "FSTRING_START" or depth:
-                first = tok.start[1] if not depth else first
-                depth += (kind == "FSTRING_START") - (kind == "FSTRING_END")
-                if not depth:
-                    yield "STRING", first, tok.end[1], opens[-1] if opens else None
-                continue
-            if kind in (")", "]", "}") and opens:
-                opens.pop()
-            yield kind, tok.start[1], tok.end[1], opens[-1] if opens else None
-            if kind in ("(", "[", "{"):
-                opens.append(tok.end[1])
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return
-
-
-def _split_strings(line, width, inside=False):
-    """A line still too long: its first long string literal inside brackets (`inside`: the
-    line is inside brackets) split into adjacent literals at spaces, each on a line of its
-    own under the first."""
-    if len(line) <= width:
-        return [line]
-    text = line.lstrip()
-    indent = len(line) - len(text)
-    for kind, start, end, opened in _tokens(text):
-        if kind != "STRING" or opened is None and not inside or end - start < 20:
-            continue
-        column = indent + start
-        tail = text[end:]
-        pieces = _string_pieces(text[start:end], width - column - len(tail.split(",")[0]))
-        if len(pieces) < 2:
-            continue
-        head = " " * indent + text[:start] + pieces[0]
-        return [head] + [" " * column + p for p in pieces[1:-1]] + \
-            [" " * column + pieces[-1] + tail]
-    return [line]
-
-
-_PREFIX = re.compile(r"^([A-Za-z]*)('|\")")
-
-
-def _string_pieces(literal, room):
-    """'a b c' as 'a ' 'b c', each at most `room` characters, split at spaces outside an
-    f-string's braces; a piece with no placeholder is a plain string (ruff F541)."""
-    match = _PREFIX.match(literal)
-    if match is None or literal.startswith(match.group(0) + match.group(2) * 2) or room < 20:
-        return [literal]  # a triple-quoted string, or no room to speak of
-    prefix, quote = match.groups()
-    body = literal[len(prefix) + 1:-1]
-    cuts, depth, i = [], 0, 0
-    while i < len(body):
-        c = body[i]
-        if "f" in prefix.lower() and c in "{}" and body[i:i + 2] in ("{{", "}}") and not depth:
-            i += 2
-            continue
-        if "f" in prefix.lower() and c == "{":
-            depth += 1
-        elif "f" in prefix.lower() and c == "}":
-            depth -= 1
-        elif c == " " and not depth and body[i - 1:i] != "\\":
-            cuts.append(i + 1)
-        i += 1
-    pieces, start, fits = [], 0, []
-    for cut in cuts + [len(body)]:
-        if len(prefix) + 2 + cut - start > room and fits:
-            clause = [f for f in fits if body[f - 2] in ",:;." and f - start > room * 0.6]
-            end = (clause or fits)[-1]  # after a clause rather than inside one
-            pieces.append(body[start:end])
-            start = end
-            fits = [f for f in fits if f > start]
-        fits.append(cut)
-    pieces.append(body[start:])
-    return [_literal(prefix, quote, p) for p in pieces if p]
-
-
-def _literal(prefix, quote, body):
-    if "f" in prefix.lower() and not re.search(r"(?<!\{)\{(?!\{)", body.replace("{{", "")):
-        prefix = prefix.replace("f", "").replace("F", "")
-        body = body.replace("{{", "{").replace("}}", "}")
-    return f"{prefix}{quote}{body}{quote}"
-
-
-def docstring(text, indent, width=WIDTH):
-    """A docstring wrapped at `width` (None if the text needs escapes: render it)."""
-    if '"""' in text or "\\" in text or text.endswith('"') or not text.isprintable():
-        return None
-    glued, depth = [], 0  # a line breaks between words and between argument specs only
-    for i, c in enumerate(text):
-        depth += (c in "([") - (c in ")]")
-        free = depth == 0 and text[i + 1:i + 2] not in "(<=" and text[i - 1] not in "<=" \
-            or depth == 1 and text[i - 1] == ","
-        glued.append("\0" if c == " " and not free else c)
-    lines = [line.replace("\0", " ") for line in textwrap.wrap(
-        "".join(glued), width - len(indent) - 3, break_long_words=False,
-        break_on_hyphens=False)]
-    if len(lines) == 1:
-        return [f'{indent}"""{lines[0]}"""']
-    return [f'{indent}"""{lines[0]}'] + [indent + li for li in lines[1:-1]] + \
-        [f'{indent}{lines[-1]}"""']

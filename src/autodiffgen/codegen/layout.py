@@ -73,11 +73,12 @@ class Layout:
     def section(self, node, section):
         """The header of the section `node` is in: forward, backward or tangents; in a
         training step (whose params and state are donated), what follows the backward
-        is the optimizer's update."""
+        is the optimizer's update, under its own header (Graph.update)."""
         if node.grad_of is not None:
             return "# tangents" if self.graph.kind == "jvp" else "# backward"
-        if self.graph.donated and section in ("# backward", "# update"):
-            return "# update"
+        update = f"# {self.graph.update or 'update'}"
+        if self.graph.donated and section in ("# backward", update):
+            return update
         return "# forward"
 
     def lines(self, prologue, body, locs):

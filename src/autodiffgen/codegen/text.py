@@ -5,7 +5,7 @@ Most statements of a large function differ from an earlier one in their names al
 the same buffer decisions. Building each one's `ast` and rendering it is most of the
 emitter's time per node, so a statement of a plain node (no parameters, arguments that
 are values or scalar constants) is keyed by what its text depends on besides its names
-(the primitive, the constants, `out=` and whether it is `np.dot`'s, in place or not,
+(the primitive, the constants, `out=`, in place or not,
 which of its names are the same name; a write into a join's slot is built as usual),
 built and rendered once per key with stand-in names, and its text reused with the names
 put in. The text is exactly what emitter.Emitter builds: the first statement of a key
@@ -18,7 +18,6 @@ import re
 import numpy as np
 
 from ..graph import Node
-from ..plan.slots import c_ordered_product
 from .expressions import filled_text, indexed_update, render
 
 _SLOT = re.compile(r"_adg_slot_(\d+)_")
@@ -47,15 +46,13 @@ class Texts:
                 constants.append((k, type(arg), repr(arg)))  # written as its repr says
             else:
                 return None
-        dot = False
         if out is not None:  # a join's slot (emit_slots.py) is written as a subscript
             if type(out) is not Node or out in emitter.inline_ast:
                 return None
             names.append(emitter.names[out])
-            dot = c_ordered_product(node, out, emitter.plan.ordered)  # np.dot, not np.matmul
         first = {}
         same = tuple([first.setdefault(n, j) for j, n in enumerate(names)])
-        key = (id(node.prim), in_place, out is not None, dot,
+        key = (id(node.prim), in_place, out is not None,
                out is None and emitter.numpy_on_numbers(node), same, tuple(constants))
         known = self.known.get(key, False)
         if known is False:

@@ -240,6 +240,7 @@ class Graph:
     # inputs whose buffers the code may write into after their last read (a compiled training
     # step's params and state, train_step.py; as JAX's donated arguments)
     donated: frozenset = frozenset()
+    update: str = ""  # a training step's update header: `Adam update: optim.py:122  Adam._leaf`
     # argument_writes.py: where the code assigns its last output's items, in order (paths
     # into the arguments: (1, "running_mean") for bn_param["running_mean"])
     writes: tuple = ()

@@ -23,14 +23,16 @@ from .exact_scales import exact_scales
 from .fold import fold
 from .fresh import ensure_fresh
 from .fuse import fuse
+from .identities import identities
 from .scalars import scalars
 from .signs import signs
 from .simplify import simplify
 from .stable import stable
 from .stepwise import stepwise
 from .sums import sums
+from .zero_products import zero_products
 
-PIPELINE = (stable, fold, simplify, scalars, signs, sums, contract, cse, accumulate, add_at,
+PIPELINE = (stable, fold, zero_products, simplify, scalars, signs, sums, contract, cse, accumulate, add_at,
             stepwise, dce)
 ENABLED = os.environ.get("AUTODIFFGEN_PASSES", "1") != "0"
 MAX_ROUNDS = 20
@@ -62,5 +64,5 @@ def optimize(graph, pipeline=PIPELINE, numexpr=False):
 
 
 __all__ = ["ENABLED", "PIPELINE", "accumulate", "add_at", "affine", "contract", "cse", "dce",
-           "ensure_fresh", "exact_scales", "fold", "fuse", "optimize", "scalars", "signs",
-           "simplify", "stable", "stepwise", "sums"]
+           "ensure_fresh", "exact_scales", "fold", "fuse", "identities", "optimize", "scalars", "signs",
+           "simplify", "stable", "stepwise", "sums", "zero_products"]

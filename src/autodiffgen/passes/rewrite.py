@@ -33,6 +33,7 @@ def substitute(graph, replace):
     call, and the set of the graph's nodes is made only when a new node is inserted."""
     if not replace:
         return graph, False
+    _keep_names(replace)
     present = None  # the graph's nodes and inputs (a backward function's inputs are nodes)
     new_of = {}
 
@@ -92,6 +93,16 @@ def substitute(graph, replace):
             derivative_of.setdefault(target, of)                 # their own names
     return dataclasses.replace(graph, nodes=nodes, outputs=outputs,
                                derivative_of=derivative_of), True
+
+
+def _keep_names(replace):
+    """A user's name goes on with the value: a named node replaced by an unnamed one of
+    the same value (`correction1 = (...).astype(p.dtype)`, a cast to the dtype it has)
+    gives it its name, so the code still says what the user called it."""
+    for old, new in replace.items():
+        if type(new) is Node and old.name is not None and new.name is None \
+                and new.prim is not None and new.grad_of is None and old.grad_of is None:
+            new.name = old.name
 
 
 def unchanged(node, examined, replace):

@@ -18,7 +18,7 @@ from ..graph import Graph, Node, op
 from ..tree import leaves
 from .memory import contiguous_transposes, one_name, rematerialized, reuse_plan, sunk
 from .schedule import freeing_first
-from .slots import Joins, c_ordered
+from .slots import Joins
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,7 +35,6 @@ class Plan:
     joins: Joins = field(default_factory=lambda: Joins({}, {}, {}, set(), set(), set()))
     inline: dict = field(default_factory=dict)  # `x.T` -> the node whose statement reads it
     contiguous: frozenset = frozenset()  # transposes copied C-ordered once (several readers)
-    ordered: frozenset = frozenset()     # values whose buffers are C-ordered for certain
 
 
 def plan(graph, pure=False):
@@ -46,11 +45,10 @@ def plan(graph, pure=False):
         graph = freeing_first(sunk(rematerialized(graph)))
     inline = inlined(graph)
     last_use = last_uses(graph, inline)
-    reuse, joins, contiguous, ordered = {}, Plan(graph).joins, frozenset(), frozenset()
+    reuse, joins, contiguous = {}, Plan(graph).joins, frozenset()
     if not pure:
         reuse, last_use, joins = reuse_plan(graph, last_use)
         contiguous = frozenset(contiguous_transposes(graph))
-        ordered = frozenset(c_ordered(graph, reuse))
     nodes = graph.nodes
     owner = one_name(graph, {i: b for i, b in reuse.items()
                              if any(b is a for a in nodes[i].args)})
@@ -59,7 +57,7 @@ def plan(graph, pure=False):
     into = {nodes[i]: b for i, b in reuse.items()}
     return Plan(graph, into, in_place, owner, _dels(nodes, last_use, into, owner),
                 {nodes[i]: list(js) for i, js in joins.alloc.items()}, joins, inline,
-                contiguous, ordered)
+                contiguous)
 
 
 def _dels(nodes, last_use, into, owner):

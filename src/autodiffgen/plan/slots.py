@@ -231,29 +231,6 @@ def _rows_slot(value, got):
     return Slot(slots[0].base, first[:q] + ((first[q], first[q] + len(slots)),) + first[q + 1:])
 
 
-def c_ordered_product(node, out, ordered):
-    """A 2-D matmul written into a buffer known to be C-ordered (`ordered`, c_ordered):
-    `np.dot(a, b, out=...)`, which computes the same product with less of the ufunc
-    machinery than np.matmul (1.7 against 2.2 us for 16x64 @ 64x64) but takes no other
-    layout of `out`."""
-    if op(node) != "matmul" or len(node.shape) != 2 \
-            or any(type(a) is not Node or len(a.shape) != 2 for a in node.args):
-        return False
-    return _contiguous(out) if type(out) is Slot else out in ordered
-
-
-def c_ordered(graph, plan):
-    """The values whose buffers are C-ordered for certain: a matmul's own result, and
-    what is computed into one; an elementwise result takes its operands' layout (a
-    Fortran-ordered input's), so it is not."""
-    ordered = set()
-    for i, node in enumerate(graph.nodes):
-        into = plan.get(i)
-        if into is None and op(node) == "matmul" or type(into) is Node and into in ordered:
-            ordered.add(node)
-    return ordered
-
-
 def _contiguous(slot):
     """The slot is one contiguous run of its buffer (a stack's row): NumPy's loops run at
     full speed on it, so values computed in place before the part may be computed there

@@ -19,6 +19,7 @@ import keyword
 import linecache
 import re
 
+_RETURN = re.compile(r"^return\b")
 _TARGET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*(?:[-+*/@]|\*\*|//)?=(?!=)")
 # names generated code must be able to read: keywords, builtins, the modules it calls
 RESERVED = (set(keyword.kwlist) | set(dir(builtins))
@@ -26,52 +27,91 @@ RESERVED = (set(keyword.kwlist) | set(dir(builtins))
 
 
 def assigned_name(loc):
-    """The variable a source line assigns to (`h = ...`, `h += ...`), or None."""
-    match = _TARGET.match(linecache.getline(loc[0], loc[1]).strip())
-    return match.group(1) if match else None
+    """The variable a source line assigns to (`h = ...`, `h += ...`), or None; a value a
+    function returns is named after the function (`return h @ W2 + b2` in `predict`)."""
+    line = linecache.getline(loc[0], loc[1]).strip()
+    match = _TARGET.match(line)
+    if match:
+        return match.group(1)
+    return _function_at(loc) if _RETURN.match(line) else None
+
+
+def _function_at(loc):
+    """The name of the innermost function (not a lambda) whose body holds loc's line, when
+    the line returns one value (not a tuple, a list or a dict of several: each is its own)."""
+    tree = _parse(loc[0])
+    best, returned = None, None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) \
+                and node.lineno < loc[1] <= (node.end_lineno or 0) \
+                and (best is None or node.lineno > best.lineno):
+            best = node
+        elif isinstance(node, ast.Return) and node.lineno == loc[1]:
+            returned = node.value
+    if best is None or isinstance(returned, ast.Tuple | ast.List | ast.Dict | ast.Set):
+        return None
+    return best.name
 
 
 def statement_of(loc, frame):
-    """None when loc's line holds one statement (or none); else the index, in
-    _statements_on(loc), of the statement holding the instruction `frame` runs, or -1 when
-    that is not known (no frame, no columns, a position in no statement: an `if` header)."""
+    """Which statement of loc's line `frame` runs, and where in it: (index, offset).
+
+    The index is None when the line holds one statement (or none); else the statement's
+    index in _statements_on(loc), or -1 when that is not known (no columns, a position in
+    no statement: an `if` header). The offset is the frame's instruction (None: no
+    frame), which tells a statement run again (a loop's body) from the same run going
+    on: a run's instructions never go back. None when neither is known."""
+    offset = frame.f_lasti if frame is not None else None
     statements = _statements_on(loc)
     if statements is None:
-        return None
+        return None if offset is None else (None, offset)
     position = _position(frame) if frame is not None else None
     if position is not None:
         for i, (start, end, _) in enumerate(statements):
             if start <= position < end:
-                return i
-    return -1
+                return i, offset
+    return -1, offset
 
 
 def name_forward(nodes):
-    """Give forward nodes the names of the variables the user bound them to."""
+    """Give forward nodes the names of the variables the user bound them to: per depth of
+    the user's stack, the last node of each run of one statement (a loop's body run four
+    times is four runs: `h`, `h_1`, `h_2`, `h_3`, not `tanh, tanh_1, tanh_2, h`)."""
     named = {}  # node -> (depth, name); smaller depth (outer statement) wins
-    open_runs = []  # per depth from the outermost: (statement, last node)
+    open_runs = []  # per depth from the outermost: (statement, last node, its offset)
     for node in nodes:
+        if not node.stack:  # an input read on the way (a global): no statement of its own
+            continue
         chain = node.stack[::-1]  # outermost first
-        if node.statements is not None:  # (loc, which statement of its line)
-            chain = tuple(zip(chain, node.statements[::-1]))
+        kept = node.statements[::-1] if node.statements is not None else (None,) * len(chain)
+        chain = tuple((loc, k[0] if k else None) for loc, k in zip(chain, kept))
+        offsets = tuple(k[1] if k else None for k in kept)
         for depth in range(len(open_runs)):
-            if depth >= len(chain) or open_runs[depth][0] != chain[depth]:
+            statement, _, offset = open_runs[depth]
+            if depth >= len(chain) or statement != chain[depth] or \
+                    _again(offset, offsets[depth]):
                 _close(open_runs[depth:], depth, named)
                 del open_runs[depth:]
                 break
         for depth, loc in enumerate(chain):
             if depth < len(open_runs):
-                open_runs[depth] = (loc, node)
+                open_runs[depth] = (loc, node, offsets[depth])
             else:
-                open_runs.append((loc, node))
+                open_runs.append((loc, node, offsets[depth]))
     _close(open_runs, 0, named)
     for node, (_, name) in named.items():
         if node.name is None:
             node.name = name
 
 
+def _again(before, now):
+    """The statement runs again: its instruction went back (two nodes of one call, as
+    nn.relu's, are at the same instruction: one run)."""
+    return before is not None and now is not None and now < before
+
+
 def _close(runs, first_depth, named):
-    for depth, (statement, node) in enumerate(runs, first_depth):
+    for depth, (statement, node, _) in enumerate(runs, first_depth):
         name = _statement_name(statement)
         if name and (node not in named or named[node][0] > depth):
             named[node] = (depth, name)
@@ -97,7 +137,7 @@ def _statements_on(loc):
     tree = _parse(loc[0])
     if tree is None:
         return ()
-    found = tuple(((s.lineno, s.col_offset), (s.end_lineno, s.end_col_offset), _target(s))
+    found = tuple(((s.lineno, s.col_offset), (s.end_lineno, s.end_col_offset), _target(s, loc[0]))
                   for s in ast.walk(tree)
                   if isinstance(s, ast.stmt) and not hasattr(s, "body")
                   and s.lineno <= loc[1] <= s.end_lineno)
@@ -112,8 +152,10 @@ def _parse(filename):
         return None
 
 
-def _target(statement):
+def _target(statement, filename):
     """The variable a simple statement assigns to, as assigned_name reads it from a line."""
+    if isinstance(statement, ast.Return):
+        return _function_at((filename, statement.lineno))
     target = getattr(statement, "target", None)  # `h += ...`, `h: float = ...`
     if isinstance(statement, ast.Assign):
         target = statement.targets[0]
