@@ -71,7 +71,7 @@ def step_loss_train_step(params, state, hyper, x, y):
     subtract = 1.0 - hyper_beta1
     multiply_1 = subtract * g_params_W1
     m = multiply + multiply_1
-    del multiply, multiply_1, state_m_W1
+    del multiply_1
     multiply_2 = np.multiply(hyper_beta2, state_v_W1, out=state_v_W1)
     subtract_1 = 1.0 - hyper_beta2
     multiply_3 = g_params_W1 * g_params_W1
@@ -79,7 +79,7 @@ def step_loss_train_step(params, state, hyper, x, y):
     multiply_4 = subtract_1 * multiply_3
     del multiply_3
     v = multiply_2 + multiply_4
-    del multiply_2, multiply_4, state_v_W1
+    del multiply_4
     power = hyper_beta1 ** step
     correction1 = 1.0 - power
     power_1 = hyper_beta2 ** step
@@ -99,14 +99,14 @@ def step_loss_train_step(params, state, hyper, x, y):
     multiply_6 = np.multiply(hyper_beta1, state_m_b1, out=state_m_b1)
     multiply_7 = subtract * g_params_b1
     m_1 = multiply_6 + multiply_7
-    del multiply_6, multiply_7, state_m_b1
+    del multiply_7
     multiply_8 = np.multiply(hyper_beta2, state_v_b1, out=state_v_b1)
     multiply_9 = g_params_b1 * g_params_b1
     del g_params_b1
     multiply_10 = subtract_1 * multiply_9
     del multiply_9
     v_1 = multiply_8 + multiply_10
-    del multiply_10, multiply_8, state_v_b1
+    del multiply_10
     multiply_11 = divide * m_1
     sqrt_1 = np.sqrt(v_1)
     divide_3 = sqrt_1 / root2
@@ -120,14 +120,14 @@ def step_loss_train_step(params, state, hyper, x, y):
     multiply_12 = np.multiply(hyper_beta1, state_m_W2, out=state_m_W2)
     multiply_13 = subtract * g_params_W2
     m_2 = multiply_12 + multiply_13
-    del multiply_12, multiply_13, state_m_W2
+    del multiply_13
     multiply_14 = np.multiply(hyper_beta2, state_v_W2, out=state_v_W2)
     multiply_15 = g_params_W2 * g_params_W2
     del g_params_W2
     multiply_16 = subtract_1 * multiply_15
     del multiply_15
     v_2 = multiply_14 + multiply_16
-    del multiply_14, multiply_16, state_v_W2
+    del multiply_16
     multiply_17 = divide * m_2
     sqrt_2 = np.sqrt(v_2)
     divide_5 = sqrt_2 / root2
@@ -137,18 +137,18 @@ def step_loss_train_step(params, state, hyper, x, y):
     divide_6 = multiply_17 / add_2
     del add_2, multiply_17
     subtract_5 = params_W2 - divide_6
-    del divide_6, params_W2
+    del divide_6
     multiply_18 = np.multiply(hyper_beta1, state_m_b2, out=state_m_b2)
     multiply_19 = subtract * g_params_b2
     m_3 = multiply_18 + multiply_19
-    del multiply_18, multiply_19, state_m_b2
+    del multiply_19
     multiply_20 = np.multiply(hyper_beta2, state_v_b2, out=state_v_b2)
     multiply_21 = g_params_b2 * g_params_b2
     del g_params_b2
     multiply_22 = subtract_1 * multiply_21
     del multiply_21
     v_3 = multiply_20 + multiply_22
-    del multiply_20, multiply_22, state_v_b2
+    del multiply_22
     multiply_23 = divide * m_3
     sqrt_3 = np.sqrt(v_3)
     divide_7 = sqrt_3 / root2

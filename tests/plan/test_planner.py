@@ -183,6 +183,26 @@ def test_a_donated_input_is_written_into_at_any_size():
     assert "out=params_W" in source
 
 
+def test_no_del_of_a_name_whose_buffer_the_caller_holds():
+    """A training step writes Adam's moments into the caller's state arrays: a `del` of
+    such a name (or of one computed into its buffer) frees nothing, and is not written."""
+    from autodiffgen.optim import Adam, compile_step
+
+    def loss(params, x):
+        return np.sum(np.tanh(x @ params["W"]) ** 2)
+    step = compile_step(loss, Adam(lr=0.1))
+    params = {"W": RNG.normal(size=(10, 5))}   # small: Adam's m is a new array, not in place
+    x = RNG.normal(size=(8, 10))
+    source = step.source(params, step.init(params), x)
+    held = {m.group(1) for m in re.finditer(r"^ *(\w+) = .*out=(?:state|params)_\w+\)",
+                                            source, re.MULTILINE)}
+    held |= set(re.findall(r"out=((?:state|params)_\w+)\)", source))
+    assert held
+    deleted = {name for line in source.splitlines() if line.strip().startswith("del ")
+               for name in line.strip()[4:].split(", ")}
+    assert not deleted & held, deleted & held
+
+
 def test_pure_code_keeps_its_order_and_writes_into_no_buffer():
     """Code an enclosing trace runs (pure) takes no buffer: the trace reads every value."""
     graph = final(chain, RNG.normal(size=10000))

@@ -55,17 +55,18 @@ def plan(graph, pure=False):
     in_place = frozenset(nodes[i] for i, b in reuse.items()
                          if owner.get(b) is owner.get(nodes[i], False))
     into = {nodes[i]: b for i, b in reuse.items()}
-    return Plan(graph, into, in_place, owner, _dels(nodes, last_use, into, owner),
+    dels = _dels(nodes, last_use, into, owner, _frees(graph, into))
+    return Plan(graph, into, in_place, owner, dels,
                 {nodes[i]: list(js) for i, js in joins.alloc.items()}, joins, inline,
                 contiguous)
 
 
-def _dels(nodes, last_use, into, owner):
+def _dels(nodes, last_use, into, owner, frees):
     """{statement node: the values `del`eted after it}: those whose last reader it is, but
     a value of the statement's own name (a chain in one buffer, `h += b`) and a value whose
     buffer the statement took (`out=`), whose name is deleted with the taker's: a `del`
-    that leaves the buffer alive under another name frees nothing. Not a scalar: a Python
-    float, a NumPy scalar or a 0-d array holds no memory worth a line."""
+    that leaves the buffer alive under another name frees nothing. Only values `frees`
+    says a del frees memory worth its line."""
     held = {}  # node -> the other names of its buffer, deleted with it
     dels = {}
     for i in sorted(last_use):
@@ -78,10 +79,26 @@ def _dels(nodes, last_use, into, owner):
                 held.setdefault(node, []).extend([n, *held.pop(n, ())])
             else:
                 dead += [n, *held.pop(n, ())]
-        dead = [n for n in dead if n.shape != ()]
+        dead = [n for n in dead if frees(n)]
         if dead:
             dels[node] = dead
     return dels
+
+
+def _frees(graph, into):
+    """Whether deleting a value's name frees memory: not when its buffer is an argument's
+    (the caller holds it, a donated one too: `del state_m` after `np.multiply(b1,
+    state_m, out=state_m)` frees nothing), nor a scalar (a Python float, a NumPy scalar
+    or a 0-d array holds no memory worth a line). Small arrays are deleted too: a loop's
+    many small values add up (a checkpointed RNN's peak)."""
+    inputs = set(graph.inputs)
+
+    def root(node):
+        while node in into and type(into[node]) is Node:
+            node = into[node]
+        return node
+
+    return lambda node: node.shape != () and root(node) not in inputs
 
 
 def inlined(graph):
