@@ -18,23 +18,30 @@ def _module_name(path):
     return ".".join(parts)
 
 
+def _from_imports(path, nodes):
+    """(module, the names it imports) of each `from ... import` of the package among
+    `nodes` of the module at `path`, relative imports resolved."""
+    name = _module_name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            if not node.level and not (node.module or "").startswith("autodiffgen"):
+                continue
+            module = module.removeprefix("autodiffgen.").removeprefix("autodiffgen")
+            yield module, [a.name for a in node.names]
+
+
 def _imports():
     """{module: the package's modules it imports} (relative and absolute imports)."""
     found = {}
     for path in PACKAGE.rglob("*.py"):
-        name = _module_name(path)
-        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         targets = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                base = package[:len(package) - node.level + 1] if node.level else []
-                module = ".".join(base + ([node.module] if node.module else []))
-                if not node.level and not (node.module or "").startswith("autodiffgen"):
-                    continue
-                module = module.removeprefix("autodiffgen.").removeprefix("autodiffgen")
-                targets.add(module)
-                targets.update(f"{module}.{a.name}".strip(".") for a in node.names)
-        found[name] = {t for t in targets if t}
+        for module, names in _from_imports(path, ast.walk(ast.parse(path.read_text()))):
+            targets.add(module)
+            targets.update(f"{module}.{a}".strip(".") for a in names)
+        found[_module_name(path)] = {t for t in targets if t}
     modules = set(found)
     return {m: {t for t in ts if t in modules} for m, ts in found.items()}
 
@@ -102,19 +109,14 @@ def _module_level_imports():
     modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
     found = {}
     for name, path in modules.items():
-        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        nodes = list(_top_level(ast.parse(path.read_text()).body))
         targets = set()
-        for node in _top_level(ast.parse(path.read_text()).body):
-            if isinstance(node, ast.ImportFrom):
-                base = package[:len(package) - node.level + 1] if node.level else []
-                module = ".".join(base + ([node.module] if node.module else []))
-                if not node.level and not (node.module or "").startswith("autodiffgen"):
-                    continue
-                module = module.removeprefix("autodiffgen.").removeprefix("autodiffgen")
-                for alias in node.names:
-                    sub = f"{module}.{alias.name}".strip(".")
-                    targets.add(sub if sub in modules else module)
-            elif isinstance(node, ast.Import):
+        for module, names in _from_imports(path, nodes):
+            for alias in names:
+                sub = f"{module}.{alias}".strip(".")
+                targets.add(sub if sub in modules else module)
+        for node in nodes:
+            if isinstance(node, ast.Import):
                 targets.update(a.name.removeprefix("autodiffgen.") for a in node.names
                                if a.name.startswith("autodiffgen."))
         found[name] = {t for t in targets if t in modules and t != name}
