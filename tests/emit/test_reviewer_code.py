@@ -2,11 +2,14 @@
 literals, one spelling per operation, no identity calls, constant zeros folded, no unused
 parameters, names that say what a value holds."""
 
+import re
+
 import numpy as np
 
 import autodiffgen as ad
 from autodiffgen import passes
 from autodiffgen.codegen.literals import literal_ast
+from autodiffgen.testing import check_grads
 
 
 def test_float_literals_are_the_shortest_that_round_trip():
@@ -204,3 +207,17 @@ def test_the_picture_of_a_step_draws_its_update_apart():
     update = dot[dot.index("subgraph cluster_update"):]
     assert 'label="Adam update: optim.py:' in update
     assert '= subtract' in update[:update.index("  }")]
+
+
+def test_a_one_argument_rule_names_the_derivative_it_computes():
+    """`dtanh = 1 - h * h`, `dsin = np.cos(x)`: where a rule is g times a value it
+    computes, that value is the primitive's derivative and is named so; a two-argument
+    primitive's factors (y in the rule of x * y) are values of their own."""
+    def f(x, y):
+        return np.sum(np.tanh(x) * y) + np.sum(np.sin(y))
+    x, y = np.linspace(-1.0, 1.0, 6), np.linspace(0.5, 2.0, 6)
+    source = ad.value_and_grad(f, argnums=(0, 1)).source(x, y)
+    backward = source.split("# backward")[1]
+    assert re.search(r"dtanh = .*tanh", backward) and "dsin = np.cos(y)" in backward
+    assert "dmultiply" not in backward
+    check_grads(f, x, y, argnums=(0, 1))

@@ -58,11 +58,10 @@ def hessian_fn_bwd(residuals, g):
     del g_getitem
     g_x[:-1] += g_getitem_1
     del g_getitem_1
-    multiply_2 = tanh * tanh              # grad of tanh
-    subtract_1 = 1 - multiply_2
+    dtanh = tanh * tanh                   # grad of tanh
+    np.subtract(1, dtanh, out=dtanh)
+    multiply_2 = g_tanh * dtanh
+    del dtanh, g_tanh
+    g_x += multiply_2
     del multiply_2
-    multiply_3 = g_tanh * subtract_1
-    del g_tanh, subtract_1
-    g_x += multiply_3
-    del multiply_3
     return (g_x,)

@@ -60,7 +60,7 @@ def lstm_cell_value_and_grad(params, x, h, c):
     lstm_cell = sum_1 + sum_2
     # backward
     # saved by the forward: i, f, o, g, c_new, tanh
-    multiply_1 = 2 * c_new                # grad of power, golden_models.py:78
+    dpower = 2 * c_new                    # grad of power, golden_models.py:78
     del c_new
     h_new_1 = o * tanh                    # recomputed, not saved: golden_models.py:77
     g_h_new = 2 * h_new_1                 # grad of power, golden_models.py:78
@@ -68,40 +68,38 @@ def lstm_cell_value_and_grad(params, x, h, c):
     g_o = g_h_new * tanh                  # grad of multiply, golden_models.py:77
     g_tanh = g_h_new * o
     del g_h_new
-    multiply_2 = tanh * tanh              # grad of tanh
+    dtanh = tanh * tanh                   # grad of tanh
     del tanh
-    subtract = 1 - multiply_2
-    del multiply_2
-    multiply_3 = g_tanh * subtract
-    del g_tanh, subtract
-    g_c_new = multiply_1 + multiply_3
-    del multiply_1, multiply_3
+    np.subtract(1, dtanh, out=dtanh)
+    multiply_1 = g_tanh * dtanh
+    del dtanh, g_tanh
+    g_c_new = dpower + multiply_1
+    del dpower, multiply_1
     g_i = g_c_new * g                     # grad of multiply, golden_models.py:76
     g_g = g_c_new * i
     g_f = g_c_new * c
     del g_c_new
-    multiply_4 = g * g                    # grad of tanh, golden_models.py:75
+    dtanh_1 = g * g                       # grad of tanh, golden_models.py:75
     del g
-    subtract_1 = 1 - multiply_4
-    del multiply_4
+    np.subtract(1, dtanh_1, out=dtanh_1)
     g_z = np.empty((n, 20), dtype=np.float64)  # concatenate: parts computed into it
-    np.multiply(g_g, subtract_1, out=g_z[:, 15:])
-    del g_g, subtract_1
-    subtract_2 = 1 - o                    # grad of divide, golden_models.py:74
-    multiply_5 = o * subtract_2
-    del o, subtract_2
-    np.multiply(g_o, multiply_5, out=g_z[:, 10:15])
-    del g_o, multiply_5
-    subtract_3 = 1 - f                    # grad of divide, golden_models.py:73
-    multiply_6 = f * subtract_3
-    del f, subtract_3
-    np.multiply(g_f, multiply_6, out=g_z[:, 5:10])
-    del g_f, multiply_6
-    subtract_4 = 1 - i                    # grad of divide, golden_models.py:72
-    multiply_7 = i * subtract_4
-    del i, subtract_4
-    np.multiply(g_i, multiply_7, out=g_z[:, :5])
-    del g_i, multiply_7
+    np.multiply(g_g, dtanh_1, out=g_z[:, 15:])
+    del dtanh_1, g_g
+    subtract = 1 - o                      # grad of divide, golden_models.py:74
+    multiply_2 = o * subtract
+    del o, subtract
+    np.multiply(g_o, multiply_2, out=g_z[:, 10:15])
+    del g_o, multiply_2
+    subtract_1 = 1 - f                    # grad of divide, golden_models.py:73
+    multiply_3 = f * subtract_1
+    del f, subtract_1
+    np.multiply(g_f, multiply_3, out=g_z[:, 5:10])
+    del g_f, multiply_3
+    subtract_2 = 1 - i                    # grad of divide, golden_models.py:72
+    multiply_4 = i * subtract_2
+    del i, subtract_2
+    np.multiply(g_i, multiply_4, out=g_z[:, :5])
+    del g_i, multiply_4
     g_params_b = np.sum(g_z, axis=0)      # grad of add, golden_models.py:70
     g_params_Wh = h.T @ g_z               # grad of matmul
     g_params_Wx = x.T @ g_z

@@ -55,17 +55,17 @@ def mlp_loss_value_and_grad(params, x, y):
     g_h_1 = g_shifted @ params_W3.T       # grad of matmul
     g_params_W3 = h_1.T @ g_shifted
     del g_shifted
-    greater = h_1 > 0.0                   # grad of maximum, golden_models.py:11
+    dmaximum = h_1 > 0.0                  # grad of maximum, golden_models.py:11
     del h_1
-    g_add = np.multiply(g_h_1, greater, out=g_h_1)
+    g_add = np.multiply(g_h_1, dmaximum, out=g_h_1)
     g_params_b2 = np.sum(g_add, axis=0)   # grad of add
     g_h = g_add @ params_W2.T             # grad of matmul
     g_params_W2 = h.T @ g_add
     del g_add, g_h_1
-    greater_1 = np.greater(h, 0.0, out=greater)  # grad of maximum, golden_models.py:10
+    dmaximum_1 = np.greater(h, 0.0, out=dmaximum)  # grad of maximum, golden_models.py:10
     del h
-    g_add_1 = np.multiply(g_h, greater_1, out=g_h)
-    del greater, greater_1
+    g_add_1 = np.multiply(g_h, dmaximum_1, out=g_h)
+    del dmaximum, dmaximum_1
     g_params_b1 = np.sum(g_add_1, axis=0)  # grad of add
     g_params_W1 = x.T @ g_add_1           # grad of matmul
     del g_add_1, g_h

@@ -50,34 +50,31 @@ def rnn_loss_value_and_grad(params, xs, target):
     # saved by the forward: h, h_1, h_2, h_3
     g_subtract = h_3 - target             # recomputed, not saved: golden_models.py:34
     g_subtract *= np.float32(0.2)         # grad of power
-    multiply = h_3 * h_3                  # grad of tanh, golden_models.py:33
+    dtanh = h_3 * h_3                     # grad of tanh, golden_models.py:33
     del h_3
-    subtract_1 = 1 - multiply
-    del multiply
+    np.subtract(1, dtanh, out=dtanh)
     stack_1 = np.empty((4, 2, 5), dtype=np.float32)  # stack: parts computed into it
-    g_add = np.multiply(g_subtract, subtract_1, out=stack_1[3])
-    del g_subtract, subtract_1
+    g_add = np.multiply(g_subtract, dtanh, out=stack_1[3])
+    del dtanh, g_subtract
     g_params_b = np.sum(g_add, axis=0)    # grad of add
     transpose = np.ascontiguousarray(params_Wh.T)  # grad of matmul
     g_h = g_add @ transpose
     del g_add
-    multiply_1 = h_2 * h_2                # grad of tanh
+    dtanh_1 = h_2 * h_2                   # grad of tanh
     del h_2
-    subtract_2 = 1 - multiply_1
-    del multiply_1
-    g_add_1 = np.multiply(g_h, subtract_2, out=stack_1[2])
-    del g_h, subtract_2
+    np.subtract(1, dtanh_1, out=dtanh_1)
+    g_add_1 = np.multiply(g_h, dtanh_1, out=stack_1[2])
+    del dtanh_1, g_h
     sum_1 = np.sum(g_add_1, axis=0)       # grad of add
     g_params_b += sum_1
     del sum_1
     g_h_1 = g_add_1 @ transpose           # grad of matmul
     del g_add_1
-    multiply_2 = h_1 * h_1                # grad of tanh
+    dtanh_2 = h_1 * h_1                   # grad of tanh
     del h_1
-    subtract_3 = 1 - multiply_2
-    del multiply_2
-    g_add_2 = np.multiply(g_h_1, subtract_3, out=stack_1[1])
-    del g_h_1, subtract_3
+    np.subtract(1, dtanh_2, out=dtanh_2)
+    g_add_2 = np.multiply(g_h_1, dtanh_2, out=stack_1[1])
+    del dtanh_2, g_h_1
     sum_2 = np.sum(g_add_2, axis=0)       # grad of add
     g_params_b += sum_2
     del sum_2
@@ -90,12 +87,11 @@ def rnn_loss_value_and_grad(params, xs, target):
     del stack_2
     g_params_Wh = reshape.T @ reshape_1
     del reshape, reshape_1
-    multiply_3 = h * h                    # grad of tanh
+    dtanh_3 = h * h                       # grad of tanh
     del h
-    subtract_4 = 1 - multiply_3
-    del multiply_3
-    g_add_3 = np.multiply(g_h_2, subtract_4, out=stack_1[0])
-    del g_h_2, subtract_4
+    np.subtract(1, dtanh_3, out=dtanh_3)
+    g_add_3 = np.multiply(g_h_2, dtanh_3, out=stack_1[0])
+    del dtanh_3, g_h_2
     sum_3 = np.sum(g_add_3, axis=0)       # grad of add
     del g_add_3
     g_params_b += sum_3

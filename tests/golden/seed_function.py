@@ -17,8 +17,8 @@ def f_value_and_grad(x1, x2):
         sin = math.sin(x2)
         f = add - sin
         # backward
-        cos = math.cos(x2)                # grad of sin, seed_function.py:16
-        g_x2 = x1 - cos                   # grad of multiply
+        dsin = math.cos(x2)               # grad of sin, seed_function.py:16
+        g_x2 = x1 - dsin                  # grad of multiply
         divide = 1.0 / x1                 # grad of log
         g_x1 = x2 + divide
     except (ValueError, ZeroDivisionError, OverflowError):
@@ -38,8 +38,8 @@ def f_value_and_grad_numpy(x1, x2):
     sin = np.sin(x2)
     f = add - sin
     # backward
-    cos = np.cos(x2)                      # grad of sin, seed_function.py:16
-    g_x2 = x1 - cos                       # grad of multiply
+    dsin = np.cos(x2)                     # grad of sin, seed_function.py:16
+    g_x2 = x1 - dsin                      # grad of multiply
     divide = const / x1                   # grad of log
     g_x1 = x2 + divide
     return (f, (g_x1, g_x2))

@@ -58,10 +58,10 @@ def step_loss_train_step(params, state, hyper, x, y):
     g_h = g_shifted @ params_W2.T         # grad of matmul
     g_params_W2 = h.T @ g_shifted
     del g_shifted
-    greater = h > 0.0                     # grad of maximum, golden_models.py:95
+    dmaximum = h > 0.0                    # grad of maximum, golden_models.py:95
     del h
-    g_add = g_h * greater
-    del g_h, greater
+    g_add = g_h * dmaximum
+    del dmaximum, g_h
     g_params_b1 = np.sum(g_add, axis=0)   # grad of add
     g_params_W1 = x.T @ g_add             # grad of matmul
     del g_add

@@ -93,7 +93,9 @@ def test_constant_arrays_are_scalars_and_broadcasts_go(monkeypatch):
     lines = [line.strip() for line in backward.strip().splitlines() if not line.strip().startswith("del")]
     assert lines[0] == "g_d = np.multiply(d, np.float32(0.25), out=multiply)"  # d + d, scaled
     backward = backward_of(constant_array, RNG.normal(size=(4, 3)))
-    assert "full" not in backward.replace("constant_array", "") and "g_x *= np.float64(0.25)" in backward
+    assert "full" not in backward.replace("constant_array", "")
+    assert "g_x *= np.float64(0.25)" in backward or \
+        "g_x = np.float64(0.25) * dtanh" in backward  # the constant array, as a scalar
     backward = backward_of(scaled_sum, RNG.normal(size=50).astype(np.float32))
     assert "broadcast_to" not in backward and "np.float32(-0.5)" in backward  # affine.py's
 
@@ -141,7 +143,8 @@ def test_values_a_guard_reads_stay_as_traced():
 def test_a_common_factor_is_applied_once():
     z, y = RNG.normal(size=7), RNG.normal(size=7)
     backward = backward_of(softplus_minus_linear, z, y)
-    assert backward.count("np.float64(") == 1 and "np.subtract(y, g_z, out=g_z)" in backward
+    assert backward.count("np.float64(") == 1  # the factor -1/n, once, after the subtract
+    assert "np.subtract(y, g_z, out=g_z)" in backward or "g_z = y - dlogaddexp" in backward
     source = ad.value_and_grad(common_factor).source(RNG.normal(size=(3, 4)))
     forward = "\n".join(line.split("  # ")[0] for line in source.split("# backward")[0].splitlines())
     assert forward.count("3.0") == 1 and forward.count("0.5") == 1

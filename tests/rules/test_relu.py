@@ -93,8 +93,9 @@ def test_the_backward_is_one_mask_multiply_in_place():
                                              away_from_ties((64, 64)))
     backward = source.split("# backward")[1]
     assert "==" not in backward and "0.5" not in backward
-    assert "np.multiply(g_matmul_1, greater, out=g_matmul_1)" in backward.replace(
-        "  ", " ") or ", greater, out=" in backward
+    # the mask is relu's derivative: named `dmaximum` (the rule's value, node_rules.py)
+    assert "np.multiply(g_matmul_1, dmaximum, out=g_matmul_1)" in backward.replace(
+        "  ", " ") or ", dmaximum, out=" in backward
 
 
 def test_second_derivative_and_new_values_in_the_cached_function():

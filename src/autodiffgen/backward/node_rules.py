@@ -58,9 +58,28 @@ def _by_rule(step, i, parent):
     rule = vjp_rule(node.prim, i, sole=node.prim in SOLE_VJPS and step.sole(i))
     if rule is None and node.prim.strict:
         raise missing_rule(node.prim, "VJP", i, node.loc)
+    first = step.trace.next_id
     contribution = None if rule is None else rule(step.g, step.ans, *step.args, **node.params)
     if contribution is not None:
+        _name_local_derivative(node, step.g, contribution, first)
         yield parent, unbroadcast(contribution, parent.shape, parent.dtype)
+
+
+def _name_local_derivative(node, g, contribution, first):
+    """`dtanh = 1 - h * h`: where the rule of a one-argument primitive is g times a value
+    it computed (from node ids `first` on), that value is the primitive's derivative, and
+    is named so (`d` + the primitive's name), as one would by hand."""
+    if type(g) is not Box or type(contribution) is not Box or \
+            sum(type(a) is Node for a in node.args) != 1 or not node.prim.name.isidentifier():
+        return
+    made = contribution.node
+    if made.prim is None or made.prim.name != "multiply" or \
+            not any(a is g.node for a in made.args):
+        return
+    local = [a for a in made.args if a is not g.node]
+    if len(local) == 1 and type(local[0]) is Node and local[0].id >= first \
+            and local[0].name is None:
+        local[0].name = "d" + node.prim.name
 
 
 def by_pieces(step):
