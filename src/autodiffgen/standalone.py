@@ -141,9 +141,7 @@ def _served(gf, args, name, taken):
         general.name = _free(f"_{name}_traced", taken)
         return [(None, general)], (_entry(name, general, args, None, [(None, general)]), name)
     if _holds_above(request, grown(args, rows, GROWN) if grow else args, general):
-        doc = general.doc.replace(f"{batch.lo} <= {batch.var} <= {batch.hi}",
-                                  f"{batch.var} >= {batch.lo}")
-        general = dataclasses.replace(general, doc=doc, batch=Batch(
+        general = dataclasses.replace(general, batch=Batch(  # serves every n >= lo
             batch.n, batch.paths, batch.lo, None, batch.var))
     general.name = _free(f"_{name}_rows", taken)
     served = [(None, general)]
@@ -226,7 +224,7 @@ def _entry(name, graph, args, batch, served):
              for i, tree in enumerate(map(_tree, args)) if type(tree) is tuple]
     checks = trees + checks  # a dict with another key, a list of another length: first
     arguments = ", ".join(params)
-    doc = graph.doc.split(" Serves every batch size")[0]
+    doc = graph.doc
     if batch is not None:
         doc += f" Serves {_sizes(batch, served)} rows."
     text = (doc + " " if doc else "") + (

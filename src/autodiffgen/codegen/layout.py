@@ -85,9 +85,11 @@ class Layout:
         """The function's lines: its head (def, docstring, guards, constants in n), then
         the body, each statement's lines mapped to the user's line it came from."""
         head = wrap(f"def {self.graph.name}({', '.join(self.params)}):")
-        if self.graph.doc:
-            head += docstring(self.graph.doc, "    ") or \
-                ["    " + render(ast.Expr(ast.Constant(self.graph.doc)))]
+        doc = self.graph.doc
+        if doc and self.graph.batch is not None and self.graph.batch.lo is not None:
+            doc += " " + self.graph.batch.text()  # the sizes a polymorphic graph serves
+        if doc:
+            head += docstring(doc, "    ") or ["    " + render(ast.Expr(ast.Constant(doc)))]
         if self.standalone:
             head += [line for code in self.static_guards() for line in code_lines(code, "")]
         for code, comment in prologue + self.local_constant_lines():

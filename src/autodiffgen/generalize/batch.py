@@ -160,7 +160,7 @@ def _fresh_var(params):
 
 
 def _described(general, graph, args, names):
-    """The docstring shows n for the batch leaves' leading size, and the sizes served."""
+    """The docstring shows n for the batch leaves' leading size."""
     batch = general.batch
     parts = []
     for i, (name, arg) in enumerate(zip(names, args)):
@@ -170,8 +170,8 @@ def _described(general, graph, args, names):
         else:
             parts.append(signature_text([arg], [name]))
     signature = ", ".join(parts)
-    doc = graph.doc.replace(f"({graph.signature})", f"({signature})") + \
-        f" Serves every batch size {batch.lo} <= {batch.var} <= {batch.hi}."
+    doc = graph.doc.replace(f"({graph.signature})", f"({signature})")  # (the sizes
+    # served are the emitter's to say, from general.batch: size_formulas.Batch.text)
     return dataclasses.replace(general, signature=signature, doc=doc)
 
 

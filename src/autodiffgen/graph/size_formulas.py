@@ -332,5 +332,11 @@ class Batch:
     def serves(self, n):
         return self.lo is not None and self.lo <= n <= self.hi
 
+    def text(self):
+        """The sizes served, as the generated function's docstring says them."""
+        if self.hi is None:
+            return f"Serves every batch size {self.var} >= {self.lo}."
+        return f"Serves every batch size {self.lo} <= {self.var} <= {self.hi}."
+
     def __repr__(self):
         return f"Batch(n={self.n}, paths={self.paths}, {self.lo}..{self.hi})"
