@@ -28,10 +28,8 @@ def hessian_fn_fwd(x):
     multiply = 2 * tanh
     multiply_1 = tanh * tanh
     subtract = 1 - multiply_1
-    del multiply_1
     multiply_2 = multiply * subtract
     hessian_fn += multiply_2
-    del multiply_2
     return (hessian_fn, (tanh, multiply, subtract))
 
 
@@ -45,13 +43,9 @@ def hessian_fn_bwd(residuals, g):
     g_multiply = g * subtract             # grad of multiply, golden_models.py:49
     g_subtract = g * multiply
     multiply_1 = g_subtract * tanh
-    del g_subtract
     g_tanh = g_multiply * 2
-    del g_multiply
     add = multiply_1 + multiply_1
-    del multiply_1
     g_tanh -= add
-    del add
     g_getitem = g[:-1]                    # grad of add_at
     g_getitem_1 = g[1:]                   # grad of scatter_add
     g_x = _scatter_add(g_getitem, (slice(1, None),), (4,), unique=True)  # grad of getitem
@@ -63,5 +57,4 @@ def hessian_fn_bwd(residuals, g):
     multiply_2 = g_tanh * dtanh
     del dtanh, g_tanh
     g_x += multiply_2
-    del multiply_2
     return (g_x,)

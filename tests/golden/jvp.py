@@ -9,17 +9,13 @@ def jvp_fn_jvp(W, x, t_W, t_x):
     # forward
     matmul = W @ x                        # golden_models.py:58  return np.log1p(np.exp(W @ x))
     exp = np.exp(matmul)
-    del matmul
     jvp_fn = np.log1p(exp)
     # tangents
     t_matmul = t_W @ x                    # tangent of matmul, golden_models.py:58
     matmul_1 = W @ t_x
     t_matmul += matmul_1
-    del matmul_1
     t_exp = t_matmul * exp                # tangent of exp
     del t_matmul
     add = exp + 1                         # tangent of log1p
-    del exp
     t_jvp_fn = t_exp / add
-    del add, t_exp
     return (jvp_fn, t_jvp_fn)

@@ -20,7 +20,6 @@ def lstm_cell_value_and_grad(params, x, h, c):
     z = x @ params_Wx  # golden_models.py:70  z = x @ params["Wx"] + h @ params["Wh"] + params["b"]
     matmul = h @ params_Wh
     z += matmul
-    del matmul
     z += params_b
     getitem = z[:, :5]                    # golden_models.py:72  i = 1.0 / (1.0 + np.exp(-z[:, :n]))
     i = -getitem
@@ -47,16 +46,12 @@ def lstm_cell_value_and_grad(params, x, h, c):
     c_new = f * c                         # golden_models.py:76  c_new = f * c + i * g
     multiply = i * g
     c_new += multiply
-    del multiply
     tanh = np.tanh(c_new)                 # golden_models.py:77  h_new = o * np.tanh(c_new)
     h_new = o * tanh
     power = h_new ** 2  # golden_models.py:78  return np.sum(h_new ** 2) + np.sum(c_new ** 2)
-    del h_new
     sum_1 = np.sum(power)
-    del power
     power_1 = c_new ** 2
     sum_2 = np.sum(power_1)
-    del power_1
     lstm_cell = sum_1 + sum_2
     # backward
     # saved by the forward: i, f, o, g, c_new, tanh
@@ -64,42 +59,34 @@ def lstm_cell_value_and_grad(params, x, h, c):
     del c_new
     h_new_1 = o * tanh                    # recomputed, not saved: golden_models.py:77
     g_h_new = 2 * h_new_1                 # grad of power, golden_models.py:78
-    del h_new_1
     g_o = g_h_new * tanh                  # grad of multiply, golden_models.py:77
     g_tanh = g_h_new * o
-    del g_h_new
     dtanh = tanh * tanh                   # grad of tanh
-    del tanh
     np.subtract(1, dtanh, out=dtanh)
     multiply_1 = g_tanh * dtanh
-    del dtanh, g_tanh
+    del dtanh
     g_c_new = dpower + multiply_1
-    del dpower, multiply_1
     g_i = g_c_new * g                     # grad of multiply, golden_models.py:76
     g_g = g_c_new * i
     g_f = g_c_new * c
-    del g_c_new
     dtanh_1 = g * g                       # grad of tanh, golden_models.py:75
-    del g
     np.subtract(1, dtanh_1, out=dtanh_1)
     g_z = np.empty((n, 20), dtype=np.float64)  # concatenate: parts computed into it
     np.multiply(g_g, dtanh_1, out=g_z[:, 15:])
-    del dtanh_1, g_g
+    del dtanh_1
     subtract = 1 - o                      # grad of divide, golden_models.py:74
     multiply_2 = o * subtract
-    del o, subtract
+    del o
     np.multiply(g_o, multiply_2, out=g_z[:, 10:15])
-    del g_o, multiply_2
     subtract_1 = 1 - f                    # grad of divide, golden_models.py:73
     multiply_3 = f * subtract_1
-    del f, subtract_1
+    del f
     np.multiply(g_f, multiply_3, out=g_z[:, 5:10])
-    del g_f, multiply_3
     subtract_2 = 1 - i                    # grad of divide, golden_models.py:72
     multiply_4 = i * subtract_2
-    del i, subtract_2
+    del i
     np.multiply(g_i, multiply_4, out=g_z[:, :5])
-    del g_i, multiply_4
+    del multiply_4
     g_params_b = np.sum(g_z, axis=0)      # grad of add, golden_models.py:70
     g_params_Wh = h.T @ g_z               # grad of matmul
     g_params_Wx = x.T @ g_z

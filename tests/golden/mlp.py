@@ -32,13 +32,13 @@ def mlp_loss_value_and_grad(params, x, y):
     # golden_models.py:13  shifted = logits - logits.max(axis=1, keepdims=True)
     max_1 = np.max(logits, axis=1, keepdims=True)
     shifted = logits - max_1
-    del logits, max_1
+    del logits
     # golden_models.py:14  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     exp = np.exp(shifted)
     sum_1 = np.sum(exp, axis=1, keepdims=True)
     log = np.log(sum_1)
     log_probs = shifted - log
-    del log, shifted
+    del shifted
     # golden_models.py:15  return -log_probs[np.arange(len(y)), y].mean()
     getitem = log_probs[rows, y]
     del log_probs
@@ -48,7 +48,7 @@ def mlp_loss_value_and_grad(params, x, y):
     # backward
     # saved by the forward: h, h_1, exp, sum_1
     g_shifted = exp / sum_1               # grad of subtract, golden_models.py:14
-    del exp, sum_1
+    del exp
     g_shifted *= np.float32(1.0 / n)
     g_shifted[rows, y] += np.float32(-1.0 / n)
     g_params_b3 = np.sum(g_shifted, axis=0)  # grad of add, golden_models.py:12

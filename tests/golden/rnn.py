@@ -22,7 +22,6 @@ def rnn_loss_value_and_grad(params, xs, target):
     del getitem_1
     matmul = h @ params_Wh
     h_1 += matmul
-    del matmul
     h_1 += params_b
     np.tanh(h_1, out=h_1)
     getitem_2 = xs[2]
@@ -30,7 +29,6 @@ def rnn_loss_value_and_grad(params, xs, target):
     del getitem_2
     matmul_1 = h_1 @ params_Wh
     h_2 += matmul_1
-    del matmul_1
     h_2 += params_b
     np.tanh(h_2, out=h_2)
     getitem_3 = xs[3]
@@ -38,14 +36,11 @@ def rnn_loss_value_and_grad(params, xs, target):
     del getitem_3
     matmul_2 = h_2 @ params_Wh
     h_3 += matmul_2
-    del matmul_2
     h_3 += params_b
     np.tanh(h_3, out=h_3)
     subtract = h_3 - target               # golden_models.py:34  return np.mean((h - target) ** 2)
     power = subtract ** 2
-    del subtract
     rnn_loss = np.mean(power)
-    del power
     # backward
     # saved by the forward: h, h_1, h_2, h_3
     g_subtract = h_3 - target             # recomputed, not saved: golden_models.py:34
@@ -59,45 +54,36 @@ def rnn_loss_value_and_grad(params, xs, target):
     g_params_b = np.sum(g_add, axis=0)    # grad of add
     transpose = np.ascontiguousarray(params_Wh.T)  # grad of matmul
     g_h = g_add @ transpose
-    del g_add
     dtanh_1 = h_2 * h_2                   # grad of tanh
     del h_2
     np.subtract(1, dtanh_1, out=dtanh_1)
     g_add_1 = np.multiply(g_h, dtanh_1, out=stack_1[2])
-    del dtanh_1, g_h
+    del dtanh_1
     sum_1 = np.sum(g_add_1, axis=0)       # grad of add
     g_params_b += sum_1
-    del sum_1
     g_h_1 = g_add_1 @ transpose           # grad of matmul
-    del g_add_1
     dtanh_2 = h_1 * h_1                   # grad of tanh
     del h_1
     np.subtract(1, dtanh_2, out=dtanh_2)
     g_add_2 = np.multiply(g_h_1, dtanh_2, out=stack_1[1])
-    del dtanh_2, g_h_1
+    del dtanh_2
     sum_2 = np.sum(g_add_2, axis=0)       # grad of add
     g_params_b += sum_2
-    del sum_2
     g_h_2 = g_add_2 @ transpose           # grad of matmul
-    del g_add_2, transpose
+    del transpose
     reshape = np.reshape(stack, (6, 5))
-    del stack
     stack_2 = stack_1[1:]
     reshape_1 = np.reshape(stack_2, (6, 5))
-    del stack_2
     g_params_Wh = reshape.T @ reshape_1
     del reshape, reshape_1
     dtanh_3 = h * h                       # grad of tanh
     del h
     np.subtract(1, dtanh_3, out=dtanh_3)
     g_add_3 = np.multiply(g_h_2, dtanh_3, out=stack_1[0])
-    del dtanh_3, g_h_2
+    del dtanh_3
     sum_3 = np.sum(g_add_3, axis=0)       # grad of add
-    del g_add_3
     g_params_b += sum_3
-    del sum_3
     reshape_2 = np.reshape(stack_1, (8, 5))  # grad of matmul
-    del stack_1
     reshape_3 = np.reshape(xs, (8, 3))
     g_params_Wx = reshape_3.T @ reshape_2
     del reshape_2, reshape_3

@@ -35,13 +35,13 @@ def step_loss_train_step(params, state, hyper, x, y):
     # golden_models.py:97  shifted = logits - logits.max(axis=1, keepdims=True)
     max_1 = np.max(logits, axis=1, keepdims=True)
     shifted = logits - max_1
-    del logits, max_1
+    del logits
     # golden_models.py:98  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     exp = np.exp(shifted)
     sum_1 = np.sum(exp, axis=1, keepdims=True)
     log = np.log(sum_1)
     log_probs = shifted - log
-    del log, shifted
+    del shifted
     # golden_models.py:99  return -log_probs[np.arange(len(y)), y].mean()
     getitem = log_probs[indices, y]
     del log_probs
@@ -51,7 +51,7 @@ def step_loss_train_step(params, state, hyper, x, y):
     # backward
     # saved by the forward: h, exp, sum_1
     g_shifted = exp / sum_1               # grad of subtract, golden_models.py:98
-    del exp, sum_1
+    del exp
     g_shifted *= np.float64(0.0625)
     g_shifted[indices, y] += np.float64(-0.0625)
     g_params_b2 = np.sum(g_shifted, axis=0)  # grad of add, golden_models.py:96
@@ -61,7 +61,7 @@ def step_loss_train_step(params, state, hyper, x, y):
     dmaximum = h > 0.0                    # grad of maximum, golden_models.py:95
     del h
     g_add = g_h * dmaximum
-    del dmaximum, g_h
+    del g_h
     g_params_b1 = np.sum(g_add, axis=0)   # grad of add
     g_params_W1 = x.T @ g_add             # grad of matmul
     del g_add
@@ -99,24 +99,16 @@ def step_loss_train_step(params, state, hyper, x, y):
     multiply_6 = np.multiply(hyper_beta1, state_m_b1, out=state_m_b1)
     multiply_7 = subtract * g_params_b1
     m_1 = multiply_6 + multiply_7
-    del multiply_7
     multiply_8 = np.multiply(hyper_beta2, state_v_b1, out=state_v_b1)
     multiply_9 = g_params_b1 * g_params_b1
-    del g_params_b1
     multiply_10 = subtract_1 * multiply_9
-    del multiply_9
     v_1 = multiply_8 + multiply_10
-    del multiply_10
     multiply_11 = divide * m_1
     sqrt_1 = np.sqrt(v_1)
     divide_3 = sqrt_1 / root2
-    del sqrt_1
     add_1 = divide_3 + hyper_eps
-    del divide_3
     divide_4 = multiply_11 / add_1
-    del add_1, multiply_11
     subtract_4 = np.subtract(params_b1, divide_4, out=params_b1)
-    del divide_4
     multiply_12 = np.multiply(hyper_beta1, state_m_W2, out=state_m_W2)
     multiply_13 = subtract * g_params_W2
     m_2 = multiply_12 + multiply_13
@@ -141,24 +133,16 @@ def step_loss_train_step(params, state, hyper, x, y):
     multiply_18 = np.multiply(hyper_beta1, state_m_b2, out=state_m_b2)
     multiply_19 = subtract * g_params_b2
     m_3 = multiply_18 + multiply_19
-    del multiply_19
     multiply_20 = np.multiply(hyper_beta2, state_v_b2, out=state_v_b2)
     multiply_21 = g_params_b2 * g_params_b2
-    del g_params_b2
     multiply_22 = subtract_1 * multiply_21
-    del multiply_21
     v_3 = multiply_20 + multiply_22
-    del multiply_22
     multiply_23 = divide * m_3
     sqrt_3 = np.sqrt(v_3)
     divide_7 = sqrt_3 / root2
-    del sqrt_3
     add_3 = divide_7 + hyper_eps
-    del divide_7
     divide_8 = multiply_23 / add_3
-    del add_3, multiply_23
     subtract_6 = np.subtract(params_b2, divide_8, out=params_b2)
-    del divide_8
     return (step_loss, {'W1': subtract_3, 'b1': subtract_4, 'W2': subtract_5, 'b2': subtract_6},
             {'step': step, 'm': {'W1': m, 'b1': m_1, 'W2': m_2, 'b2': m_3}, 'v': {'W1': v,
                                                                                   'b1': v_1,

@@ -203,6 +203,38 @@ def test_no_del_of_a_name_whose_buffer_the_caller_holds():
     assert not deleted & held, deleted & held
 
 
+def _left_alive(planned):
+    """The arrays of their own the plan never deletes (but the outputs)."""
+    deleted = {n for dead in planned.dels.values() for n in dead}
+    kept = _kept(planned.graph)
+    return [n for n in planned.graph.nodes if n not in deleted and n not in kept
+            and n.shape != () and n.prim is not None and n not in planned.into]
+
+
+def test_small_arrays_are_left_to_the_return_within_a_budget_of_the_peak():
+    """A hand-written function deletes no (10,) temporary; a loop's many small values
+    are deleted once those left alive would add more than BUDGET to the peak."""
+    def few(x):
+        return np.sum(np.sin(x) * np.cos(x))
+
+    def many(x):
+        total = 0.0
+        for i in range(300):
+            total = total + np.sum(np.sin(x * i))
+        return total
+    x = RNG.normal(size=10)
+    small = plan(final(few, x))
+    assert not small.dels
+    looped = plan(final(many, x))
+    assert looped.dels  # past the budget
+    alive = sum(memory.nbytes(n, 1) for n in _left_alive(looped))
+    every = sum(memory.nbytes(n, 1) for n in looped.graph.nodes if n.shape != ()
+                and n.prim is not None and n not in _kept(looped.graph))
+    assert 0 < alive < every / 2  # some left alive, most deleted
+    big = plan(final(few, RNG.normal(size=1000)))  # 8000 bytes each: deleted
+    assert big.dels
+
+
 def test_pure_code_keeps_its_order_and_writes_into_no_buffer():
     """Code an enclosing trace runs (pure) takes no buffer: the trace reads every value."""
     graph = final(chain, RNG.normal(size=10000))

@@ -94,14 +94,14 @@ def _pooled(graph, last_use, plan, free):
     its reuse only while that keeps the live bytes under the peak they reach without
     holding it (so reuse never raises the peak), and for at most MAX_HOLD statements."""
     n = graph.batch.n if graph.batch is not None else 1
-    live, peak = _live_bytes(graph, last_use, plan, n)
+    live, peak = live_bytes(graph, last_use, plan, n)
     pool, moved = {}, {}
     for i, node in enumerate(graph.nodes):
         dead = pool.get(_key(node)) if i not in plan and _writes_out(node) \
             and worth(node, graph, n) else None
         if dead:
             buffer, k = dead[-1]
-            size = _nbytes(buffer, n)
+            size = nbytes(buffer, n)
             if i - k <= MAX_HOLD and max(live[k + 1:i], default=0) + size <= peak:
                 dead.pop()
                 plan[i] = buffer
@@ -118,7 +118,7 @@ def _pooled(graph, last_use, plan, free):
 MAX_HOLD = 256  # statements a dead buffer waits in the pool (a bound on the planning work)
 
 
-def _live_bytes(graph, last_use, plan, n):
+def live_bytes(graph, last_use, plan, n):
     """([bytes the graph's own buffers hold after each statement], the largest): a
     fresh result adds its bytes, a result written into a buffer adds none, a value whose
     buffer nobody took frees it at its last use. Views are counted as free."""
@@ -129,17 +129,17 @@ def _live_bytes(graph, last_use, plan, n):
             holds.discard(taken)
             holds.add(node)
         elif owns(node):
-            now += _nbytes(node, n)
+            now += nbytes(node, n)
             holds.add(node)
         for arg in last_use.get(i, ()):
             if arg in holds and arg is not taken:
                 holds.discard(arg)
-                now -= _nbytes(arg, n)
+                now -= nbytes(arg, n)
         live.append(now)
     return live, max(live, default=0)
 
 
-def _nbytes(node, n):
+def nbytes(node, n):
     size = np.dtype(node.dtype).itemsize if node.dtype is not None else 8
     for d in node.shape:
         size *= d if type(d) is int else d.at(n) if hasattr(d, "at") else 1

@@ -15,8 +15,17 @@ name goes with the `del` of the value that holds its buffer, not on a line of it
 from dataclasses import dataclass, field
 
 from ..graph import Graph, Node, op
+from ..rules.buffers import owns
 from ..tree import leaves
-from .memory import contiguous_transposes, one_name, rematerialized, reuse_plan, sunk
+from .memory import (
+    contiguous_transposes,
+    live_bytes,
+    nbytes,
+    one_name,
+    rematerialized,
+    reuse_plan,
+    sunk,
+)
 from .schedule import freeing_first
 from .slots import Joins
 
@@ -55,7 +64,7 @@ def plan(graph, pure=False):
     in_place = frozenset(nodes[i] for i, b in reuse.items()
                          if owner.get(b) is owner.get(nodes[i], False))
     into = {nodes[i]: b for i, b in reuse.items()}
-    dels = _dels(nodes, last_use, into, owner, _frees(graph, into))
+    dels = _dels(nodes, last_use, into, owner, _frees(graph, into, last_use, reuse))
     return Plan(graph, into, in_place, owner, dels,
                 {nodes[i]: list(js) for i, js in joins.alloc.items()}, joins, inline,
                 contiguous)
@@ -85,20 +94,37 @@ def _dels(nodes, last_use, into, owner, frees):
     return dels
 
 
-def _frees(graph, into):
-    """Whether deleting a value's name frees memory: not when its buffer is an argument's
-    (the caller holds it, a donated one too: `del state_m` after `np.multiply(b1,
-    state_m, out=state_m)` frees nothing), nor a scalar (a Python float, a NumPy scalar
-    or a 0-d array holds no memory worth a line). Small arrays are deleted too: a loop's
-    many small values add up (a checkpointed RNN's peak)."""
+SMALL_BYTES = 1024  # an array this small is left to the function's return, within a budget:
+BUDGET = 0.1  # of the peak bytes, what the arrays left alive may add to it, or at least
+FLOOR = 4 * SMALL_BYTES  # (a function of small arrays only: none deleted)
+
+
+def _frees(graph, into, last_use, reuse):
+    """Whether deleting a value's name frees memory worth a line: not when its buffer is
+    an argument's (the caller holds it, a donated one too: `del state_m` after `np.multiply(b1,
+    state_m, out=state_m)` frees nothing), nor a scalar (a Python float, a NumPy scalar or
+    a 0-d array), nor an array of its own under SMALL_BYTES while those left alive add up
+    to at most BUDGET of the code's peak (or FLOOR) (a loop's many small values still are deleted
+    once they would: a checkpointed RNN's peak). A view is deleted (it may hold a base)."""
     inputs = set(graph.inputs)
+    n = graph.batch.n if graph.batch is not None else 1
+    budget = [max(FLOOR, BUDGET * live_bytes(graph, last_use, reuse, n)[1])]
 
     def root(node):
         while node in into and type(into[node]) is Node:
             node = into[node]
         return node
 
-    return lambda node: node.shape != () and root(node) not in inputs
+    def frees(node):
+        buffer = root(node)
+        if node.shape == () or buffer in inputs:
+            return False
+        size = nbytes(buffer, n)
+        if owns(buffer) and buffer is node and size < SMALL_BYTES and size <= budget[0]:
+            budget[0] -= size
+            return False
+        return True
+    return frees
 
 
 def inlined(graph):

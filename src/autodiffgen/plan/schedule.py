@@ -15,11 +15,10 @@ The memory plan (emit_memory.py) then sees the freed buffer die before the alloc
 
 from dataclasses import replace
 
-import numpy as np
-
 from ..graph import Node, has_effect, is_guard, op
 from ..rules.buffers import VIEWS, owns
 from ..tree import leaves
+from .memory import nbytes
 
 WINDOW = 8  # how far back a statement moves: the pattern is a rule's two lines, and a
 #            bounded look keeps the stage linear in the graph
@@ -66,7 +65,7 @@ def _target(nodes, i, graph, kept, last, n):
         return None
     freed = {b for b in (_base(a) for a in node.args if type(a) is Node)
              if last.get(b) is node and b not in kept and owns(b) and b.shape != ()}
-    if not freed or _nbytes(node, n) >= sum(_nbytes(b, n) for b in freed):
+    if not freed or nbytes(node, n) >= sum(nbytes(b, n) for b in freed):
         return None  # (what the move frees can only shrink below: no gain, at once)
     low = max(0, i - WINDOW)
     at = {nodes[k]: k for k in range(low, i)}
@@ -83,7 +82,7 @@ def _target(nodes, i, graph, kept, last, n):
     if not between or not all(_movable(m, graph) for m in between):
         return None
     freed -= {_base(a) for m in between for a in m.args if type(a) is Node}
-    if not freed or _nbytes(node, n) >= sum(_nbytes(b, n) for b in freed) \
+    if not freed or nbytes(node, n) >= sum(nbytes(b, n) for b in freed) \
             or not any(owns(m) and op(m) not in VIEWS for m in between):
         return None
     return start, group
@@ -99,10 +98,3 @@ def _views(node, at, graph):
                 found.append(a)
                 stack.append(a)
     return found
-
-
-def _nbytes(node, n):
-    size = np.dtype(node.dtype).itemsize if node.dtype is not None else 8
-    for d in node.shape:
-        size *= d if type(d) is int else d.at(n) if hasattr(d, "at") else 1
-    return size
