@@ -22,9 +22,7 @@ def hessian_fn_fwd(x):
     getitem = x[:-1]
     getitem_1 = x[1:]
     hessian_fn = _scatter_add(getitem, (slice(1, None),), (4,), unique=True)
-    del getitem
     hessian_fn[:-1] += getitem_1
-    del getitem_1
     multiply = 2 * tanh
     multiply_1 = tanh * tanh
     subtract = 1 - multiply_1
@@ -49,9 +47,7 @@ def hessian_fn_bwd(residuals, g):
     g_getitem = g[:-1]                    # grad of add_at
     g_getitem_1 = g[1:]                   # grad of scatter_add
     g_x = _scatter_add(g_getitem, (slice(1, None),), (4,), unique=True)  # grad of getitem
-    del g_getitem
     g_x[:-1] += g_getitem_1
-    del g_getitem_1
     dtanh = tanh * tanh                   # grad of tanh
     np.subtract(1, dtanh, out=dtanh)
     multiply_2 = g_tanh * dtanh

@@ -14,26 +14,22 @@ def rnn_loss_value_and_grad(params, xs, target):
     getitem = xs[0]
     stack = np.empty((3, 2, 5), dtype=np.float32)  # stack: parts computed into it
     h = np.matmul(getitem, params_Wx, out=stack[0])
-    del getitem
     h += params_b
     np.tanh(h, out=h)
     getitem_1 = xs[1]
     h_1 = np.matmul(getitem_1, params_Wx, out=stack[1])
-    del getitem_1
     matmul = h @ params_Wh
     h_1 += matmul
     h_1 += params_b
     np.tanh(h_1, out=h_1)
     getitem_2 = xs[2]
     h_2 = np.matmul(getitem_2, params_Wx, out=stack[2])
-    del getitem_2
     matmul_1 = h_1 @ params_Wh
     h_2 += matmul_1
     h_2 += params_b
     np.tanh(h_2, out=h_2)
     getitem_3 = xs[3]
     h_3 = getitem_3 @ params_Wx
-    del getitem_3
     matmul_2 = h_2 @ params_Wh
     h_3 += matmul_2
     h_3 += params_b
@@ -70,7 +66,6 @@ def rnn_loss_value_and_grad(params, xs, target):
     sum_2 = np.sum(g_add_2, axis=0)       # grad of add
     g_params_b += sum_2
     g_h_2 = g_add_2 @ transpose           # grad of matmul
-    del transpose
     reshape = np.reshape(stack, (6, 5))
     stack_2 = stack_1[1:]
     reshape_1 = np.reshape(stack_2, (6, 5))
@@ -86,5 +81,5 @@ def rnn_loss_value_and_grad(params, xs, target):
     reshape_2 = np.reshape(stack_1, (8, 5))  # grad of matmul
     reshape_3 = np.reshape(xs, (8, 3))
     g_params_Wx = reshape_3.T @ reshape_2
-    del reshape_2, reshape_3
+    del reshape_2
     return (rnn_loss, {'Wx': g_params_Wx, 'Wh': g_params_Wh, 'b': g_params_b})

@@ -235,6 +235,22 @@ def test_small_arrays_are_left_to_the_return_within_a_budget_of_the_peak():
     assert big.dels
 
 
+def test_no_del_of_a_view_of_an_argument():
+    """`x_t = xs[t]` looks into the caller's array: deleting it frees nothing."""
+    def loss(W, xs):
+        h = np.zeros((xs.shape[1], W.shape[1]))
+        for t in range(xs.shape[0]):
+            h = np.tanh(xs[t] @ W + h)
+        return np.sum(h)
+    W, xs = RNG.normal(size=(30, 40)), RNG.normal(size=(3, 50, 30))
+    planned = plan(final(loss, W, xs))
+    views = [n for n in planned.graph.nodes if op(n) == "getitem" and n.args[0] is
+             planned.graph.inputs[1]]
+    assert views
+    deleted = {n for dead in planned.dels.values() for n in dead}
+    assert not deleted & set(views)
+
+
 def test_pure_code_keeps_its_order_and_writes_into_no_buffer():
     """Code an enclosing trace runs (pure) takes no buffer: the trace reads every value."""
     graph = final(chain, RNG.normal(size=10000))

@@ -117,7 +117,7 @@ def _frees(graph, into, last_use, reuse):
 
     def frees(node):
         buffer = root(node)
-        if node.shape == () or buffer in inputs:
+        if node.shape == () or buffer in inputs or _viewed(node) in inputs:
             return False
         size = nbytes(buffer, n)
         if owns(buffer) and buffer is node and size < SMALL_BYTES and size <= budget[0]:
@@ -125,6 +125,21 @@ def _frees(graph, into, last_use, reuse):
             return False
         return True
     return frees
+
+
+_VIEWING = {"reshape", "transpose", "squeeze", "expand_dims", "broadcast_to", "diagonal",
+            "real", "imag"}
+
+
+def _viewed(node):
+    """The array a chain of views (`xs[t]`, `x.T`, a reshape) looks into: deleting a view
+    of an argument frees nothing. A getitem by arrays (a copy) is no view."""
+    while type(node) is Node and node.args and type(node.args[0]) is Node and (
+            op(node) in _VIEWING or op(node) == "getitem" and len(node.args) == 1
+            and all(type(i) in (int, slice, type(None), type(Ellipsis))
+                    for i in node.params["index"].items)):
+        node = node.args[0]
+    return node
 
 
 def inlined(graph):
