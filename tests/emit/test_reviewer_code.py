@@ -221,3 +221,16 @@ def test_a_one_argument_rule_names_the_derivative_it_computes():
     assert re.search(r"dtanh = .*tanh", backward) and "dsin = np.cos(y)" in backward
     assert "dmultiply" not in backward
     check_grads(f, x, y, argnums=(0, 1))
+
+
+def test_a_wrapped_line_does_not_hang_past_the_middle():
+    """`'v': {'W1': v,` then each item under its brace at column 82: not while an
+    earlier comma fits; the nested dicts stay whole."""
+    from autodiffgen.codegen.lines import wrap
+
+    line = ("    return (loss, {'W1': subtract_5, 'b1': subtract_6, 'W2': subtract_7, "
+            "'b2': subtract_8}, {'step': step, 'm': {'W1': m, 'b1': m_1, 'W2': m_2, "
+            "'b2': m_3}, 'v': {'W1': v, 'b1': v_1, 'W2': v_2, 'b2': v_3}})")
+    lines = wrap(line)
+    assert len(lines) == 3 and all(len(x) <= 100 for x in lines)
+    assert lines[2].strip() == "'v': {'W1': v, 'b1': v_1, 'W2': v_2, 'b2': v_3}})"

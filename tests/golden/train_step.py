@@ -144,7 +144,5 @@ def step_loss_train_step(params, state, hyper, x, y):
     divide_8 = multiply_23 / add_3
     subtract_6 = np.subtract(params_b2, divide_8, out=params_b2)
     return (step_loss, {'W1': subtract_3, 'b1': subtract_4, 'W2': subtract_5, 'b2': subtract_6},
-            {'step': step, 'm': {'W1': m, 'b1': m_1, 'W2': m_2, 'b2': m_3}, 'v': {'W1': v,
-                                                                                  'b1': v_1,
-                                                                                  'W2': v_2,
-                                                                                  'b2': v_3}})
+            {'step': step, 'm': {'W1': m, 'b1': m_1, 'W2': m_2, 'b2': m_3},
+             'v': {'W1': v, 'b1': v_1, 'W2': v_2, 'b2': v_3}})

@@ -211,7 +211,7 @@ def test_ints_are_slots_of_their_layout(text):
 
 
 def _at_commas_by_scanning(line, width):
-    """lines._at_commas as it was, scanning every break for each line (quadratic)."""
+    """lines._at_commas, scanning every break for each line (quadratic)."""
     text = line.lstrip()
     indent = len(line) - len(text)
     breaks = [(at, opened) for kind, _, at, opened in emit_lines._tokens(text)
@@ -225,8 +225,14 @@ def _at_commas_by_scanning(line, width):
         if at is None:
             break
         lines.append((start, column))
-        begin, col = next((s, c) for s, c in reversed(lines) if s <= opened)
-        column = col + opened - begin
+
+        def column_of(opened):
+            begin, col = next((s, c) for s, c in reversed(lines) if s <= opened)
+            return col + opened - begin
+        # not a break whose next line hangs past the middle while another fits
+        at, opened = next((b for b in reversed(fits) if column_of(b[1]) <= width // 2),
+                          (at, opened))
+        column = column_of(opened)
         start = at + len(text[at:]) - len(text[at:].lstrip())
     lines.append((start, column))
     ends = [s for s, _ in lines[1:]] + [len(text)]

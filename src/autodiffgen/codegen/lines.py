@@ -43,7 +43,9 @@ def _hanging(line, width):
 
 
 def _at_commas(line, width):
-    """The line broken after commas inside brackets, as few times as will do."""
+    """The line broken after commas inside brackets, as few times as will do; a line
+    does not end at a comma whose next line would hang past the middle of the width
+    while an earlier comma fits (`'v': {'W1': v,` and the rest under its brace)."""
     text = line.lstrip()
     indent = len(line) - len(text)
     breaks = [(at, opened) for kind, _, at, opened in _tokens(text)
@@ -54,8 +56,12 @@ def _at_commas(line, width):
     while column + len(text) - start > width:
         later = bisect.bisect_right(at_of, start)
         fits = bisect.bisect_right(at_of, start + width - column)  # the last that fits
-        if fits > later:
-            at, opened = breaks[fits - 1]
+        if fits > later:  # the last comma that fits, but not one whose next line would
+            # hang past the middle (under a bracket opened far right) while another fits
+            at, opened = next((b for b in reversed(breaks[later:fits])  # (one line's)
+                               if (column + b[1] - start if b[1] >= start
+                                   else _column(lines, b[1])) <= width // 2),
+                              breaks[fits - 1])
         elif later < len(breaks):
             at, opened = breaks[later]
         else:
