@@ -128,7 +128,7 @@ def step_loss_train_step(params, state, hyper, x, y):
     del divide_5
     divide_6 = multiply_17 / add_2
     del add_2, multiply_17
-    subtract_5 = params_W2 - divide_6
+    subtract_5 = np.subtract(params_W2, divide_6, out=params_W2)
     del divide_6
     multiply_18 = np.multiply(hyper_beta1, state_m_b2, out=state_m_b2)
     multiply_19 = subtract * g_params_b2

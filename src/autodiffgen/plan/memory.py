@@ -42,15 +42,16 @@ def reuse_plan(graph, last_use):
     """({statement index: the node whose buffer, or the join's Slot, that statement writes
     into}, last_use with the `del` of each buffer taken from the pool moved to the
     statement that reuses it, the joins written in place: emit_slots.Joins)."""
-    viewed = {n.args[0] for n in graph.nodes if op(n) in VIEWS and n.args
-              and type(n.args[0]) is Node and not _contraction(n)}
-    viewed |= {a for n in graph.nodes if op(n) is None for a in n.args  # a user's
-               if type(a) is Node}                                          # primitive
     kept = (set(graph.inputs) - graph.donated) | \
         {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
+    viewed = _viewed_until(graph, kept)  # buffer -> the last statement a view of it is read
+    users = {a for n in graph.nodes if op(n) is None for a in n.args  # a user's primitive
+             if type(a) is Node}                                       # may keep a view
 
-    def free(arg):  # a buffer the graph owns, that nothing reads after it dies
-        return type(arg) is Node and arg not in kept and arg not in viewed \
+    def free(arg, at=None):  # a buffer the graph owns, that nothing reads after it dies
+        # (nor a view of it, read later than `at`, the statement that would write into it)
+        return type(arg) is Node and arg not in kept and arg not in users \
+            and (arg not in viewed or at is not None and viewed[arg] < at) \
             and (owns(arg) or arg in graph.donated) and arg.shape != () \
             and arg not in joins.fixed
 
@@ -58,7 +59,7 @@ def reuse_plan(graph, last_use):
     plan, joins = {}, Joins({}, {}, {}, set(), set())
     for i, node in enumerate(graph.nodes):  # first, operands dying where they are read
         if _elementwise(node.prim) and node.shape != ():
-            dying = [a for a in last_use.get(i, ()) if free(a)]
+            dying = [a for a in last_use.get(i, ()) if free(a, i)]
             for arg in node.args:
                 if type(arg) is Node and any(arg is d for d in dying) \
                         and arg.shape == node.shape and arg.dtype == node.dtype:
@@ -74,6 +75,25 @@ def reuse_plan(graph, last_use):
             or shared.get(b, b) is shared.get(graph.nodes[i])}
     plan, joins = joins_in_place(graph, plan, _writes_out)
     return (*_pooled(graph, joins_last_use(graph, last_use, joins), plan, free), joins)
+
+
+def _viewed_until(graph, kept):
+    """{buffer: the last statement that reads a view of it (x.T, x[0], a reshape), through
+    views of views}; a view that is an output holds its buffer to the end."""
+    last_read, end = {}, len(graph.nodes)
+    for j, node in enumerate(graph.nodes):
+        for a in node.args:
+            if type(a) is Node:
+                last_read[a] = j
+    until = {}
+    for j in range(len(graph.nodes) - 1, -1, -1):  # a view's own views first
+        node = graph.nodes[j]
+        if op(node) in VIEWS and node.args and type(node.args[0]) is Node \
+                and not _contraction(node):
+            read = end if node in kept else max(last_read.get(node, j), until.get(node, j))
+            base = node.args[0]
+            until[base] = max(until.get(base, -1), read)
+    return until
 
 
 MIN_ELEMENTS = 4096  # the smallest buffer reused under another name (see the module doc)
