@@ -218,7 +218,7 @@ def _value_and_grad_graph(request, traced):
         ((out, traced.aux), grads) if request.has_aux else (out, grads),
         signature=signature,
         doc=(f"Value of {function_name(fun)} and its gradient with respect to "
-             f"{', '.join(names[i] for i in argnums)}, traced at ({signature})."),
+             f"{', '.join(names[i] for i in argnums)}"),
         statics={names[i]: a for i, a in enumerate(args)  # Python numbers are inputs
                  if i not in argnums and (type(a) in (bool, str, type(None)) or
                                           type(a) in (int, float) and not

@@ -224,7 +224,7 @@ def _entry(name, graph, args, batch, served):
              for i, tree in enumerate(map(_tree, args)) if type(tree) is tuple]
     checks = trees + checks  # a dict with another key, a list of another length: first
     arguments = ", ".join(params)
-    doc = graph.doc
+    doc = graph.described()
     if batch is not None:
         doc += f" Serves {_sizes(batch, served)} rows."
     text = (doc + " " if doc else "") + (

@@ -161,8 +161,7 @@ class TrainStep(_Transformed):
             f"{loss_name}_train_step", names, trace, (out, new_params, new_state),
             signature=signature_text(args, names), derivative_of=cotangent_of, fresh_from=1,
             doc=(f"{loss_name}(params, ...), its gradient with respect to params and "
-                 f"{type(self.optimizer).__name__}'s update: (value, new params, new state), "
-                 f"traced at ({signature_text(args, names)})."))
+                 f"{type(self.optimizer).__name__}'s update: (value, new params, new state)"))
         # the step overwrites params and state anyway: the code may write into them
         graph.donated = frozenset(b.node for b in leaves(boxed[:2]) if type(b) is Box)
         graph.update = _update_header(self.optimizer)

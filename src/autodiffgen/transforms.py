@@ -106,8 +106,9 @@ class JVPFunction(_Transformed):
             f"{function_name(self.fun)}_jvp", names, trace,
             (out, t_out, traced.aux) if self.has_aux else (out, t_out), kind="jvp",
             fresh_from=1, derivative_of=tangent_of,
+            signature=signature_text(primals, names),
             doc=(f"Value of {function_name(self.fun)} and its directional derivative along "
-                 f"the tangents, traced at ({signature_text(primals, names)})."))
+                 "the tangents"))
 
 
 def _first_half(args):
@@ -174,9 +175,9 @@ class VJPFunction(_Transformed):
         return backward.split_graphs(
             f"{function_name(self.fun)}", names, trace, out, tuple(grads), seed,
             fwd_fields={"doc": f"Value of {function_name(self.fun)} and the forward values "
-                               f"its backward pass reads, traced at ({traced_at})."},
+                               "its backward pass reads", "signature": traced_at},
             bwd_fields={"doc": f"The cotangents of {function_name(self.fun)}'s arguments for "
-                               f"the output cotangent g, traced at ({traced_at}).",
+                               "the output cotangent g", "signature": traced_at,
                         "derivative_of": cotangent_of, "fresh_from": 0},
             aux=traced.aux, has_aux=self.has_aux)
 

@@ -1,6 +1,7 @@
 """The IR (graph/): what a node knows is on the node, copied by one `Node.replace`; nodes
 a pass makes get their ids from the graph and leave it only when nothing reads them."""
 
+import dataclasses
 import importlib
 import inspect
 import pkgutil
@@ -158,3 +159,15 @@ def test_every_module_that_made_nodes_by_hand_is_gone():
     the id and the trace (a hand-made node that forgot trace_id mixed nested traces)."""
     for module in _modules("passes"):
         assert "Node(" not in inspect.getsource(module), module.__name__
+
+
+def test_a_graph_describes_itself_from_its_fields():
+    """The docstring is made from the doc and the signature, fields a later stage sets
+    (generalize: the batch leaves' size as n), not text it edits."""
+    graph = Graph("f_value_and_grad", ["x"], [], [], None, doc="Value of f",
+                  signature="x: float64[3]")
+    assert graph.described() == "Value of f, traced at (x: float64[3])."
+    general = dataclasses.replace(graph, signature="x: float64[n]")
+    assert general.described() == "Value of f, traced at (x: float64[n])."
+    assert dataclasses.replace(graph, signature="").described() == "Value of f."
+    assert dataclasses.replace(graph, doc="").described() == ""

@@ -284,7 +284,7 @@ def batched_graph(fun, trace, boxed, out, args, axes, names, size, out_axes):
     graph = fused_graph(f"{function_name(fun)}_vmap", names, trace, (outputs,),
                         signature=signature, fresh_from=0,
                         doc=f"{function_name(fun)} applied to a batch of {size} examples at "
-                            f"once, traced at ({signature}).")
+                            "once")
     if examples & set(graph.nodes + graph.inputs):  # pragma: no cover  (a rule's mistake)
         raise AssertionError("vmap: a batched result still reads one example")
     return graph

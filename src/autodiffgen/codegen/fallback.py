@@ -34,9 +34,9 @@ def twin_graph(graph, name):
     """The graph written with NumPy calls, which a scalar function (Emitter.scalar) runs
     where the math module's forms would not give NumPy's values and warnings."""
     return dataclasses.replace(
-        graph, name=name, scalar=False,
+        graph, name=name, scalar=False, signature="",
         doc=f"{graph.name} with NumPy calls: its values where math raises or a value "
-            "is not finite (NumPy's infinities, nans and warnings).")
+            "is not finite (NumPy's infinities, nans and warnings)")
 
 
 def all_python_floats(graph):

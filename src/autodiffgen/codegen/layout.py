@@ -85,7 +85,7 @@ class Layout:
         """The function's lines: its head (def, docstring, guards, constants in n), then
         the body, each statement's lines mapped to the user's line it came from."""
         head = wrap(f"def {self.graph.name}({', '.join(self.params)}):")
-        doc = self.graph.doc
+        doc = self.graph.described()
         if doc and self.graph.batch is not None and self.graph.batch.lo is not None:
             doc += " " + self.graph.batch.text()  # the sizes a polymorphic graph serves
         if doc:

@@ -170,9 +170,8 @@ def _described(general, graph, args, names):
         else:
             parts.append(signature_text([arg], [name]))
     signature = ", ".join(parts)
-    doc = graph.doc.replace(f"({graph.signature})", f"({signature})")  # (the sizes
-    # served are the emitter's to say, from general.batch: size_formulas.Batch.text)
-    return dataclasses.replace(general, signature=signature, doc=doc)
+    # (the docstring says it, and the sizes served: Graph.described, Batch.text)
+    return dataclasses.replace(general, signature=signature)
 
 
 # ---- the check at the low size --------------------------------------------------------------

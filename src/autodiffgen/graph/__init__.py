@@ -222,8 +222,8 @@ class Graph:
     inputs: list
     nodes: list
     outputs: object
-    signature: str = ""
-    doc: str = ""  # the generated function's docstring
+    signature: str = ""  # the arguments it was traced at, as its docstring says them
+    doc: str = ""  # what the generated function computes (its docstring: `described`)
     kind: str = "grad"  # "grad" or "jvp": how the emitter labels derivative lines
     paths: dict = field(default_factory=dict)  # inputs that are not the function's own
     # derivative node -> the value it is the (co)tangent of, to name it g_h / t_h after h
@@ -244,6 +244,14 @@ class Graph:
     # argument_writes.py: where the code assigns its last output's items, in order (paths
     # into the arguments: (1, "running_mean") for bn_param["running_mean"])
     writes: tuple = ()
+
+    def described(self):
+        """The docstring's text: what it computes, and the arguments traced at (a batch
+        leaf's size as n once generalized: the signature is a field, not text to edit)."""
+        if not self.doc:
+            return ""
+        return f"{self.doc}, traced at ({self.signature})." if self.signature else \
+            f"{self.doc}."
 
     def new_node(self, prim, args, like, params=None, **changes):
         """A node this graph does not hold yet, for a pass to add: its id comes after every
