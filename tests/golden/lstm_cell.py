@@ -23,26 +23,22 @@ def lstm_cell_value_and_grad(params, x, h, c):
     z += params_b
     getitem = z[:, :5]                    # golden_models.py:72  i = 1.0 / (1.0 + np.exp(-z[:, :n]))
     i = -getitem
-    del getitem
     np.exp(i, out=i)
     i += 1.0
     np.divide(1.0, i, out=i)
     getitem_1 = z[:, 5:10]  # golden_models.py:73  f = 1.0 / (1.0 + np.exp(-z[:, n:2 * n]))
     f = -getitem_1
-    del getitem_1
     np.exp(f, out=f)
     f += 1.0
     np.divide(1.0, f, out=f)
     getitem_2 = z[:, 10:15]  # golden_models.py:74  o = 1.0 / (1.0 + np.exp(-z[:, 2 * n:3 * n]))
     o = -getitem_2
-    del getitem_2
     np.exp(o, out=o)
     o += 1.0
     np.divide(1.0, o, out=o)
     getitem_3 = z[:, 15:]                 # golden_models.py:75  g = np.tanh(z[:, 3 * n:])
     del z
     g = np.tanh(getitem_3)
-    del getitem_3
     c_new = f * c                         # golden_models.py:76  c_new = f * c + i * g
     multiply = i * g
     c_new += multiply
@@ -82,11 +78,12 @@ def lstm_cell_value_and_grad(params, x, h, c):
     multiply_3 = f * subtract_1
     del f
     np.multiply(g_f, multiply_3, out=g_z[:, 5:10])
+    del g_f, multiply_3
     subtract_2 = 1 - i                    # grad of divide, golden_models.py:72
     multiply_4 = i * subtract_2
-    del i
+    del i, subtract_2
     np.multiply(g_i, multiply_4, out=g_z[:, :5])
-    del multiply_4
+    del g_i, multiply_4
     g_params_b = np.sum(g_z, axis=0)      # grad of add, golden_models.py:70
     g_params_Wh = h.T @ g_z               # grad of matmul
     g_params_Wx = x.T @ g_z

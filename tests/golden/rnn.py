@@ -70,7 +70,6 @@ def rnn_loss_value_and_grad(params, xs, target):
     stack_2 = stack_1[1:]
     reshape_1 = np.reshape(stack_2, (6, 5))
     g_params_Wh = reshape.T @ reshape_1
-    del reshape, reshape_1
     dtanh_3 = h * h                       # grad of tanh
     del h
     np.subtract(1, dtanh_3, out=dtanh_3)
@@ -81,5 +80,4 @@ def rnn_loss_value_and_grad(params, xs, target):
     reshape_2 = np.reshape(stack_1, (8, 5))  # grad of matmul
     reshape_3 = np.reshape(xs, (8, 3))
     g_params_Wx = reshape_3.T @ reshape_2
-    del reshape_2
     return (rnn_loss, {'Wx': g_params_Wx, 'Wh': g_params_Wh, 'b': g_params_b})

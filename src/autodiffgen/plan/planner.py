@@ -105,7 +105,7 @@ def _frees(graph, into, last_use, reuse):
     state_m, out=state_m)` frees nothing), nor a scalar (a Python float, a NumPy scalar or
     a 0-d array), nor an array of its own under SMALL_BYTES while those left alive add up
     to at most BUDGET of the code's peak (or FLOOR) (a loop's many small values still are deleted
-    once they would: a checkpointed RNN's peak). A view is deleted (it may hold a base)."""
+    once they would: a checkpointed RNN's peak). A view counts as the array it views."""
     inputs = set(graph.inputs)
     n = graph.batch.n if graph.batch is not None else 1
     budget = [max(FLOOR, BUDGET * live_bytes(graph, last_use, reuse, n)[1])]
@@ -115,15 +115,23 @@ def _frees(graph, into, last_use, reuse):
             node = into[node]
         return node
 
+    left = set()  # the small arrays left alive (charged to the budget once each)
+
+    def leave(array):
+        size = nbytes(array, n)
+        if array in left or size < SMALL_BYTES and size <= budget[0]:
+            budget[0] -= 0 if array in left else size
+            left.add(array)
+            return True
+        return False
+
     def frees(node):
-        buffer = root(node)
-        if node.shape == () or buffer in inputs or _viewed(node) in inputs:
+        buffer, base = root(node), _viewed(node)
+        if node.shape == () or buffer in inputs or base in inputs:
             return False
-        size = nbytes(buffer, n)
-        if owns(buffer) and buffer is node and size < SMALL_BYTES and size <= budget[0]:
-            budget[0] -= size
-            return False
-        return True
+        if base is not node:  # a view frees what its base holds, if nothing else holds it
+            return not leave(base)
+        return not (owns(buffer) and buffer is node and leave(buffer))
     return frees
 
 
