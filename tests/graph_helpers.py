@@ -3,7 +3,9 @@ function's value-and-grad graph as traced, before any pass, a graph emitted as i
 called, and the gradient check every pass's cases get."""
 
 import dataclasses
+import gc
 import inspect
+from collections import Counter
 
 import numpy as np
 
@@ -88,3 +90,19 @@ def assert_tree_close(got, want, rtol=1e-12):
             assert_tree_close(a, b, rtol)
     else:
         np.testing.assert_allclose(got, want, rtol=rtol)
+
+
+def cyclic_garbage(fun, args):
+    """The objects a first call of value_and_grad(fun) leaves for the cyclic collector,
+    by type name (the collector off meanwhile, as during a compile)."""
+    gc.collect()
+    gc.disable()
+    try:
+        ad.value_and_grad(fun)(*args)
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        return Counter(type(o).__name__ for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()

@@ -3,14 +3,11 @@ trace and outputs stages at other arguments): a size or count the function does 
 is not served, whatever the function raises there; what is not an error (an interrupt)
 reaches the user; and a failed retrace leaves nothing of the graph to the collector."""
 
-import gc
-from collections import Counter
 
 import numpy as np
 import pytest
-from graph_helpers import gradient_graph
+from graph_helpers import cyclic_garbage, gradient_graph
 
-import autodiffgen as ad
 from autodiffgen.generalize import batch, counts
 
 
@@ -75,25 +72,9 @@ def test_an_interrupt_in_a_retrace_reaches_the_user():
         counts.general(args, _same, _graph(pairs, args), _raising(KeyboardInterrupt()))
 
 
-def _cyclic_garbage(fun, args):
-    """What a first call of value_and_grad(fun) leaves for the cyclic collector, by type
-    name (the collector off meanwhile, as during a compile)."""
-    gc.collect()
-    gc.disable()
-    try:
-        ad.value_and_grad(fun)(*args)
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        gc.collect()
-        return Counter(type(o).__name__ for o in gc.garbage)
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
-
-
 @pytest.mark.parametrize("fun, args", [(blocks, _batch_args()), (pairs, _count_args())])
 def test_a_failed_retrace_leaves_no_graph_to_the_collector(fun, args):
     """The error a retrace raised, and its traceback's frames, are freed with it: no frame
     that holds them is held by them (the traces of a first call are freed as it ends)."""
-    found = _cyclic_garbage(fun, args)
+    found = cyclic_garbage(fun, args)
     assert not found["Graph"] and not found["Trace"] and not found["frame"], found

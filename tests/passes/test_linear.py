@@ -8,7 +8,7 @@ import importlib
 
 import numpy as np
 import pytest
-from graph_helpers import traced
+from graph_helpers import cyclic_garbage, traced
 
 import autodiffgen as ad
 from autodiffgen import passes
@@ -395,25 +395,6 @@ def test_int_paths_are_written_as_rendered():
 
 
 
-def _cyclic_garbage(fun, args):
-    """The objects a first call of value_and_grad(fun) leaves for the cyclic collector,
-    by type name (the collector off meanwhile, as during a compile)."""
-    import gc
-    from collections import Counter
-    gc.collect()
-    gc.disable()
-    try:
-        ad.value_and_grad(fun)(*args)
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        gc.collect()
-        found = Counter(type(o).__name__ for o in gc.garbage)
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
-    return found
-
-
 @pytest.mark.parametrize("shape", [fanout, chain, rnn, gated])
 def test_a_first_call_leaves_no_node_to_the_collector(shape):
     """Nothing of the graph is in a reference cycle (a trace's capture, the emitter's texts,
@@ -422,7 +403,7 @@ def test_a_first_call_leaves_no_node_to_the_collector(shape):
     the collector finds does not grow with the graph."""
     counts, nodes = [], []
     for n in (40, 160):
-        found = _cyclic_garbage(shape(n), _args(shape, n))
+        found = cyclic_garbage(shape(n), _args(shape, n))
         assert not found["Graph"] and not found["Trace"], found
         nodes.append(found["Node"] + found["Box"])  # inputs a capture read: a few
         counts.append(sum(found.values()))
