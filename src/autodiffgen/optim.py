@@ -59,10 +59,13 @@ class Optimizer:
         """(new params, new state): new arrays; the arguments are left as they were."""
         return self._update(params, grads, state, self.hyper(), self.flags())
 
-    def _update(self, params, grads, state, h, f):
+    def _update(self, params, grads, state, h, f, leaf=None):
+        """`leaf`: what updates one parameter, `_leaf` unless a compiled step watches each
+        call (train_step.py: each is one step of the loop its code keeps)."""
         step = state["step"] + 1.0
         trees = [leaves(state[name]) for name in self.slots]
-        new = [self._leaf(p, g, *slots, step, h, f)
+        leaf = self._leaf if leaf is None else leaf
+        new = [leaf(p, g, *slots, step, h, f)
                for p, g, *slots in zip(leaves(params), leaves(grads), *trees)]
         out = {"step": step}
         for i, name in enumerate(self.slots):

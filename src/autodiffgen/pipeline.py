@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import passes
+from . import loops, passes
 from .backward import reverse as backward
 from .codegen.emitter import emit_module
 from .generalize import batch as generalize_batch
@@ -191,9 +191,18 @@ def traced(request, args):
 
 
 def optimize(graph, numexpr):
-    """The passes (when on: AUTODIFFGEN_PASSES=0 turns them off); `numexpr`: the code may
-    use numexpr (not in a standalone module, nor in code an enclosing trace runs)."""
+    """Loops the trace ran step by step kept as loops (loops.roll, each body given these
+    passes and finish's folds), then the passes (when on: AUTODIFFGEN_PASSES=0 turns them
+    off); `numexpr`: the code may use numexpr (not in a standalone module, nor in code an
+    enclosing trace runs)."""
+    graph = loops.roll(graph, lambda body: _folded(optimize(body, numexpr=False)))
     return passes.optimize(graph, numexpr=numexpr) if passes.ENABLED else graph
+
+
+def _folded(graph):
+    if passes.ENABLED:
+        graph, _ = passes.affine(passes.exact_scales(passes.identities(graph)[0])[0])
+    return graph
 
 
 def finish(graph):

@@ -51,6 +51,7 @@ from .cache import retrace
 from .cache.disk import store
 from .cache.disk.entry import OnDisk
 from .errors import ArgumentError, at, function_name
+from .graph import Node, Steps
 from .trace import naming
 from .trace.arguments import signature_text
 from .trace.boxes import Box
@@ -148,11 +149,13 @@ class TrainStep(_Transformed):
         grads, cotangent_of = backward.traced_gradients(trace, out, boxed[0])
         first = trace.next_id
         trace.replaying = _OptimizerLines(self.optimizer)
+        steps = []
         try:
             with trace:
                 hyper = {k: v for k, v in boxed[2].items() if k != "flags"}
-                new_params, new_state = self.optimizer._update(boxed[0], grads, boxed[1],
-                                                               hyper, args[2]["flags"])
+                new_params, new_state = self.optimizer._update(
+                    boxed[0], grads, boxed[1], hyper, args[2]["flags"],
+                    leaf=functools.partial(_watched, trace, self.optimizer._leaf, steps))
         finally:
             trace.replaying = None
         _name_update([node for node in trace.boxes if node.id >= first])
@@ -165,7 +168,25 @@ class TrainStep(_Transformed):
         # the step overwrites params and state anyway: the code may write into them
         graph.donated = frozenset(b.node for b in leaves(boxed[:2]) if type(b) is Box)
         graph.update = _update_header(self.optimizer)
+        if all(type(v) is Node for step in steps for v in step[2] + step[3]):
+            graph.loops = (Steps(("p", "g", *self.optimizer.slots), tuple(steps),
+                                 (0, *range(2, 2 + len(self.optimizer.slots))),
+                                 "each parameter, its gradient and its state"),)
         return graph
+
+
+def _watched(trace, leaf, steps, p, g, *rest):
+    """The optimizer's update of one parameter, noted as one step of a loop (Graph.loops):
+    the ids its nodes take, its items (p, g and the slots) and its outputs."""
+    first = trace.next_id
+    out = leaf(p, g, *rest)
+    steps.append((first, trace.next_id, tuple(_node(v) for v in (p, g, *rest[:-3])),
+                  tuple(_node(v) for v in out)))
+    return out
+
+
+def _node(value):
+    return value.node if type(value) is Box else value
 
 
 class _OptimizerLines:

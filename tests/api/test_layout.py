@@ -58,7 +58,7 @@ def _reach(graph, start):
 
 # The stages, upstream first: a stage imports only from stages before it (and from the
 # shared leaves: errors, tree, _typing, _version, generated_helpers).
-STAGES = ("graph", "trace", "rules", "backward", "passes", "generalize", "plan", "codegen",
+STAGES = ("graph", "trace", "rules", "backward", "passes", "loops", "generalize", "plan", "codegen",
           "cache", "pipeline")
 LEAVES = {"errors", "tree", "_typing", "_version", "generated_helpers"}
 COMPILER = {"api", "pipeline", "codegen", "transforms", "generalize", "passes", "plan",

@@ -138,10 +138,13 @@ def test_the_optimizers_values_are_named_after_its_variables():
     params, x = {"W": np.ones((3, 2)), "b": np.zeros(2)}, np.ones((4, 3))
     step = optim.compile_step(loss, optim.Adam(lr=0.1))
     source = step.source(params, step.init(params), x)
-    for name in ("step", "m", "v", "m_1", "v_1"):
-        assert f"    {name} = " in source, name
-    assert "{'step': step, 'm': {'W': m, 'b': m_1}, 'v': {'W': v, 'b': v_1}}" in \
-        " ".join(source.split())
+    # one loop over the parameters, its variables the optimizer's own: p, g, m, v
+    assert "    for p, g, m, v in ((params_W, g_params_W, state_m_W, state_v_W)," in source
+    for line in ("step = ", "    m *= hyper_beta1", "    v *= hyper_beta2", "    p -= "):
+        assert f"    {line}" in source, line
+    # the new state is the caller's arrays, updated in place
+    assert "{'step': step, 'm': {'W': state_m_W, 'b': state_m_b}, " \
+        "'v': {'W': state_v_W, 'b': state_v_b}}" in " ".join(source.split())
 
 
 def test_a_variable_assigned_in_a_loop_is_named_at_every_step():

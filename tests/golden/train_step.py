@@ -65,84 +65,43 @@ def step_loss_train_step(params, state, hyper, x, y):
     g_params_b1 = np.sum(g_add, axis=0)   # grad of add
     g_params_W1 = x.T @ g_add             # grad of matmul
     del g_add
-    # Adam update: optim.py:122  Adam._leaf
+    # Adam update: optim.py:125  Adam._leaf
     step = state_step + 1.0
-    multiply = np.multiply(hyper_beta1, state_m_W1, out=state_m_W1)
     subtract = 1.0 - hyper_beta1
-    multiply_1 = subtract * g_params_W1
-    m = multiply + multiply_1
-    del multiply_1
-    multiply_2 = np.multiply(hyper_beta2, state_v_W1, out=state_v_W1)
     subtract_1 = 1.0 - hyper_beta2
-    multiply_3 = g_params_W1 * g_params_W1
-    del g_params_W1
-    multiply_4 = subtract_1 * multiply_3
-    del multiply_3
-    v = multiply_2 + multiply_4
-    del multiply_4
     power = hyper_beta1 ** step
     correction1 = 1.0 - power
     power_1 = hyper_beta2 ** step
     subtract_2 = 1.0 - power_1
     root2 = np.sqrt(subtract_2)
     divide = hyper_lr / correction1
-    multiply_5 = divide * m
-    sqrt = np.sqrt(v)
-    divide_1 = sqrt / root2
-    del sqrt
-    add = divide_1 + hyper_eps
-    del divide_1
-    divide_2 = multiply_5 / add
-    del add, multiply_5
-    subtract_3 = np.subtract(params_W1, divide_2, out=params_W1)
-    del divide_2
-    multiply_6 = np.multiply(hyper_beta1, state_m_b1, out=state_m_b1)
-    multiply_7 = subtract * g_params_b1
-    m_1 = multiply_6 + multiply_7
-    multiply_8 = np.multiply(hyper_beta2, state_v_b1, out=state_v_b1)
-    multiply_9 = g_params_b1 * g_params_b1
-    multiply_10 = subtract_1 * multiply_9
-    v_1 = multiply_8 + multiply_10
-    multiply_11 = divide * m_1
-    sqrt_1 = np.sqrt(v_1)
-    divide_3 = sqrt_1 / root2
-    add_1 = divide_3 + hyper_eps
-    divide_4 = multiply_11 / add_1
-    subtract_4 = np.subtract(params_b1, divide_4, out=params_b1)
-    multiply_12 = np.multiply(hyper_beta1, state_m_W2, out=state_m_W2)
-    multiply_13 = subtract * g_params_W2
-    m_2 = multiply_12 + multiply_13
-    del multiply_13
-    multiply_14 = np.multiply(hyper_beta2, state_v_W2, out=state_v_W2)
-    multiply_15 = g_params_W2 * g_params_W2
-    del g_params_W2
-    multiply_16 = subtract_1 * multiply_15
-    del multiply_15
-    v_2 = multiply_14 + multiply_16
-    del multiply_16
-    multiply_17 = divide * m_2
-    sqrt_2 = np.sqrt(v_2)
-    divide_5 = sqrt_2 / root2
-    del sqrt_2
-    add_2 = divide_5 + hyper_eps
-    del divide_5
-    divide_6 = multiply_17 / add_2
-    del add_2, multiply_17
-    subtract_5 = np.subtract(params_W2, divide_6, out=params_W2)
-    del divide_6
-    multiply_18 = np.multiply(hyper_beta1, state_m_b2, out=state_m_b2)
-    multiply_19 = subtract * g_params_b2
-    m_3 = multiply_18 + multiply_19
-    multiply_20 = np.multiply(hyper_beta2, state_v_b2, out=state_v_b2)
-    multiply_21 = g_params_b2 * g_params_b2
-    multiply_22 = subtract_1 * multiply_21
-    v_3 = multiply_20 + multiply_22
-    multiply_23 = divide * m_3
-    sqrt_3 = np.sqrt(v_3)
-    divide_7 = sqrt_3 / root2
-    add_3 = divide_7 + hyper_eps
-    divide_8 = multiply_23 / add_3
-    subtract_6 = np.subtract(params_b2, divide_8, out=params_b2)
-    return (step_loss, {'W1': subtract_3, 'b1': subtract_4, 'W2': subtract_5, 'b2': subtract_6},
-            {'step': step, 'm': {'W1': m, 'b1': m_1, 'W2': m_2, 'b2': m_3},
-             'v': {'W1': v, 'b1': v_1, 'W2': v_2, 'b2': v_3}})
+    # each parameter, its gradient and its state
+    for p, g, m, v in ((params_W1, g_params_W1, state_m_W1, state_v_W1),
+                       (params_b1, g_params_b1, state_m_b1, state_v_b1),
+                       (params_W2, g_params_W2, state_m_W2, state_v_W2),
+                       (params_b2, g_params_b2, state_m_b2, state_v_b2)):
+        m *= hyper_beta1
+        multiply = subtract * g
+        m += multiply
+        del multiply
+        v *= hyper_beta2
+        multiply_1 = g * g
+        multiply_2 = subtract_1 * multiply_1
+        del multiply_1
+        v += multiply_2
+        del multiply_2
+        multiply_3 = divide * m
+        sqrt = np.sqrt(v)
+        divide_1 = sqrt / root2
+        del sqrt
+        add = divide_1 + hyper_eps
+        del divide_1
+        divide_2 = multiply_3 / add
+        del add, multiply_3
+        p -= divide_2
+        del divide_2
+    del g_params_W1, g_params_W2
+    return (step_loss, {'W1': params_W1, 'b1': params_b1, 'W2': params_W2, 'b2': params_b2},
+            {'step': step, 'm': {'W1': state_m_W1, 'b1': state_m_b1, 'W2': state_m_W2,
+                                 'b2': state_m_b2},
+             'v': {'W1': state_v_W1, 'b1': state_v_b1, 'W2': state_v_W2, 'b2': state_v_b2}})

@@ -252,8 +252,10 @@ def test_generated_code_writes_the_update_into_the_state_and_bias_arrays():
     params = make_params()
     state = step.init(params)
     source = step.source(params, state, *batch(0))
-    assert "out=state_m_W" in source and "out=state_v_W" in source
-    assert "out=params_b)" in source  # b is not read through a view: written in place
+    # one loop over the parameters, updating the caller's arrays in place (loops/roll.py)
+    assert "for p, g, m, v in ((params_W, g_params_W, state_m_W, state_v_W)," in source
+    assert "m *= hyper_beta1" in source and "v *= hyper_beta2" in source
+    assert "p -= " in source  # b is not read through a view: written in place
     m_W, b = state["m"]["W"], params["b"]
     expected_m = 0.1 * value_and_grad(loss)(params, *batch(0))[1]["W"]
     step(params, state, *batch(0))

@@ -29,10 +29,11 @@ from ..errors import GuardError, TracingError, function_name
 from ..generated_helpers import GuardFailure
 from ..graph import Node, is_guard
 from ..rules.random import states_kept
-from ..trace import boxes, context, recording, tracer
+from ..trace import boxes, context, tracer
 from ..tree import leaves
 from . import dispatch, retrace
 from .disk.entry import OnDisk
+from .guarded import can_refuse
 from .keys import CacheInfo, signature_key
 from .shared import Shared
 
@@ -187,7 +188,7 @@ class FunctionCache:
     def _from_disk(self, stored, key):
         """(entry, source) of the [(variant, function)] an earlier process stored."""
         first = stored[0][0]
-        if len(stored) == 1 and "raise GuardFailure(" not in first.source:
+        if len(stored) == 1 and not first.guarded:
             return stored[0][1], first.source
         return Variants([f for _, f in stored], [v.source for v, _ in stored], key,
                         self.grow), first.source
@@ -215,7 +216,7 @@ class FunctionCache:
         source, graph = built.source, built.graph
         self.guarded_numbers |= _numbers_guarded(graph, args)
         function = self.load(source, built.namespace, graph.name, built.locs)
-        return function, source, _guarded(graph), graph.batch
+        return function, source, can_refuse(graph), graph.batch
 
     # ---- guard variants -------------------------------------------------------------------
     def grow(self, variants, args, failure, view=None):
@@ -293,21 +294,6 @@ def _too_many(failure, name, traced):
                       "changes from call to call). Make the decision with array operations "
                       "(np.where, np.maximum) instead of Python's if/float()/int(), pass the "
                       "value as a static argument, or raise the bound with max_variants=")
-
-
-def _guarded(graph):
-    """Whether the generated code can refuse a call (GuardFailure): it has guards, reads
-    values outside its arguments, raises where the user's code did, or serves a batch
-    range."""
-    return graph.batch is not None or bool(graph.captured) or \
-        any(is_guard(n) or n.prim is not None and n.prim.name in recording.RAISES
-            for n in graph.nodes) or any(map(_reads_outside, graph.inputs)) or \
-        any(mark.tried for mark in graph.marks.values())
-
-
-def _reads_outside(node):
-    """An input the code reads from a global, closure or attribute (capture.py)."""
-    return node.params.get("read") is not None
 
 
 def _numbers_guarded(graph, args):

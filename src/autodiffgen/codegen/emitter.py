@@ -47,6 +47,7 @@ from .expressions import (
 from .fallback import NumpyFallback, all_python_floats, twin_graph
 from .guards import Guards
 from .layout import Layout
+from .loops import Loops
 from .text import Texts, statement
 
 
@@ -60,7 +61,7 @@ def _base_name(node, cotangent_of, names, prefix="g_"):
     return node.prim.name
 
 
-class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback):
+class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
     """Turns one planned Graph into the lines of one function (and its module-level
     constants). `planned`: a Plan (plan/planner.py), or a final Graph, planned here.
     Names come from the user's variables, the gradient's value or the primitive; a
@@ -121,9 +122,26 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback):
         body = self.captured_checks() + self.unpack_inputs()
         start = len(body)  # the statements a scalar function tries (numpy_fallback)
         locs = {}  # body index -> the user's (file, line) the statement came from
+        self.statements(body, locs)
+        if self.numpy_twin is not None and len(body) > start:
+            body, locs = self.numpy_fallback(body, locs, start)
+        outputs = self.graph.outputs
+        body += self.pending
+        if self.graph.writes:  # argument_writes.py: the items the function assigned
+            outputs, written = outputs[:-1], outputs[-1]
+            body += [(f"{self.written_ast(path)} = {render(self.output_ast(value))}",
+                      "written into the argument, as the function does")
+                     for path, value in zip(self.graph.writes, written)]
+        body.append(("return " + render(self.output_ast(outputs)), ""))
+        return self.lines(prologue, *_used_counts(body, locs, self.counts))
+
+    def statements(self, body, locs, section=None):
+        """The graph's statements as (code, comment) entries appended to `body`, each
+        user line's first entry noted in `locs` (body index -> (file, line)); `section`,
+        the header already above them (a loop's body is in its loop's section)."""
         plan = self.plan
         self.own = {}  # node -> its own name, which a gradient's name is made from
-        section = run_loc = note = None
+        run_loc = note = None
         self.block = None  # the `try:` or `with np.errstate` block last emitted (marked)
         used = {a for n in self.graph.nodes for a in n.args if type(a) is Node} | \
             {o for o in leaves(self.graph.outputs) if type(o) is Node} if self.graph.marks else ()
@@ -146,7 +164,10 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback):
                     locs[len(body)] = node.loc
                 body += self.joined_lines(node) + self.dels(node)
                 continue
-            name = self.names[node] = self.node_name(node)
+            if op(node) == "loop_out":  # the item the loop wrote it into (rules/loops.py)
+                self.names[node] = self.names[node.args[1]]
+                continue
+            name = self.names[node] = self.node_name(node) if op(node) != "loop" else None
             kind = self.section(node, section)
             if kind != section:
                 body.append((kind, ""))
@@ -156,6 +177,9 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback):
             if node.note is not None and node.note != note:  # the first of a pass's group
                 note = node.note
                 body.append((f"# {note}", ""))
+            if name is None:  # a loop: its `for` and its body (codegen/loops.py)
+                body += self.loop_lines(node, locs, len(body), kind) + self.dels(node)
+                continue
             body += self.allocation_lines(node)
             in_place = node in plan.in_place
             out = plan.into.get(node)
@@ -182,17 +206,6 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback):
                     locs[len(body)] = node.loc
                 body.append((render(stmt) if text is None else text, comment))
                 body += dead
-        if self.numpy_twin is not None and len(body) > start:
-            body, locs = self.numpy_fallback(body, locs, start)
-        outputs = self.graph.outputs
-        body += self.pending
-        if self.graph.writes:  # argument_writes.py: the items the function assigned
-            outputs, written = outputs[:-1], outputs[-1]
-            body += [(f"{self.written_ast(path)} = {render(self.output_ast(value))}",
-                      "written into the argument, as the function does")
-                     for path, value in zip(self.graph.writes, written)]
-        body.append(("return " + render(self.output_ast(outputs)), ""))
-        return self.lines(prologue, *_used_counts(body, locs, self.counts))
 
     def node_name(self, node):
         """A fresh name after the user's variable, the gradient's value or the primitive;

@@ -244,6 +244,7 @@ class Graph:
     # argument_writes.py: where the code assigns its last output's items, in order (paths
     # into the arguments: (1, "running_mean") for bn_param["running_mean"])
     writes: tuple = ()
+    loops: tuple = ()  # Steps: loops run step by step, for loops/roll.py to keep as loops
 
     def described(self):
         """The docstring's text: what it computes, and the arguments traced at (a batch
@@ -281,6 +282,20 @@ class Graph:
             if type(leaf) is Node and leaf in dead:
                 raise ValueError(f"{leaf!r} is still an output")
         return replace(self, nodes=nodes, inputs=[n for n in self.inputs if n not in dead])
+
+
+@dataclass(frozen=True, eq=False)
+class Steps:
+    """A loop the trace ran step by step, as whoever ran it declares it (a compiled
+    training step's update, one step per parameter): per step, the ids its nodes were
+    recorded with (first, end), its items (the loop variables' values) and its outputs;
+    `into[j]`, the item output j replaces; the loop variables' names; the `for` line's
+    comment. loops/roll.py keeps it as one loop when it proves the steps one program."""
+
+    names: tuple
+    steps: tuple  # ((first id, end id, items, outputs), ...)
+    into: tuple
+    comment: str = ""
 
 
 class Slot:

@@ -72,7 +72,8 @@ def reuse_plan(graph, last_use):
                 plan[i] = x
     shared = one_name(graph, plan)  # a chain in one buffer reads as one variable: kept
     plan = {i: b for i, b in plan.items() if worth(b, graph, n)
-            or shared.get(b, b) is shared.get(graph.nodes[i])}
+            or shared.get(b, b) is shared.get(graph.nodes[i])
+            or shared.get(b) in graph.donated}  # the caller's array, updated in place
     plan, joins = joins_in_place(graph, plan, _writes_out)
     return (*_pooled(graph, joins_last_use(graph, last_use, joins), plan, free), joins)
 
@@ -201,7 +202,8 @@ def one_name(graph, plan):
     """{node: the last node of its chain}, for the chains of `plan` that one buffer runs
     through within one user statement, read as one variable named after the chain's last
     value (the user's `h`, a gradient `g_x`): its earlier values have no name of their own
-    (`matmul`, `add`), and are not gradients."""
+    (`matmul`, `add`), and are not gradients. A chain in a donated input's buffer is that
+    input, updated in place (`m *= beta1`, `m += ...`): {node: the input}."""
     chain = {}  # node -> the list of nodes sharing its buffer so far
     for i, operand in sorted(plan.items()):
         node = graph.nodes[i]
@@ -216,6 +218,10 @@ def one_name(graph, plan):
         last = members[-1]                                    # once per member: linear
         if last.name is not None or last in graph.derivative_of:
             shared.update((m, last) for m in members)
+    for i, operand in sorted(plan.items()):  # a donated input's buffer: its name throughout
+        root = operand if operand in graph.donated else shared.get(operand)
+        if root in graph.donated:
+            shared[operand] = shared[graph.nodes[i]] = root
     return shared
 
 

@@ -58,6 +58,7 @@ from . import (  # noqa: F401
     indexing,
     indices,
     linalg,
+    loops,
     products,
     pyrandom,
     random,

@@ -24,6 +24,7 @@ import numpy as np
 from ...errors import function_name
 from ...trace.executed import Recorder
 from .. import retrace
+from ..guarded import can_refuse
 from . import reads, store
 from .key import entry_key, fingerprint
 from .reads import MISSING, Unpersistable, module_named, qualname, text_of
@@ -117,7 +118,7 @@ def to_variant(fun, recorder, built):
         return retrace.disk(function_name(fun), f"not stored: {e}")
     except Exception as e:  # noqa: BLE001  a cache costs a trace, never a failure
         return retrace.disk(function_name(fun), f"not stored: {e!r}")
-    return store.Variant(source, arrays, graph.name, locs, handovers, deps)
+    return store.Variant(source, arrays, graph.name, locs, handovers, deps, can_refuse(graph))
 
 
 def _checked(graph):

@@ -37,13 +37,15 @@ from . import files
 
 ENV_DIR = "AUTODIFFGEN_CACHE_DIR"
 MAX_BYTES = 512 * 2**20  # the default size bound: least recently used entries go first
-FORMAT = b"autodiffgen disk cache 2\n"  # the first line of every entry (and part of its key)
-Variant = namedtuple("Variant", "source arrays name locs handovers deps",
-                     defaults=(None, None, None, None))
+FORMAT = b"autodiffgen disk cache 3\n"  # the first line of every entry (and part of its key)
+Variant = namedtuple("Variant", "source arrays name locs handovers deps guarded",
+                     defaults=(None, None, None, None, True))
 Variant.__doc__ = """One generated module: its source, the arrays its namespace receives,
 the name of the function to call, {generated line: (user file, line)}, the objects of the
 loading process it receives ({name: description}, see entry.split) and what the trace
-read ({"names": [...], "paths": [[path, text]]}, see reads.manifest): JSON data."""
+read ({"names": [...], "paths": [[path, text]]}, see reads.manifest): JSON data; whether
+the code can refuse a call (guarded: cache/guarded.py), so a loading process need not
+read its text to know."""
 
 _SUFFIX = ".adg"
 _SECRET = "hmac.key"
@@ -223,7 +225,8 @@ def _seal(key, variants, secret):
             offset += buffer.tell()
         locs = [[line, file, n] for line, (file, n) in sorted((v.locs or {}).items())]
         head.append({"source": v.source, "name": v.name, "locs": locs, "arrays": arrays,
-                     "handovers": v.handovers or {}, "deps": v.deps})
+                     "handovers": v.handovers or {}, "deps": v.deps,
+                     "guarded": bool(v.guarded)})
     text = json.dumps(head, sort_keys=True).encode()
     payload = len(text).to_bytes(8, "big") + text + b"".join(blobs)
     return FORMAT + _mac(secret, key, payload).encode() + b"\n" + payload
@@ -253,7 +256,7 @@ def _parse(payload):
                   for name, at, n in v["arrays"]}
         locs = {line: (file, n) for line, file, n in v["locs"]}
         variants.append(Variant(v["source"], arrays, v["name"], locs, v["handovers"],
-                                v["deps"]))
+                                v["deps"], v["guarded"]))
     return variants
 
 
