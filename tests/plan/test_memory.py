@@ -338,3 +338,27 @@ def test_a_contractions_result_is_written_into_but_a_one_operand_einsums_view_is
     check_grads(f, W, b, A, argnums=(0, 1))
     ad.grad(f, argnums=(0, 1))(W, b, A)
     np.testing.assert_array_equal(A, A0)
+
+
+def _states_into_stack(Wh, xs):
+    hs = np.zeros((xs.shape[0], xs.shape[1]))
+    h = np.zeros(xs.shape[1])
+    for t in range(xs.shape[0]):
+        h = np.tanh(xs[t] + h @ Wh)
+        hs[t] = h
+    return np.sum(hs ** 2)
+
+
+def test_a_row_written_into_a_stack_is_written_in_place():
+    """`hs[t] = h` records a copy of hs with row t replaced (writes are functional); where
+    hs dies at the write, the plan writes the row into hs itself, as the user wrote it,
+    instead of copying the whole stack at every step."""
+    Wh, xs = 0.3 * RNG.normal(size=(3, 3)), RNG.normal(size=(6, 3))
+    source = ad.emit(_states_into_stack, Wh, xs)
+    assert source.count("_setitem(zeros") == 1  # the constant it starts from: copied once
+    for t in range(1, 6):
+        assert f"    hs[{t}] = h_{t}" in source, t
+    check_grads(_states_into_stack, Wh, xs)
+    value, g = ad.value_and_grad(_states_into_stack)(Wh * 2, xs)  # the cached code again
+    assert np.isclose(value, _states_into_stack(Wh * 2, xs))
+    np.testing.assert_allclose(g, ad.tape.grad(_states_into_stack)(Wh * 2, xs), rtol=1e-12)

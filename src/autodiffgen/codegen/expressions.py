@@ -327,8 +327,11 @@ def _subscript_ast(index, args):
 
 def indexed_update(call, name):
     """`_add_at(h, np.s_[i], v, unique=True, out=h)` as the statement it stands for,
-    `h[i] += v`; `np.add.at(h, np.s_[i], v)` for an index that may repeat an element."""
+    `h[i] += v`; `np.add.at(h, np.s_[i], v)` for an index that may repeat an element;
+    `_setitem(h, np.s_[i], v, out=h)` as `h[i] = v`."""
     _, index, v = call.args
+    if call.func.id == "_setitem":  # _setitem(h, np.s_[i], v, out=h): h[i] = v
+        return ast.Assign([ast.Subscript(ast.Name(name, ast.Load()), index.slice, ast.Store())], v)
     if any(k.arg == "unique" and getattr(k.value, "value", None) is True for k in call.keywords):
         return ast.AugAssign(ast.Subscript(ast.Name(name, ast.Load()), index.slice, ast.Store()),
                              ast.Add(), v)

@@ -65,8 +65,8 @@ def reuse_plan(graph, last_use):
                         and arg.shape == node.shape and arg.dtype == node.dtype:
                     plan[i] = arg
                     break
-        elif op(node) == "add_at":  # `x[index] += v` in x's buffer (passes/add_at.py)
-            x = node.args[0]
+        elif op(node) in ("add_at", "setitem"):  # `x[index] += v` (passes/add_at.py), or
+            x = node.args[0]                       # `x[index] = v`, in x's buffer
             if any(x is d for d in last_use.get(i, ())) and free(x) and x is not node.args[1] \
                     and x.shape == node.shape and x.dtype == node.dtype:
                 plan[i] = x
@@ -218,10 +218,11 @@ def one_name(graph, plan):
         last = members[-1]                                    # once per member: linear
         if last.name is not None or last in graph.derivative_of:
             shared.update((m, last) for m in members)
-    for i, operand in sorted(plan.items()):  # a donated input's buffer: its name throughout
+    for i, operand in sorted(plan.items()):  # a donated input's buffer: its name throughout;
+        node = graph.nodes[i]                  # an array written into, its name (hs[t] = h)
         root = operand if operand in graph.donated else shared.get(operand)
-        if root in graph.donated:
-            shared[operand] = shared[graph.nodes[i]] = root
+        if root in graph.donated or op(node) == "setitem" and type(operand) is Node:
+            shared[operand] = shared[node] = root or shared.get(operand, operand)
     return shared
 
 

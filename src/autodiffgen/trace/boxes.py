@@ -231,10 +231,13 @@ _STORES = {dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name i
 # `a[i] = v`, and `a[1:] = v` (its own opcode from Python 3.12)
 
 
-_STORE_MESSAGE = ("a traced value written into a plain NumPy array (out = np.zeros(n); "
-                  "out[i] = traced): the write cannot be followed. Start from a traced array, "
-                  "out = np.zeros_like(x) of a traced x, or build the result with np.where, "
-                  "np.stack or np.concatenate")
+_STORE_MESSAGE = ("a traced value written into a NumPy array whose writes cannot be "
+                  "followed: one the function did not make with np.zeros, np.ones, np.empty "
+                  "or np.full (an argument's, a global's, np.array([...])), or one a view "
+                  "was taken of before the write (the view would not see it). Write into an "
+                  "array made with np.zeros(...) (or np.zeros_like(x)) in the function, "
+                  "before taking views of it, or build the result with np.where, np.stack "
+                  "or np.concatenate")
 
 
 def _refuse_store():

@@ -324,7 +324,7 @@ class Fresh(np.ndarray):
         return out
 
     def __setitem__(self, key, value):
-        traced = _traced(self, key)
+        traced = _traced(self, key, value)
         if traced is not None:
             traced[key] = value
         else:
@@ -351,13 +351,14 @@ class Fresh(np.ndarray):
         return self.view(np.ndarray).__reduce__()
 
 
-def _traced(fresh, key):
-    """fresh's Box once a traced index reaches it (it is then a TracedFresh, its Box
-    standing in for it everywhere), or None: fresh stays plain. (A traced value written
-    at a constant index, out[0] = w[0], is still refused: tracer._STORE_MESSAGE.)"""
+def _traced(fresh, key, value=None):
+    """fresh's Box once a traced index reaches it, or a traced value is written into it
+    (`hs = np.zeros((T, B, H))`, then `hs[t] = h` in the loop: a recurrence written by
+    hand); it is then a TracedFresh, its Box standing in for it everywhere. Else None:
+    fresh stays plain."""
     trace = current_trace()
     if trace is None or trace.grad_of is not None or \
-            not _holds_box(key if type(key) is tuple else (key,)):
+            not (_holds_box(key if type(key) is tuple else (key,)) or _holds_box(value)):
         return None
     if not fresh.__dict__.get("made") or fresh.__dict__.get("viewed"):
         return None
