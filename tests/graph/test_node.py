@@ -62,7 +62,7 @@ def _with_every_fact(node):
     """`node` with every fact set to a value other than its default."""
     other = Node(0, None, (), {}, (), np.dtype("float64"))
     values = {"name": "h", "statements": (1,), "copy_of": other, "note": "a note",
-              "python_number": True, "rematerialized": True}
+              "python_number": True, "rematerialized": True, "site": ((1, None, 4),)}
     assert set(values) == set(FACTS)  # a new fact gets a value here, and so a check below
     for key, value in values.items():
         assert getattr(node, key) == FACTS[key]

@@ -93,6 +93,9 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
         self.inline_ast = {}  # `x.T` read once (plan.inline): its ast, where it is read
         self.texts = Texts()
         self.paths_checked = {}  # path length -> whether path_text's is astor's text
+        self.scan_names = {}  # scan node -> the names of its outputs (codegen/loops.py)
+        self.nested = False  # the body of a loop (codegen/loops.py)
+        self.loop_variables = set()  # `t`, the loop variable of every loop it has
 
     def arg_ast(self, arg):
         if type(arg) is Node and arg in self.inline_ast:
@@ -167,9 +170,13 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
             if op(node) == "loop_out":  # the item the loop wrote it into (rules/loops.py)
                 self.names[node] = self.names[node.args[1]]
                 continue
-            name = self.names[node] = self.node_name(node) if op(node) != "loop" else None
+            if op(node) == "scan_out":  # a carry's last value, or a stack (codegen/loops.py)
+                self.names[node] = self.scan_names[node.args[0]][node.params["output"]]
+                continue
+            name = self.names[node] = self.node_name(node) \
+                if op(node) not in ("loop", "scan") else None
             kind = self.section(node, section)
-            if kind != section:
+            if kind != section and not self.nested:  # (a loop's body: its loop's section)
                 body.append((kind, ""))
                 section = kind
                 if kind == "# backward":
@@ -178,7 +185,8 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
                 note = node.note
                 body.append((f"# {note}", ""))
             if name is None:  # a loop: its `for` and its body (codegen/loops.py)
-                body += self.loop_lines(node, locs, len(body), kind) + self.dels(node)
+                lines = self.loop_lines if op(node) == "loop" else self.scan_lines
+                body += lines(node, locs, len(body), kind) + self.dels(node)
                 continue
             body += self.allocation_lines(node)
             in_place = node in plan.in_place
@@ -206,6 +214,10 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
                     locs[len(body)] = node.loc
                 body.append((render(stmt) if text is None else text, comment))
                 body += dead
+
+    @staticmethod
+    def base_name(node, cotangent_of, names, prefix="g_"):
+        return _base_name(node, cotangent_of, names, prefix)
 
     def node_name(self, node):
         """A fresh name after the user's variable, the gradient's value or the primitive;

@@ -10,9 +10,11 @@ loop every item holds its step's output, as `loop_out` says.
 
 import ast
 
-from ..graph import Node
+import numpy as np
+
+from ..graph import Node, op
 from ..plan.planner import plan
-from .expressions import render
+from .expressions import call_ast, literal_ast, render
 
 
 class Loops:
@@ -23,15 +25,8 @@ class Loops:
         first entry will have in the function's body (for `locs`)."""
         body = node.params["body"]
         graph = body.graph
-        step = type(self)(plan(graph, self.pure), self.standalone, self.constants, self.pure)
-        step.ns, step.injected, step.texts = self.ns, self.injected, self.texts
-        step.counts, step.pending = set(), []
-        outer = node.args[body.items * body.trips:]
-        for inner, arg in zip(graph.inputs[body.items:], outer):
-            if type(arg) is Node and arg in self.inline_ast:  # a transpose read in place
-                step.inline_ast[inner] = self.inline_ast[arg]
-            elif type(arg) is Node:
-                step.names[inner] = self.names[arg]
+        step = self._inner(graph, node.args[body.items * body.trips:],
+                           graph.inputs[body.items:])
         items = graph.inputs[:body.items]
         for inner in items:
             step.names[inner] = self.ns.fresh(inner.name)
@@ -60,3 +55,142 @@ class Loops:
             if root is not item:
                 lines.append((f"{self.names[item]}[...] = {render(self.arg_ast(out))}", ""))
         return lines
+
+    def scan_lines(self, node, locs, at, section):
+        """A counted loop (rules/loops.py: Scan): its stacks allocated, its carries set to
+        their first values, then `for t in range(...):` over the body, each step's saved
+        values written into their rows and the carries given their new values."""
+        scan = node.params["body"]
+        graph = scan.graph
+        step = self._inner(graph, node.args[scan.carries:], graph.inputs[1 + scan.carries:])
+        t = step.names[graph.inputs[0]] = self._loop_variable()
+        lines, carried = [], []
+        finals = {n.params["output"]: n for n in self.graph.nodes
+                  if op(n) == "scan_out" and n.args[0] is node}
+        written = _written(step.plan)
+        for j, (inner, init) in enumerate(zip(graph.inputs[1:1 + scan.carries],
+                                              node.args[:scan.carries])):
+            name = step.names[inner] = self.ns.fresh(
+                self._carry_name(finals.get(j), graph.outputs[j], inner, step, self.base_name))
+            carried.append(name)
+            value = _value_text(self.arg_ast(init))
+            if inner in written:  # the loop updates it in place: an array of its own (the
+                value = f"np.copy({value})"  # first value's buffer may serve another value)
+            lines.append((f"{name} = {value}", ""))
+        stacks = []
+        for value in graph.outputs[scan.carries:]:
+            name = self.ns.fresh(f"{value.name or value.prim.name}s")
+            stacks.append(name)
+            if self.pure:  # code an enclosing trace runs writes into no array: a list
+                lines.append((f"{name} = []", "each step's, for the backward"))
+                continue
+            empty = call_ast("np.empty", [literal_ast((len(scan.ts), *value.shape))],
+                             [ast.keyword("dtype", literal_ast(value.dtype))])
+            lines.append((f"{name} = {render(empty)}", "each step's, for the backward"))
+        self._constant_inputs(step, graph.inputs[1 + scan.carries:], node.args[scan.carries:],
+                              lines)
+        self.scan_names[node] = carried + stacks
+        inner_lines, inner_locs = [], {}
+        step.statements(inner_lines, inner_locs, section)
+        inner_lines += step.pending
+        row = t if scan.first == 0 else f"{t} - {scan.first}"
+        saved = zip(stacks, graph.outputs[scan.carries:])
+        inner_lines += [(f"{name}.append({render(step.arg_ast(value))})", "") for name, value
+                        in saved] if self.pure else \
+            [(f"{name}[{row}] = {render(step.arg_ast(value))}", "") for name, value in saved]
+        new = [render(step.arg_ast(v)) for v in graph.outputs[:scan.carries]]
+        changed = [(c, v) for c, v in zip(carried, new) if c != v]
+        if changed:
+            names, values = ", ".join(c for c, _ in changed), ", ".join(v for _, v in changed)
+            inner_lines.append((f"{names} = {values}", ""))
+        self.helpers |= step.helpers
+        self.imports |= step.imports
+        head = f"for {t} in {_range_text(scan.ts)}:"
+        start = at + len(lines) + 1
+        locs.update((start + i, loc) for i, loc in inner_locs.items())
+        after = []
+        if self.pure and stacks:  # in the order of t (a backward loop's runs down)
+            order = "" if scan.ts.step == 1 else "[::-1]"
+            after = [(f"{name} = np.stack({name}{order})", "") for name in stacks]
+        return lines + [(head, scan.comment)] + [("    " + code if code else code, comment)
+                                                 for code, comment in inner_lines
+                                                 or [("pass", "")]] + after
+
+    def _loop_variable(self):
+        """`t`, again in a loop after another (a name no value of the function has)."""
+        if "t" in self.ns.used and "t" not in self.loop_variables:
+            return self.ns.fresh("t")
+        self.ns.used.add("t")
+        self.loop_variables.add("t")
+        return "t"
+
+    def _carry_name(self, final, out, inner, step, base_name):
+        """A carried value's name: the user's or its gradient's name for what it ends as
+        (`h`, `g_h`), else that of the gradient it is summed into after the loop (`g_Wh`:
+        a weight's gradient summed over the steps), else its value's."""
+        prefix = "t_" if self.graph.kind == "jvp" else "g_"
+        if final is not None and (final.name or final in self.cotangent_of):
+            return base_name(final, self.cotangent_of, self.own, prefix)
+        if type(out) is Node and out.prim is not None and \
+                (out.name or out in step.cotangent_of):
+            return base_name(out, step.cotangent_of, {}, prefix)
+        if final is not None:
+            for reader in self.graph.nodes:
+                if any(a is final for a in reader.args) and reader in self.cotangent_of:
+                    return base_name(reader, self.cotangent_of, self.own, prefix)
+        return inner.name
+
+    def _constant_inputs(self, step, inner_inputs, outer, lines):
+        """A body's inputs that are constants (a table of a number per step): named
+        before the loop, as a module constant or a value written out."""
+        for inner, arg in zip(inner_inputs, outer):
+            if isinstance(arg, np.ndarray):  # a module constant: read by its name
+                step.names[inner] = render(self.arg_ast(arg))
+            elif type(arg) is not Node:
+                step.names[inner] = self.ns.fresh(inner.name)
+                lines.append((f"{step.names[inner]} = {_value_text(self.arg_ast(arg))}",
+                              "a number per step"))
+
+    def _inner(self, graph, outer, inner_inputs):
+        """An Emitter for a loop's body, sharing this one's names, constants, helpers; its
+        invariant inputs named as this function names the values they stand for."""
+        step = type(self)(plan(graph, self.pure), self.standalone, self.constants, self.pure)
+        step.ns, step.injected, step.texts = self.ns, self.injected, self.texts
+        step.counts, step.pending, step.nested = set(), [], True
+        for inner, arg in zip(inner_inputs, outer):
+            if type(arg) is Node and arg in self.inline_ast:  # a transpose read in place
+                step.inline_ast[inner] = self.inline_ast[arg]
+            elif type(arg) is Node:
+                step.names[inner] = self.names[arg]
+        return step
+
+
+def _range_text(ts):
+    if ts.step == 1:
+        return f"range({ts.stop})" if ts.start == 0 else f"range({ts.start}, {ts.stop})"
+    return f"range({ts.start}, {ts.stop}, {ts.step})"
+
+
+def _value_text(tree):
+    """A value's text on the right of `=`: a literal without the parentheses an operand
+    gets (`s = 0.0`, not `s = (0.0)`)."""
+    text = render(tree)
+    if text.startswith("(") and text.endswith(")") and "," not in text:
+        inner = text[1:-1]
+        try:
+            ast.parse(inner, mode="eval")
+            return inner
+        except SyntaxError:
+            pass
+    return text
+
+
+def _written(planned):
+    """The inputs of a body whose buffers its plan writes into (a carry updated in place)."""
+    into, roots = planned.into, set()
+    for buffer in into.values():
+        while type(buffer) is Node and type(into.get(buffer)) is Node:
+            buffer = into[buffer]
+        if type(buffer) is Node and buffer.prim is None:
+            roots.add(buffer)
+    return roots

@@ -276,6 +276,9 @@ class _CountUnifier(Unifier):
         self.made[place] = self.of_first[head] = made
         return made
 
+    def inner(self, graphs):
+        return _CountUnifier(graphs, self.names, self.at)
+
     def same_guard(self, params):
         return same(params) or all(p["test"] in TESTS for p in params)
 

@@ -40,13 +40,19 @@ class Unifier:
         nodes = [self.node(column, ("node", i))
                  for i, column in enumerate(self.columns("nodes"))]
         outputs = self.value([g.outputs for g in self.graphs])
-        handled = {"inputs", "nodes", "outputs", "derivative_of", "paths", "signature", "doc"}
+        handled = {"inputs", "nodes", "outputs", "derivative_of", "paths", "signature", "doc",
+                   "donated"}
         rest = {f.name: self.value([getattr(g, f.name) for g in self.graphs])
                 for f in dataclasses.fields(Graph) if f.name not in handled}
         derivative_of = {self.of_first.get(k, k): self.of_first.get(v, v)
                          for k, v in first.derivative_of.items()}
+        donated = [frozenset(self.position[i].get(n) for n in g.donated)
+                   for i, g in enumerate(self.graphs)]
+        if any(d != donated[0] for d in donated) or None in donated[0]:
+            raise NoFit  # (a compiled step's params, a loop's carries: by place)
         return dataclasses.replace(first, **rest, inputs=inputs, nodes=nodes, outputs=outputs,
-                                   derivative_of=derivative_of, paths={})
+                                   derivative_of=derivative_of, paths={},
+                                   donated=frozenset(self.made[p] for p in donated[0]))
 
     def columns(self, name):
         lists = [getattr(g, name) for g in self.graphs]
@@ -96,9 +102,19 @@ class Unifier:
                            for f in ("start", "stop", "step")))
         if type(head) is Index:
             return Index(self.value([v.items for v in values]))
+        if type(head) is Graph:  # a loop's body (rules/loops.py): unified on its own
+            return self.inner(values).graph()
+        if type(head) is range:  # a loop's steps
+            if any(v != head for v in values):
+                raise NoFit
+            return head
         if dataclasses.is_dataclass(head) and not isinstance(head, type):
             return self.record(values)
         return self.fit(values)
+
+    def inner(self, graphs):
+        """A Unifier of graphs held by these (a loop's body), fitting numbers as this one."""
+        return Unifier(graphs, self.ns, self.var)
 
     def same_guard(self, params):
         return same(params)

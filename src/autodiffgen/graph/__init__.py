@@ -33,6 +33,9 @@ FACTS = {
     # a cheap forward value computed again in the backward rather than saved
     # (plan.memory.rematerialized): the emitter says so in its comment
     "rematerialized": False,
+    # where the user's frames were when it was recorded, innermost first: (id(frame), code,
+    # bytecode offset) each, which loop step made it (loops/find.py)
+    "site": (),
 }
 
 
@@ -75,6 +78,7 @@ class Node:
         self.note = None
         self.python_number = False
         self.rematerialized = False
+        self.site = ()
 
     def replace(self, **changes):
         """A copy of this node with `changes` (args=, prim=, shape=...): everything else, its
@@ -86,7 +90,7 @@ class Node:
         copy.grad_of, copy.trace_id = self.grad_of, self.trace_id
         copy.name, copy.statements, copy.copy_of = self.name, self.statements, self.copy_of
         copy.note, copy.python_number = self.note, self.python_number
-        copy.rematerialized = self.rematerialized
+        copy.rematerialized, copy.site = self.rematerialized, self.site
         for field_name, value in changes.items():
             setattr(copy, field_name, value)  # (slots: no other attribute can be set)
         return copy

@@ -118,6 +118,7 @@ class SymArray(_Symbol):
 
 
 SYMBOLS = (Dim, Scale, SymArray)
+AT_N = set()  # other types that hold formulas and say their value at n (a loop: rules/loops.py)
 COUNT = "count"  # what generalize_counts.py names a mask's count (`_count` if taken)
 
 
@@ -130,7 +131,7 @@ def is_count_var(var):
 def evaluate(value, n):
     """`value` with every symbol in it replaced by its value at n."""
     kind = type(value)
-    if kind in SYMBOLS:
+    if kind in SYMBOLS or kind in AT_N:
         return value.at(n)
     if kind is tuple or kind is list:
         return kind(evaluate(v, n) for v in value)

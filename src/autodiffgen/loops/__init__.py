@@ -2,6 +2,6 @@
 one loop node holding one step's graph (rules/loops.py), so the code runs `for` over them
 instead of repeating the step. See roll.py."""
 
-from .roll import ENABLED, roll
+from .roll import ENABLED, USER_LOOPS, roll
 
-__all__ = ["ENABLED", "roll"]
+__all__ = ["ENABLED", "USER_LOOPS", "roll"]

@@ -22,7 +22,8 @@ Python taking the same path records the same nodes in the same order):
   nothing reads after the loop.
 
 Anything unproven leaves the graph as it was (the steps written out one after another);
-AUTODIFFGEN_EXPLAIN=1 logs why. AUTODIFFGEN_LOOPS=0 turns rolling off, to compare.
+AUTODIFFGEN_EXPLAIN=1 logs why. AUTODIFFGEN_LOOPS=0 turns rolling off, to compare;
+AUTODIFFGEN_LOOPS=all keeps the user's own loops as loops too (loops/scan.py).
 """
 
 import logging
@@ -37,7 +38,13 @@ from ..rules import elementwise_ufunc
 from ..rules.loops import Body, loop, loop_out
 from ..tree import leaves
 
-ENABLED = os.environ.get("AUTODIFFGEN_LOOPS", "1") != "0"
+# AUTODIFFGEN_LOOPS: "0" writes every loop out step by step; unset, a training step's update
+# is kept as a loop; "all", the user's own loops too (loops/scan.py: their code serves the
+# traced length, and runs slower than the written-out code until the loop-level passes
+# exist, so they are not kept by default yet)
+_SETTING = os.environ.get("AUTODIFFGEN_LOOPS", "updates")
+ENABLED = _SETTING != "0"
+USER_LOOPS = _SETTING == "all"
 LOG = logging.getLogger("autodiffgen")
 
 
@@ -48,19 +55,34 @@ class Unproven(Exception):
 def roll(graph, prepare):
     """`graph` with each loop of Graph.loops that is proven one program as one loop node;
     `prepare(body)`: the passes a body's graph gets (the pipeline's own)."""
-    if not graph.loops:
-        return graph
-    declared, graph = graph.loops, replace(graph, loops=())
+    declared, graph = graph.loops, replace(graph, loops=()) if graph.loops else graph
     if not ENABLED:
         return graph
     for steps in declared:
         try:
             graph = _rolled(graph, steps, prepare)
         except Unproven as why:
-            if os.environ.get("AUTODIFFGEN_EXPLAIN", "0") not in ("", "0"):
-                LOG.warning("autodiffgen: %s: the loop over %s is written out step by step: %s",
-                            graph.name, ", ".join(steps.names), why)
-    return graph
+            explain(graph, f"the loop over {', '.join(steps.names)} is written out step by "
+                           f"step: {why}")
+    if not USER_LOOPS:
+        return graph
+    from .scan import roll_loops  # (it builds on this module's helpers)
+    return roll_loops(graph, prepare)
+
+
+def explain(graph, message):
+    """Say why a loop is written out step by step, when AUTODIFFGEN_EXPLAIN=1."""
+    if os.environ.get("AUTODIFFGEN_EXPLAIN", "0") not in ("", "0"):
+        LOG.warning("autodiffgen: %s: %s", graph.name, message)
+
+
+def graph_of_step(graph, inputs, nodes, outputs, derivative_of=None, donated=frozenset()):
+    """One step of a loop of `graph` as a graph of its own (a loop's body)."""
+    return replace(graph, name=f"{graph.name}_step", params=[], inputs=inputs, nodes=nodes,
+                   outputs=outputs, paths={}, derivative_of=derivative_of or {},
+                   fresh_from=None, donated=donated, captured=[], marks={},
+                   tried=frozenset(), writes=(), statics={}, batch=None, doc="",
+                   signature="", loops=())
 
 
 def _rolled(graph, steps, prepare):
@@ -215,11 +237,8 @@ def _body(graph, part, outer, steps, prepare):
         new[node] = copy = node.replace(args=tuple(new.get(a, a) if type(a) is Node else a
                                                    for a in node.args))
         nodes.append(copy)
-    step = replace(graph, name=f"{graph.name}_step", params=[], inputs=inputs, nodes=nodes,
-                   outputs=tuple(new[o] for o in outputs), paths={}, derivative_of={},
-                   fresh_from=None, donated=frozenset(inputs[j] for j in steps.into),
-                   captured=[], marks={}, tried=frozenset(), writes=(), statics={},
-                   batch=None, doc="", signature="")
+    step = graph_of_step(graph, inputs, nodes, tuple(new[o] for o in outputs),
+                         donated=frozenset(inputs[j] for j in steps.into))
     return Body(replace(prepare(step), inputs=inputs), len(items), tuple(steps.into),
                 len(steps.steps), steps.comment)
 
@@ -239,15 +258,22 @@ def _with_loop(graph, parts, outer, after, body, into):
             outs.append(replace_by[out])
     dead = {n for i, (_, _, body_nodes, invariant) in enumerate(parts)
             for n in body_nodes + (invariant if i else [])}
-    at = max(graph.nodes.index(n) for _, _, b, inv in parts for n in b + inv)
+    last = {n for _, _, b, inv in parts for n in b + inv}
+    return spliced(graph, dead, last, [node, *outs], args, replace_by)
+
+
+def spliced(graph, dead, steps, made, args, replace_by):
+    """The graph without the nodes `dead`, the loop's nodes `made` where the last of
+    `steps` was (after every value it reads, `args`), then `replace_by` substituted."""
+    at = max(i for i, n in enumerate(graph.nodes) if n in steps)
     seen = set(graph.inputs)
     nodes = []
-    for k, n in enumerate(graph.nodes):
-        if n not in dead:
-            nodes.append(n)
-            seen.add(n)
-        if k == at:
-            if not all(a in seen for a in args):
+    for i, node in enumerate(graph.nodes):
+        if node not in dead:
+            nodes.append(node)
+            seen.add(node)
+        if i == at:
+            if not all(a in seen for a in args if type(a) is Node):
                 raise Unproven("a value the loop reads is computed after its steps")
-            nodes += [node, *outs]
+            nodes += made
     return substitute(replace(graph, nodes=nodes), replace_by)[0]

@@ -198,6 +198,9 @@ def _elementwise(prim):
     return ufunc_of(prim) is not None and elementwise_ufunc(prim)
 
 
+_NAMED_BY_LOOP = {"scan_out", "loop_out"}  # a loop's results: their names are the loop's
+
+
 def one_name(graph, plan):
     """{node: the last node of its chain}, for the chains of `plan` that one buffer runs
     through within one user statement, read as one variable named after the chain's last
@@ -208,6 +211,7 @@ def one_name(graph, plan):
     for i, operand in sorted(plan.items()):
         node = graph.nodes[i]
         if operand.name is None and operand not in graph.derivative_of \
+                and op(operand) not in _NAMED_BY_LOOP \
                 and operand.loc == node.loc and operand.loc is not None \
                 and (operand.grad_of is None) == (node.grad_of is None):
             members = chain.get(operand, [operand])
@@ -327,7 +331,9 @@ def rematerialized(graph):
                                        for b in node.args))
                for node in nodes if node.grad_of is not None
                and any(type(b) is Node and b in made for b in node.args)}
-    return substitute(graph, readers)[0]
+    graph = substitute(graph, readers)[0]
+    still_read = {a for node in graph.nodes for a in node.args if type(a) is Node}
+    return graph.erase(a for a in copies if a not in still_read and a not in outputs)
 
 
 def _cheap(node, outputs, graph):

@@ -14,7 +14,7 @@ name goes with the `del` of the value that holds its buffer, not on a line of it
 
 from dataclasses import dataclass, field
 
-from ..graph import Graph, Node, op
+from ..graph import Graph, Node, Slot, op
 from ..rules.buffers import owns
 from ..tree import leaves
 from .memory import (
@@ -143,11 +143,17 @@ def _viewed(node):
     """The array a chain of views (`xs[t]`, `x.T`, a reshape) looks into: deleting a view
     of an argument frees nothing. A getitem by arrays (a copy) is no view."""
     while type(node) is Node and node.args and type(node.args[0]) is Node and (
-            op(node) in _VIEWING or op(node) == "getitem" and len(node.args) == 1
+            op(node) in _VIEWING or op(node) == "getitem"
             and all(type(i) in (int, slice, type(None), type(Ellipsis))
+                    or type(i) is Slot and _an_int(node.args[i.k])  # xs[t] in a loop
                     for i in node.params["index"].items)):
         node = node.args[0]
     return node
+
+
+def _an_int(arg):
+    return type(arg) is int or type(arg) is Node and arg.shape == () and \
+        arg.dtype is not None and arg.dtype.kind in "iu"
 
 
 def inlined(graph):

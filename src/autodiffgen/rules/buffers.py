@@ -37,7 +37,8 @@ def owns(node):
     """The node's value is a new array of its own (so it may be written into)."""
     name = op(node)
     return name is not None and (name in _OWNERS or ufunc_of(node.prim) is not None or
-                                 name == "einsum" and len(node.args) >= 2)  # _contraction
+                                 name == "einsum" and len(node.args) >= 2  # _contraction
+                                 or name == "scan_out" and node.params["fresh"])
 
 
 def _contraction(node):

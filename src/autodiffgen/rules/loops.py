@@ -1,5 +1,9 @@
 """A loop kept as a loop: one node of the outer graph holding its body, a graph of one step.
 
+Two kinds. `loop` runs over a tuple of items (a training step's update, one step per
+parameter); `scan` runs a counted loop (`for t in range(...)`) whose steps carry values
+from one to the next and save values of every step in stacks (see Scan below).
+
     loop(items of step 0, ..., items of step k-1, *invariants, *first; body)   a `for`
     loop_out(loop, item; step=i, output=j)                             step i's output j
 
@@ -14,9 +18,12 @@ emitter writes the `for`). `impl` runs the body's primitives step by step, for w
 evaluates a graph by its NumPy (the constant folder, generalize's agreement check).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from ..graph import Graph, Node
+from ..graph.size_formulas import AT_N, evaluate
 from ..tree import leaves
 from .registry import defprimitive
 
@@ -36,11 +43,7 @@ class Body:
 
 def run_body(body, values):
     """The body's outputs (a tuple) on concrete inputs, by its primitives' NumPy."""
-    env = dict(zip(body.graph.inputs, values))
-    for node in body.graph.nodes:
-        env[node] = node.prim.impl(*[env[a] if type(a) is Node else a for a in node.args],
-                                   **node.params)
-    return tuple(env[o] if type(o) is Node else o for o in leaves(body.graph.outputs))
+    return run_body_graph(body.graph, values)
 
 
 def _loop(*args, body):
@@ -55,3 +58,67 @@ def _loop(*args, body):
 loop = defprimitive("loop", _loop, None, strict=True)
 loop_out = defprimitive("loop_out", lambda steps, item, *, step, output: steps[step][output],
                         None, strict=True)
+
+
+@dataclass(eq=False)
+class Scan:
+    """A counted loop: `for t in ts:` over the body `graph` (inputs: t, then the carries,
+    then the invariants; outputs: the carries' new values, then the values each step
+    saves), `carries` of them carried from one step to the next, each step's saved values
+    stacked (row t - min(ts)) in `stacks` arrays; `ts` a range (forward: up, a backward
+    loop: down)."""
+
+    graph: Graph
+    carries: int
+    ts: range
+    comment: str = ""
+
+    @property
+    def first(self):
+        return min(self.ts)
+
+    def at(self, n):
+        """This loop with every size formula in its body at n (a batch-polymorphic graph
+        run at one size: generalize/batch.py's check)."""
+        new, inputs, nodes = {}, [], []
+        for node in self.graph.inputs:
+            new[node] = node.replace(shape=evaluate(node.shape, n))
+            inputs.append(new[node])
+        for node in self.graph.nodes:
+            new[node] = node.replace(
+                args=tuple(new.get(a, a) if type(a) is Node else evaluate(a, n) for a in node.args),
+                params=evaluate(node.params, n), shape=evaluate(node.shape, n))
+            nodes.append(new[node])
+        outputs = tuple(new.get(o, o) if type(o) is Node else o for o in self.graph.outputs)
+        return Scan(replace(self.graph, inputs=inputs, nodes=nodes, outputs=outputs),
+                    self.carries, self.ts, self.comment)
+
+
+def run_scan(scan, values):
+    """(*final carries, *stacks) of the loop on concrete values (inits, invariants)."""
+    carries, invariants = list(values[:scan.carries]), values[scan.carries:]
+    rows = None
+    for t in scan.ts:
+        out = run_body_graph(scan.graph, (t, *carries, *invariants))
+        carries = list(out[:scan.carries])
+        if rows is None:
+            rows = [[] for _ in out[scan.carries:]]
+        for row, value in zip(rows, out[scan.carries:]):
+            row.append(value)
+    order = list(scan.ts)
+    return (*carries, *[np.stack([r[order.index(t)] for t in sorted(order)]) for r in rows])
+
+
+def run_body_graph(graph, values):
+    env = dict(zip(graph.inputs, values))
+    for node in graph.nodes:
+        env[node] = node.prim.impl(*[env[a] if type(a) is Node else a for a in node.args],
+                                   **node.params)
+    return tuple(env[o] if type(o) is Node else o for o in leaves(graph.outputs))
+
+
+scan = defprimitive("scan", lambda *values, body: run_scan(body, values), None, strict=True)
+scan_out = defprimitive("scan_out", lambda results, *, output, fresh: results[output], None,
+                        strict=True)
+
+AT_N.add(Scan)  # evaluate() takes a loop's body at n too

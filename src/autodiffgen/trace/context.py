@@ -29,10 +29,12 @@ def make_current(trace):
     _state.trace = trace
 
 
-def user_stack(statements=None):
+def user_stack(statements=None, sites=None):
     """(filename, lineno) of the user's frames, innermost first, up to the traced call.
     A list `statements` gets, per frame, which statement of its line the frame is in when
-    the line holds several (naming.statement_of), so `a = f(x); b = g(x)` names apart."""
+    the line holds several (naming.statement_of), so `a = f(x); b = g(x)` names apart; a
+    list `sites`, per frame, (id(frame), code, bytecode offset): where in a loop the node
+    was made (loops/find.py)."""
     frame = sys._getframe(2)
     stack = []
     while frame is not None:
@@ -51,6 +53,8 @@ def user_stack(statements=None):
             stack.append(loc)
             if statements is not None:
                 statements.append(naming.statement_of(loc, user))
+            if sites is not None and user is not None:
+                sites.append((id(frame), frame.f_code, frame.f_lasti))
         frame = frame.f_back
     return tuple(stack)
 

@@ -92,18 +92,20 @@ class Trace:
             make_current(self)
 
     def new_node(self, prim, args, params, value, stack=None):
-        statements = None
+        statements = sites = None
         if self.grad_of is not None:
             stack, statements = self.grad_of.stack, self.grad_of.statements
         elif stack is None and self.replaying is not None:
             stack, statements = self.replaying.stack, self.replaying.statements
         elif stack is None:
-            statements = []
-            stack = user_stack(statements)
+            statements, sites = [], []
+            stack = user_stack(statements, sites)
             statements = tuple(statements) if any(s is not None for s in statements) else None
         node = Node(self.next_id, prim, args, params, np.shape(value), result_dtype(value),
                     stack[0] if stack else None, stack, self.grad_of)
         node.statements = statements
+        if sites:
+            node.site = tuple(sites)
         node.trace_id = self.id
         self.next_id += 1
         return node

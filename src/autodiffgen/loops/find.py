@@ -1,0 +1,104 @@
+"""The user's loops in a trace: which recorded nodes each step of a loop made.
+
+Every node recorded for the user's code carries its site (Node.site): for each of the
+user's frames, innermost first, (id(frame), code, bytecode offset), the frame's place when
+the node was made. A loop is a backward jump in a code object's bytecode (`dis`, the same
+rule on Python 3.10 to 3.13: a jump whose target comes before it); the loop holding a
+node is the innermost loop around its offset, in the innermost of its frames that is in
+one. Consecutive nodes of one loop in one frame are one run of the loop; a run is cut
+into steps where the place goes back (its offsets, from the loop's frame inward, compare
+lower than the node before's: the code jumped back to an earlier statement of the body,
+or its header), or where the same place makes the step's first primitive again from
+what the step made (a body of one statement). Nothing is traced for this: the frames are walked when the node is made
+already (trace/context.user_stack).
+
+What is found here is only a claim: loops/roll.py keeps a run as a loop only when its
+steps are proven one program, and otherwise writes them out as today.
+"""
+
+import dis
+import functools
+import os
+from dataclasses import dataclass
+
+
+@dataclass(eq=False)
+class Run:
+    """One run of a loop: the code and the loop's (first, last) offsets, and its steps,
+    each the list of forward nodes it recorded, in order."""
+
+    code: object
+    loop: tuple
+    steps: list
+
+    def where(self):
+        """`file.py:12`: the loop's first line."""
+        line = _line_of(self.code, self.loop[0])
+        return f"{os.path.basename(self.code.co_filename)}:{line}"
+
+
+def runs(nodes):
+    """The runs of loops among `nodes` (a trace's forward nodes, in the order recorded),
+    each with at least two steps."""
+    found, current, last_key, last_place = [], None, None, None
+    for node in nodes:
+        key, place = _place(node)
+        if key is None or key != last_key:
+            current = None
+            if key is not None:
+                current = Run(key[1], key[2], [[node]])
+                found.append(current)
+        elif place < last_place or place == last_place and _again(node, current.steps[-1]):
+            current.steps.append([node])  # back to an earlier statement, or the header
+        else:
+            current.steps[-1].append(node)
+        last_key, last_place = key, place
+    return [run for run in found if len(run.steps) >= 2]
+
+
+def _again(node, step):
+    """At the same place as the node before, the step's first primitive again, reading
+    what the step made: the same statement run again (`h = np.tanh(h)`, a body of one
+    call), not one call that records several nodes (np.linalg.norm)."""
+    first = step[0]
+    if node.prim is not first.prim:
+        return False
+    made = set(step)
+    return any(a in made for a in node.args)
+
+
+def _place(node):
+    """((frame id, code, loop), the offsets from that frame inward) of the innermost loop
+    around the node, or (None, None)."""
+    site = node.site
+    for i, (frame, code, offset) in enumerate(site):
+        loop = _innermost(code, offset)
+        if loop is not None:
+            return (frame, code, loop), tuple(s[2] for s in reversed(site[:i + 1]))
+    return None, None
+
+
+def _innermost(code, offset):
+    best = None
+    for first, last in loops_of(code):
+        if first <= offset <= last and (best is None or last - first < best[1] - best[0]):
+            best = (first, last)
+    return best
+
+
+@functools.lru_cache(maxsize=1024)
+def loops_of(code):
+    """The (first, last) offsets of each loop in `code`: a jump to an earlier offset."""
+    return tuple((ins.argval, ins.offset) for ins in dis.get_instructions(code)
+                 if (ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs)
+                 and isinstance(ins.argval, int) and ins.argval < ins.offset)
+
+
+def _line_of(code, offset):
+    line = code.co_firstlineno
+    for start, number in dis.findlinestarts(code):
+        if start > offset:
+            break
+        if number is not None:
+            line = number
+    return line

@@ -1,0 +1,465 @@
+"""The user's loops kept as loops: a loop's steps, as the trace recorded them, proven one
+program and made one `scan` node (rules/loops.py), so the code runs `for t in range(n):`
+over one step's lines; then the same for the backward of those steps, a loop that runs
+the other way.
+
+The steps come from find.py (where the user's frames were). Step k is compared with
+step 0 position by position (the same Python taking the same path records the same
+nodes in the same order): the same primitive, dtype and shape; parameters equal, or an
+index whose ints are affine in t (`xs[t]`, `xs[n - 1 - t]`); each argument
+
+- a value of the same step, at the same position;
+- a value of the step before, at the same position (a carry: `h`), step 0 reading its
+  initial value from outside (an argument, a constant, a value computed before);
+- one value from outside, the same in every step (an invariant: `Wh`);
+- an equal constant, or a number affine in t (`t + 1` of an enumerate).
+
+The backward of step k reads step k's values: those are saved in stacks the forward loop
+fills (`hs[t] = h`), and read back a row at a time (`hs[t]`). Values read after the loop
+are its carries' last values and rows of its stacks. A first or a last step that differs
+(a constant initial state the trace folded, the backward's first sum into a weight's
+gradient) is written out before or after the loop. Anything else unproven leaves the
+steps written out as today, and AUTODIFFGEN_EXPLAIN=1 says why; a guard, a random draw
+or a statement in a `try:` inside a step is not kept in a loop yet.
+
+The count is the traced one: the code serves the length it was traced at, as before.
+"""
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..graph import Index, Node, Slot, constant_key, has_effect, is_guard, users_of
+from ..rules import PRIMITIVES
+from ..rules.buffers import owns
+from ..rules.loops import Scan, scan, scan_out
+from ..tree import leaves
+from . import find
+from .roll import Unproven, explain, graph_of_step, spliced
+
+_INDEXED = {"getitem", "setitem", "scatter_add", "add_at"}  # an Index parameter, args filled
+
+
+def roll_loops(graph, prepare):
+    """`graph` with each run of a loop that is proven one program as a scan node, and its
+    backward too where that is proven."""
+    tried = set()
+    while True:
+        forward = [n for n in graph.nodes if n.grad_of is None]
+        pending = [r for r in find.runs(forward) if _key(r) not in tried]
+        if not pending:
+            return graph
+        run = pending[0]
+        tried.add(_key(run))
+        try:
+            graph = _roll_run(graph, run, prepare)
+        except Unproven as why:
+            explain(graph, f"the loop at {run.where()} ({len(run.steps)} steps) is written "
+                           f"out step by step: {why}")
+
+
+def _key(run):
+    return run.code, run.loop, run.steps[0][0].id
+
+
+def _roll_run(graph, run, prepare):
+    steps = run.steps
+    step_of = {n: k for k, s in enumerate(steps) for n in s}
+    graph = _rolled(graph, steps, list(range(len(steps))), prepare, f"loop at {run.where()}")
+    derivative = [[] for _ in steps]
+    for node in graph.nodes:
+        if node.grad_of is not None and node.grad_of in step_of:
+            derivative[step_of[node.grad_of]].append(node)
+    if not all(derivative):
+        return graph
+    ts = list(range(len(steps)))
+    if derivative[-1][0].id < derivative[0][0].id:  # reverse mode: the last step first
+        derivative, ts = derivative[::-1], ts[::-1]
+    try:
+        return _rolled(graph, derivative, ts, prepare, f"backward of the loop at {run.where()}")
+    except Unproven as why:
+        explain(graph, f"the backward of the loop at {run.where()} is written out step by "
+                       f"step: {why}")
+        return graph
+
+
+def _rolled(graph, steps, ts, prepare, comment):
+    """The graph with `steps` (one t each, in order) as one scan node: tried whole, then
+    without a first and/or a last step that differs (written out beside the loop)."""
+    first_error = None
+    for lo, hi in ((0, 0), (1, 0), (0, 1), (1, 1)):
+        part, part_ts = steps[lo:len(steps) - hi], ts[lo:len(ts) - hi]
+        if len(part) < 2:
+            break
+        try:
+            proof = _Proof(graph, part, part_ts)
+        except Unproven as why:  # (its message only: the exception holds this frame)
+            first_error = first_error or str(why)
+            continue
+        return _build(graph, proof, prepare, comment)
+    raise Unproven(first_error or "fewer than two steps")
+
+
+class _Proof:
+    """Step 0 as the template and what each of its arguments is in every step."""
+
+    def __init__(self, graph, steps, ts):
+        if list(range(ts[0], ts[-1] + (1 if ts[-1] >= ts[0] else -1),
+                      1 if ts[-1] >= ts[0] else -1)) != ts:
+            raise Unproven("its steps are not consecutive")
+        self.graph, self.ts = graph, ts
+        self.users = users_of(graph.nodes)
+        self.order = {n: i for i, n in enumerate(graph.nodes)}
+        self.steps = [self._with_reads(s) for s in steps]
+        self.position = [{n: p for p, n in enumerate(s)} for s in self.steps]
+        self.place = {n: p for position in self.position for n, p in position.items()}
+        self.inside = {n for s in self.steps for n in s}
+        template = self.steps[0]
+        if any(len(s) != len(template) for s in self.steps):
+            raise Unproven(f"its steps record {sorted({len(s) for s in self.steps})} values")
+        for k in range(1, len(self.steps)):
+            for p in range(len(template)):
+                if not self._same(p, k):
+                    raise Unproven(f"step {k} computes {self.steps[k][p].prim.name} where "
+                                   f"step 0 computes {template[p].prim.name} "
+                                   f"({_where(template[p])})")
+        self.carries = {}  # position of a carry's new value -> its initial value
+        self.args = [[self._argument(p, a) for a in range(len(node.args))]
+                     for p, node in enumerate(template)]
+        self.index = [self._index(p) for p in range(len(template))]
+        self._check_outside()
+        self.final, self.stacked = self._escapes()
+
+    def _with_reads(self, step):
+        """A step with the rows of stacks it reads (`hs[t]`, made outside by the roll of
+        the forward) first: getitems no other step reads."""
+        mine, reads = set(step), []
+        for node in step:
+            if is_guard(node) or has_effect(node) or node in self.graph.tried:
+                raise Unproven(f"a step has a {node.prim.name}, not kept in a loop yet")
+            for a in node.args:
+                if type(a) is Node and a.prim is not None and a.prim.op == "getitem" \
+                        and a not in mine and a not in reads \
+                        and all(u in mine for u in self.users.get(a, ())):
+                    reads.append(a)
+        return sorted(reads, key=self.order.__getitem__) + list(step)
+
+    def _argument(self, p, a):
+        values = [s[p].args[a] for s in self.steps]
+        head = values[0]
+        if all(type(v) is Node for v in values):
+            here = [self.position[k].get(v) for k, v in enumerate(values)]
+            if here[0] is not None and all(q == here[0] for q in here):
+                return ("here", here[0])
+            before = [self.position[k - 1].get(v) for k, v in enumerate(values) if k]
+            if head not in self.inside and before[0] is not None \
+                    and all(q == before[0] for q in before):
+                return self._carry(before[0], head)
+            if head not in self.inside and all(v is head for v in values):
+                return ("outer", head)
+        elif type(head) is not Node and not any(type(v) is Node for v in values[1:]):
+            if all(constant_key(v) == constant_key(head) for v in values):
+                return ("const", head)
+            affine = _affine(values, self.ts)
+            if affine is not None:
+                return ("affine", *affine)
+            table = _table(values, self.ts, self.steps[0][p].dtype)
+            if table is not None:  # a number per step (1 / (t + 1)): read from a table
+                return ("table", table, min(self.ts))
+        elif type(head) is not Node and all(type(v) is Node for v in values[1:]):
+            before = [self.position[k - 1].get(v) for k, v in enumerate(values) if k]
+            if before[0] is not None and all(q == before[0] for q in before):
+                return self._carry(before[0], head)
+        raise Unproven(f"step 1 of {self.steps[0][p].prim.name} at "
+                       f"{_where(self.steps[0][p])} reads another kind of value than step 0")
+
+    def _same(self, p, k):
+        node, head = self.steps[k][p], self.steps[0][p]
+        if node.prim is not head.prim or node.dtype != head.dtype or node.shape != head.shape \
+                or len(node.args) != len(head.args) or node.params.keys() != head.params.keys():
+            return False
+        return all(key == "index" and node.prim.op in _INDEXED
+                   or constant_key(node.params[key]) == constant_key(head.params[key])
+                   for key in node.params)
+
+    def _carry(self, q, init):
+        known = self.carries.get(q, init)
+        if known is not init and (type(init) is Node or type(known) is Node
+                                  or constant_key(known) != constant_key(init)):
+            raise Unproven("a value it carries starts from two values")
+        out = self.steps[0][q]
+        if type(init) is Node and (init.shape != out.shape or init.dtype != out.dtype) \
+                or type(init) is not Node and np.shape(init) != out.shape:
+            raise Unproven("a value it carries changes shape or dtype at the first step")
+        self.carries[q] = init
+        return ("carry", q)
+
+    def _index(self, p):
+        """None, or the template's Index with the items that vary as ("affine", a, b)."""
+        head = self.steps[0][p]
+        if "index" not in head.params or head.prim.op not in _INDEXED:
+            return None
+        indexes = [s[p].params["index"] for s in self.steps]
+        if all(i == indexes[0] for i in indexes):
+            return None
+        columns = list(zip(*(i.items for i in indexes)))
+        if any(len(i.items) != len(indexes[0].items) for i in indexes):
+            raise Unproven("its index changes shape from step to step")
+        items = []
+        for column in columns:
+            if all(type(c) is type(column[0]) and c == column[0] for c in column):
+                items.append(column[0])
+                continue
+            affine = _affine(list(column), self.ts) if all(type(c) is int for c in column) \
+                else None
+            if affine is None:
+                raise Unproven("its index changes other than as a + b t from step to step")
+            items.append(("affine", *affine))
+        return items
+
+    def reread(self, node):
+        """Whether a step's value is a row of a value from outside (`xs[t]`), which a
+        reader after the loop reads again rather than from a stack."""
+        p = self.place.get(node)
+        return p is not None and node.prim.op == "getitem" and \
+            all(kind[0] in ("outer", "const", "affine") for kind in self.args[p])
+
+    def _check_outside(self):
+        """Nothing outside the steps that they read may be computed from them (it would
+        come after the loop it feeds)."""
+        downstream, stack = set(), [u for s in self.steps for n in s
+                                    for u in self.users.get(n, ()) if u not in self.inside]
+        while stack:
+            node = stack.pop()
+            if node not in downstream:
+                downstream.add(node)
+                stack.extend(self.users.get(node, ()))
+        for column in self.args:
+            for arg in column:
+                if arg[0] == "outer" and arg[1] in downstream:
+                    raise Unproven("a value it reads is computed from its steps")
+        for init in self.carries.values():
+            if type(init) is Node and init in downstream:
+                raise Unproven("a value it carries starts from one computed from its steps")
+
+    def _escapes(self):
+        """(carries whose last value is read after the loop, positions stacked): a value
+        read outside the steps (later code, the backward, the outputs)."""
+        returned = {o for o in leaves(self.graph.outputs) if type(o) is Node}
+        last = len(self.steps) - 1
+        final, stacked = set(), set()
+        for k, step in enumerate(self.steps):
+            for p, node in enumerate(step):
+                if node in returned or any(u not in self.inside for u in self.users.get(node, ())):
+                    if k == last and p in self.carries:
+                        final.add(p)
+                    elif not self.reread(node):
+                        stacked.add(p)
+        return sorted(final), sorted(stacked)
+
+
+def _affine(values, ts):
+    """(a, b) with values[k] == a * ts[k] + b exactly, numbers of one type; or None."""
+    kind = type(values[0])
+    if kind not in (int, float) or any(type(v) is not kind for v in values):
+        return None
+    a = (values[1] - values[0]) / (ts[1] - ts[0])
+    b = values[0] - a * ts[0]
+    if kind is int:
+        if a != int(a) or b != int(b):
+            return None
+        a, b = int(a), int(b)
+    if all(a * t + b == v for t, v in zip(ts, values)):
+        return a, b
+    return None
+
+
+def _table(values, ts, dtype):
+    """The steps' constants as one array, row t - min(ts) for step t: NumPy scalars or
+    arrays of one dtype and shape as they are, Python numbers in the dtype of the value
+    they are an operand of (where NumPy takes a Python number in that dtype anyway); or
+    None."""
+    order = sorted(range(len(ts)), key=ts.__getitem__)
+    rows = [values[k] for k in order]
+    head = rows[0]
+    if all(type(v) in (int, float) for v in rows) and dtype is not None \
+            and dtype.kind in "fc" and any(type(v) is float for v in rows):
+        return np.array(rows, dtype=dtype)
+    if isinstance(head, (np.ndarray, np.generic)) and all(
+            type(v) is type(head) and v.dtype == head.dtype and np.shape(v) == np.shape(head)
+            for v in rows):
+        return np.stack([np.asarray(v) for v in rows])
+    return None
+
+
+def _where(node):
+    return f"{node.loc[0].rsplit('/', 1)[-1]}:{node.loc[1]}" if node.loc else "?"
+
+
+def _build(graph, proof, prepare, comment):
+    template, ts = proof.steps[0], proof.ts
+    carries = sorted(proof.carries)
+    invariants = list(dict.fromkeys(arg[1] for column in proof.args for arg in column
+                                    if arg[0] == "outer"))
+    t = Node(template[0].id, None, (), {}, (), np.dtype(np.int64))
+    t.name, t.python_number = "t", True
+    carry_in = []
+    for q in carries:
+        node = Node(template[q].id, None, (), {}, template[q].shape, template[q].dtype)
+        node.name = template[q].name or template[q].prim.name
+        carry_in.append(node)
+    outer_in = [v.replace(prim=None, args=(), params={}, grad_of=None) for v in invariants]
+    body = _Body(t, dict(zip(carries, carry_in)), dict(zip(invariants, outer_in)))
+    clones = [body.clone(node, proof.args[p], proof.index[p]) for p, node in enumerate(template)]
+    inputs = [t, *carry_in, *outer_in, *body.tables.values()]
+    outputs = tuple(clones[q] for q in carries) + tuple(clones[p] for p in proof.stacked)
+    derivative_of = {clones[p]: graph.derivative_of[n] for p, n in enumerate(template)
+                     if n in graph.derivative_of}
+    step = graph_of_step(graph, inputs, body.nodes + clones, outputs, derivative_of)
+    prepared = prepare(step)
+    # a carry whose new value is an array of the step's own may be updated in place (the
+    # emitter copies its first value where that is not the function's own to overwrite)
+    prepared = replace(prepared, donated=frozenset(
+        c for c, out in zip(carry_in, prepared.outputs) if type(out) is Node and owns(out)))
+    ts_range = range(ts[0], ts[-1] + (1 if ts[-1] >= ts[0] else -1), 1 if ts[-1] >= ts[0] else -1)
+    scanned = Scan(replace(prepared, inputs=inputs), len(carries), ts_range, comment)
+    inits = [proof.carries[q] for q in carries]
+    last_step = proof.steps[-1]
+    tables = [table for table in body.table_values]
+    loop = graph.new_node(scan, (*inits, *invariants, *tables), like=last_step[-1],
+                          params={"body": scanned}, shape=(), dtype=np.dtype(bool))
+    made = [loop]
+    finals = {}
+    for j, q in enumerate(carries):
+        out = graph.new_node(scan_out, (loop,), like=last_step[q],
+                             params={"output": j, "fresh": owns(prepared.outputs[j])},
+                             shape=template[q].shape, dtype=template[q].dtype)
+        out.name = last_step[q].name
+        finals[q] = out
+        made.append(out)
+    first, rows = min(ts), {}
+    for i, p in enumerate(proof.stacked):
+        stack = graph.new_node(scan_out, (loop,), like=last_step[p],
+                               params={"output": len(carries) + i, "fresh": True},
+                               shape=(len(ts), *template[p].shape), dtype=template[p].dtype)
+        made.append(stack)
+        for k, s in enumerate(proof.steps):
+            if not (k == len(ts) - 1 and p in finals):
+                rows[s[p]] = (stack, ts[k] - first)
+    for q, out in finals.items():
+        rows[last_step[q]] = out
+    return _spliced(graph, proof, made, rows, (*inits, *invariants))
+
+
+class _Body:
+    """Step 0's nodes copied into the body: arguments and indexes as the proof found them."""
+
+    def __init__(self, t, carry_in, outer_in):
+        self.t, self.carry_in, self.outer_in = t, carry_in, outer_in
+        self.nodes, self.affine, self.copies = [], {}, []
+        self.tables = {}  # (id(table), first) -> its input node (a constant the loop reads)
+        self.table_values = []
+
+    def clone(self, node, args, index):
+        values = [self.value(arg) for arg in args]
+        params = node.params
+        if index is not None:
+            items = []
+            for item in index:
+                if type(item) is tuple and item[0] == "affine":
+                    items.append(Slot(len(values)))
+                    values.append(self.value(item))
+                else:
+                    items.append(item)
+            params = {**params, "index": Index(items)}
+        copy = node.replace(args=tuple(values), params=params, site=())
+        self.copies.append(copy)
+        return copy
+
+    def value(self, arg):
+        kind = arg[0]
+        if kind == "here":
+            return self.copies[arg[1]]
+        if kind == "carry":
+            return self.carry_in[arg[1]]
+        if kind == "outer":
+            return self.outer_in[arg[1]]
+        if kind == "const":
+            return arg[1]
+        if kind == "table":
+            return self.row_of(arg[1], arg[2])
+        return self.affine_of(arg[1], arg[2])
+
+    def row_of(self, table, first):
+        """table[t - first], the table an input of the body (a constant of the loop)."""
+        key = (id(table), first)
+        if key not in self.tables:
+            node = Node(self.t.id, None, (), {}, table.shape, table.dtype)
+            node.name = "per_step"
+            self.tables[key] = node
+            self.table_values.append(table)
+        index = self.affine_of(1, -first)
+        row = self.t.replace(prim=PRIMITIVES["getitem"], args=(self.tables[key], index),
+                             params={"index": Index((Slot(1),))}, name=None,
+                             shape=table.shape[1:], dtype=table.dtype)
+        self.nodes.append(row)
+        return row
+
+    def affine_of(self, a, b):
+        """a * t + b as nodes of the body, as one writes it: t, t + 1, t - 1, n - 1 - t."""
+        if (a, b) in self.affine:
+            return self.affine[a, b]
+        kind = type(b) if type(b) is float else type(a)
+        if a == -1:
+            value = self._number(PRIMITIVES["subtract"], (b, self.t), kind)
+        else:
+            value = self.t if a == 1 else self._number(PRIMITIVES["multiply"], (self.t, a), kind)
+            if b > 0:
+                value = self._number(PRIMITIVES["add"], (value, b), kind)
+            elif b < 0:
+                value = self._number(PRIMITIVES["subtract"], (value, -b), kind)
+        self.affine[a, b] = value
+        return value
+
+    def _number(self, prim, args, kind):
+        node = self.t.replace(prim=prim, args=args, params={}, name=None,
+                              dtype=np.dtype(np.int64 if kind is int else np.float64))
+        node.python_number = True
+        self.nodes.append(node)
+        return node
+
+
+def _spliced(graph, proof, made, rows, args):
+    """The graph with the steps' nodes gone and `made` where the last of them was, every
+    read of a step's value outside the steps going to what replaces it: a carry's last
+    value, or its row of a stack, read by that reader alone (`hs[3]`: the backward of
+    step 3 then reads only rows of its own, which a roll of the backward takes in). A
+    row of an argument read by the step (`xs[t]`) is read from the argument again."""
+    returned = {o for o in leaves(graph.outputs) if type(o) is Node}
+    kept = {n for n in proof.inside if proof.reread(n) and (
+        n in returned or any(u not in proof.inside for u in proof.users.get(n, ())))}
+    dead = set(proof.inside) - kept
+    replace_by = {}
+    for node in graph.nodes:
+        if node in dead or not any(type(a) is Node and a in rows and a not in kept
+                                   for a in node.args):
+            continue
+        replace_by[node] = node.replace(args=tuple(
+            _row(graph, rows[a], a, node) if type(a) is Node and a in rows and a not in kept
+            else a for a in node.args))
+    for leaf in leaves(graph.outputs):
+        if type(leaf) is Node and leaf in rows and leaf not in kept:
+            replace_by[leaf] = _row(graph, rows[leaf], leaf, leaf)
+    return spliced(graph, dead, dead, made, args, replace_by)
+
+
+def _row(graph, where, value, reader):
+    """What `reader`'s read of `value` after the loop reads instead: a scan_out, or a new
+    node reading its row of a stack (part of the reader's section: the backward's)."""
+    if type(where) is Node:
+        return where
+    stack, row = where
+    node = graph.new_node(PRIMITIVES["getitem"], (stack,), like=reader,
+                          params={"index": Index((row,))}, shape=value.shape, dtype=value.dtype)
+    node.name, node.loc, node.stack = value.name, value.loc, value.stack
+    return node

@@ -1,0 +1,202 @@
+"""loops/scan.py: the user's for loops kept as loops, forward and backward, each kind of
+loop against the same function with rolling off (the steps written out), the tape and
+finite differences, at several lengths and both float precisions; loops that must stay
+written out do, and AUTODIFFGEN_EXPLAIN=1 says why."""
+
+import importlib
+import logging
+
+import numpy as np
+import pytest
+
+import autodiffgen as ad
+from autodiffgen import tape
+from autodiffgen.testing import check_grads
+
+roll_module = importlib.import_module("autodiffgen.loops.roll")
+RNG = np.random.default_rng(27)
+
+
+# ---- the kinds of loop ------------------------------------------------------------------
+def range_of_shape(Wx, Wh, b, xs):
+    h = np.zeros((xs.shape[1], Wh.shape[0]), xs.dtype)
+    for t in range(xs.shape[0]):
+        h = np.tanh(xs[t] @ Wx + h @ Wh + b)
+    return np.sum(h * h)
+
+
+def over_array(Wx, Wh, b, xs):
+    h = np.zeros((xs.shape[1], Wh.shape[0]), xs.dtype)
+    for x in xs:
+        h = np.tanh(x @ Wx + h @ Wh + b)
+    return np.sum(h ** 2)
+
+
+def _cell(h, x, Wx, Wh, b):
+    return np.tanh(x @ Wx + h @ Wh + b)
+
+
+def helper_body(Wx, Wh, b, xs):
+    h = np.zeros((xs.shape[1], Wh.shape[0]), xs.dtype)
+    for t in range(len(xs)):
+        h = _cell(h, xs[t], Wx, Wh, b)
+    return np.mean(h)
+
+
+def enumerated(Wx, Wh, b, xs):
+    h = np.zeros((xs.shape[1], Wh.shape[0]), xs.dtype)
+    total = 0.0
+    for t, x in enumerate(xs):
+        h = np.tanh(x @ Wx + h @ Wh + b) * (1.0 / (t + 1))
+        total = total + np.sum(h)
+    return total
+
+
+def zipped(Wx, Wh, b, xs):
+    h = np.zeros((xs.shape[1], Wh.shape[0]), xs.dtype)
+    s = 0.0
+    for x, w in zip(xs, np.linspace(0.5, 1.5, len(xs)).astype(xs.dtype)):
+        h = np.tanh(x @ Wx + h @ Wh) * w
+        s = s + np.sum(h * b)
+    return s
+
+
+def reversed_steps(Wx, Wh, b, xs):
+    h = np.zeros((xs.shape[1], Wh.shape[0]), xs.dtype)
+    T = xs.shape[0]
+    for t in range(T):
+        h = np.tanh(xs[T - 1 - t] @ Wx + h @ Wh + b)
+    return np.sum(h)
+
+
+def states_into_stack(Wx, Wh, b, xs):
+    """The states written into a stack made with np.zeros (issue 27, item 5)."""
+    T, B = xs.shape[:2]
+    hs = np.zeros((T, B, Wh.shape[0]), xs.dtype)
+    h = np.zeros((B, Wh.shape[0]), xs.dtype)
+    for t in range(T):
+        h = np.tanh(xs[t] @ Wx + h @ Wh + b)
+        hs[t] = h
+    return np.sum(hs * hs[::-1])
+
+
+def two_carries(Wx, Wh, b, xs):
+    h = np.zeros((xs.shape[1], Wh.shape[0]), xs.dtype)
+    c = np.zeros_like(h)
+    for t in range(xs.shape[0]):
+        z = xs[t] @ Wx + h @ Wh + b
+        c = 0.5 * c + np.tanh(z)
+        h = np.tanh(c) * (1.0 / (1.0 + np.exp(-z)))
+    return np.sum(h + c)
+
+
+KINDS = [range_of_shape, over_array, helper_body, enumerated, zipped, reversed_steps,
+         states_into_stack, two_carries]
+
+
+def args_for(T, dtype=np.float64, B=2, D=3, H=4):
+    return (RNG.normal(size=(D, H)).astype(dtype), (0.4 * RNG.normal(size=(H, H))).astype(dtype),
+            RNG.normal(size=H).astype(dtype), RNG.normal(size=(T, B, D)).astype(dtype))
+
+
+def compiled(fun, args, rolled, monkeypatch):
+    """(value, gradient, source) with rolling on or off."""
+    with monkeypatch.context() as m:
+        m.setattr(roll_module, "ENABLED", rolled)
+        m.setattr(roll_module, "USER_LOOPS", rolled)
+        f = ad.value_and_grad(fun, argnums=(0, 1, 2))
+        value, g = f(*args)
+        source = ad.emit(fun, *args, argnums=(0, 1, 2))
+    return value, g, source
+
+
+@pytest.mark.parametrize("fun", KINDS, ids=[f.__name__ for f in KINDS])
+@pytest.mark.parametrize("T", [1, 2, 3, 7])
+def test_a_loop_kept_as_a_loop_is_the_loop_written_out(fun, T, monkeypatch):
+    args = args_for(T)
+    value, g, source = compiled(fun, args, True, monkeypatch)
+    written = compiled(fun, args, False, monkeypatch)
+    assert np.isclose(value, written[0], rtol=1e-12) and np.isclose(value, fun(*args))
+    for a, b, c in zip(g, written[1], tape.grad(fun, argnums=(0, 1, 2))(*args)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
+    if T >= 3:  # two steps or more in a loop: the forward's `for` at least
+        assert "    for t in range(" in source, source
+    if T >= 7:
+        assert len(source.splitlines()) < len(written[2].splitlines())
+
+
+@pytest.mark.parametrize("fun", KINDS, ids=[f.__name__ for f in KINDS])
+def test_finite_differences_and_float32(fun, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(roll_module, "USER_LOOPS", True)
+        check_grads(fun, *args_for(4), argnums=(0, 1, 2))
+    args = args_for(5, np.float32)
+    value, g, source = compiled(fun, args, True, monkeypatch)
+    written = compiled(fun, args, False, monkeypatch)
+    assert "for t in range(" in source
+    assert np.isclose(value, written[0], rtol=1e-5)
+    for a, b in zip(g, written[1]):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+
+def test_the_generated_rnn_does_not_grow_with_the_length(monkeypatch):
+    """The same statements at 5 and 40 steps (a `del` may come or go: which small arrays
+    are left alive depends on the peak, which grows with the stacks)."""
+    def statements(T):
+        source = compiled(range_of_shape, args_for(T), True, monkeypatch)[2]
+        return [line for line in source.splitlines() if not line.strip().startswith("del ")]
+    assert len(statements(5)) == len(statements(40)) < 70
+
+
+def test_the_cached_code_serves_new_values(monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(roll_module, "USER_LOOPS", True)
+        f = ad.value_and_grad(two_carries, argnums=(0, 1, 2))
+        for seed in range(3):
+            args = args_for(6)
+            value, g = f(*args)
+            assert np.isclose(value, two_carries(*args)), seed
+            for a, b in zip(g, tape.grad(two_carries, argnums=(0, 1, 2))(*args)):
+                np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+        assert f.cache_info().misses == 1
+
+
+# ---- loops that stay written out ----------------------------------------------------------
+def branch_on_t(Wx, Wh, b, xs):
+    h = np.zeros((xs.shape[1], Wh.shape[0]))
+    for t in range(xs.shape[0]):
+        z = xs[t] @ Wx + h @ Wh
+        if t == 2:  # one step in the middle is another program
+            z = z + b
+        h = np.tanh(z)
+    return np.sum(h)
+
+
+def two_steps_back(Wx, Wh, b, xs):
+    hs = [np.zeros((xs.shape[1], Wh.shape[0])), np.zeros((xs.shape[1], Wh.shape[0]))]
+    for t in range(xs.shape[0]):
+        hs.append(np.tanh(xs[t] @ Wx + hs[-2] @ Wh + b))
+    return np.sum(hs[-1]) + np.sum(hs[-2])
+
+
+def growing(Wx, Wh, b, xs):
+    total = 0.0
+    for t in range(xs.shape[0]):
+        total = total + np.sum(np.tanh(xs[:t + 1] @ Wx + b))  # a shape that grows with t
+    return total
+
+
+@pytest.mark.parametrize("fun", [branch_on_t, two_steps_back, growing])
+def test_a_loop_that_is_not_one_program_is_written_out_and_said_why(fun, monkeypatch, caplog):
+    args = args_for(6)
+    monkeypatch.setenv("AUTODIFFGEN_EXPLAIN", "1")
+    with caplog.at_level(logging.WARNING, logger="autodiffgen"):
+        value, g, source = compiled(fun, args, True, monkeypatch)
+    assert not any(line.lstrip().startswith("for t in range(") for line in source.splitlines())
+    said = [r.getMessage() for r in caplog.records if "written out step by step" in r.getMessage()]
+    assert said and "test_scan.py:" in said[0], said
+    assert np.isclose(value, fun(*args))
+    for a, b in zip(g, tape.grad(fun, argnums=(0, 1, 2))(*args)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
