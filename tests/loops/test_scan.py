@@ -200,3 +200,18 @@ def test_a_loop_that_is_not_one_program_is_written_out_and_said_why(fun, monkeyp
     assert np.isclose(value, fun(*args))
     for a, b in zip(g, tape.grad(fun, argnums=(0, 1, 2))(*args)):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_the_loops_work_is_what_a_hand_written_backward_does(monkeypatch):
+    """The loop-level passes (loops/hoist.py): Wh.T made once before the backward loop,
+    `1 - h * h` computed over the stack of states before it, and the weights' gradients
+    summed after it in one product each, not one per step."""
+    args = args_for(12)
+    _, _, source = compiled(range_of_shape, args, True, monkeypatch)
+    backward = source.split("    # backward\n")[1]
+    loop = backward.split("for t in range(")[1].split("\n    g_")[0]
+    body = [line.strip() for line in loop.splitlines()[1:] if line.startswith("        ")]
+    assert "np.ascontiguousarray(Wh.T)" in backward
+    assert not any(".T @" in line for line in body), body  # no weight gradient per step
+    assert sum("@" in line for line in body) == 1, body  # g @ Wh.T, the recurrence itself
+    assert not any("* h" in line or "h * " in line for line in body), body  # 1 - h*h, hoisted

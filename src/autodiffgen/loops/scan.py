@@ -35,6 +35,7 @@ from ..rules.buffers import owns
 from ..rules.loops import Scan, scan, scan_out
 from ..tree import leaves
 from . import find
+from .hoist import hoisted
 from .roll import Unproven, explain, graph_of_step, spliced
 
 _INDEXED = {"getitem", "setitem", "scatter_add", "add_at"}  # an Index parameter, args filled
@@ -48,7 +49,7 @@ def roll_loops(graph, prepare):
         forward = [n for n in graph.nodes if n.grad_of is None]
         pending = [r for r in find.runs(forward) if _key(r) not in tried]
         if not pending:
-            return graph
+            return hoisted(graph)
         run = pending[0]
         tried.add(_key(run))
         try:
@@ -248,14 +249,37 @@ class _Proof:
         returned = {o for o in leaves(self.graph.outputs) if type(o) is Node}
         last = len(self.steps) - 1
         final, stacked = set(), set()
+        self.views = {}  # a position read after the loop as a slice of another's row
         for k, step in enumerate(self.steps):
             for p, node in enumerate(step):
                 if node in returned or any(u not in self.inside for u in self.users.get(node, ())):
                     if k == last and p in self.carries:
                         final.add(p)
-                    elif not self.reread(node):
+                    elif self.reread(node):
+                        continue
+                    elif self._slice_of(p) is not None:  # `z = zr[:, :H]`: zr's row, sliced
+                        self.views[p] = self._slice_of(p)
+                        stacked.add(self.views[p])
+                    else:
                         stacked.add(p)
         return sorted(final), sorted(stacked)
+
+    def _slice_of(self, p):
+        """The position q when step values at p are a static slice of those at q (a view:
+        saved as q's rows, read back sliced), else None."""
+        node = self.steps[0][p]
+        kinds = self.args[p]
+        if node.prim.op != "getitem" or len(kinds) != 1 or kinds[0][0] != "here" \
+                or self.index[p] is not None or not all(
+                    type(i) in (int, slice) and all(type(b) in (int, type(None))
+                                                    for b in _bounds(i))
+                    for i in node.params["index"].items):
+            return None
+        return kinds[0][1]
+
+
+def _bounds(item):
+    return (item.start, item.stop, item.step) if type(item) is slice else ()
 
 
 def _affine(values, ts):
@@ -337,15 +361,20 @@ def _build(graph, proof, prepare, comment):
         out.name = last_step[q].name
         finals[q] = out
         made.append(out)
-    first, rows = min(ts), {}
+    first, rows, stacks = min(ts), {}, {}
     for i, p in enumerate(proof.stacked):
-        stack = graph.new_node(scan_out, (loop,), like=last_step[p],
-                               params={"output": len(carries) + i, "fresh": True},
-                               shape=(len(ts), *template[p].shape), dtype=template[p].dtype)
+        stacks[p] = stack = graph.new_node(
+            scan_out, (loop,), like=last_step[p], params={"output": len(carries) + i,
+                                                          "fresh": True},
+            shape=(len(ts), *template[p].shape), dtype=template[p].dtype)
         made.append(stack)
         for k, s in enumerate(proof.steps):
             if not (k == len(ts) - 1 and p in finals):
                 rows[s[p]] = (stack, ts[k] - first)
+    for p, q in proof.views.items():  # read as a slice of q's row
+        items = template[p].params["index"].items
+        for k, s in enumerate(proof.steps):
+            rows[s[p]] = (stacks[q], ts[k] - first, items)
     for q, out in finals.items():
         rows[last_step[q]] = out
     return _spliced(graph, proof, made, rows, (*inits, *invariants))
@@ -458,8 +487,9 @@ def _row(graph, where, value, reader):
     node reading its row of a stack (part of the reader's section: the backward's)."""
     if type(where) is Node:
         return where
-    stack, row = where
+    stack, row, *sliced = where
     node = graph.new_node(PRIMITIVES["getitem"], (stack,), like=reader,
-                          params={"index": Index((row,))}, shape=value.shape, dtype=value.dtype)
+                          params={"index": Index((row, *(sliced[0] if sliced else ())))},
+                          shape=value.shape, dtype=value.dtype)
     node.name, node.loc, node.stack = value.name, value.loc, value.stack
     return node

@@ -123,8 +123,13 @@ def guard_reads(graph):
     computes with the one the trace computed, so passes that change arithmetic (a sum
     reassociated into one matmul, a stable form, numexpr) leave these alone: computed in
     another order, the value can differ in its last bit and the guard would fail forever."""
-    read, stack = set(), [a for n in graph.nodes if (p := n.prim) is not None  # is_guard,
-                          and p.name == "guard" and p.op is not None for a in n.args]  # inline
+    return ancestors([a for n in graph.nodes if (p := n.prim) is not None  # is_guard,
+                      and p.name == "guard" and p.op is not None for a in n.args])  # inline
+
+
+def ancestors(nodes):
+    """The nodes among `nodes` and every node they are computed from (constants left out)."""
+    read, stack = set(), list(nodes)
     while stack:
         node = stack.pop()
         if type(node) is Node and node not in read:

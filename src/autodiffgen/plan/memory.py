@@ -241,12 +241,25 @@ def contiguous_transposes(graph):
     it would only add its size to the peak."""
     readers = {}
     for node in graph.nodes:
-        if op(node) == "matmul" and len(node.args) == 2:
-            a = node.args[1]
+        for a in _right_operands(node):
             if op(a) == "transpose" and a.params["axes"] in (None, (1, 0)) \
                     and len(a.shape) == 2 and not _checkpointed(a.args[0]):
-                readers[a] = readers.get(a, 0) + 1
+                readers[a] = readers.get(a, 0) + (1 if op(node) == "matmul" else 2)
     return {a for a, count in readers.items() if count >= 2}
+
+
+def _right_operands(node):
+    """What a node reads as a matmul's right operand: a matmul's second argument; a loop's
+    (rules/loops.py: Scan) invariants that its body's matmuls read so, once per step."""
+    if op(node) == "matmul" and len(node.args) == 2:
+        return [node.args[1]]
+    if op(node) != "scan":
+        return []
+    body = node.params["body"]
+    inner = body.graph
+    right = {n.args[1] for n in inner.nodes if op(n) == "matmul" and len(n.args) == 2}
+    return [a for i, a in zip(inner.inputs[1 + body.carries:], node.args[body.carries:])
+            if i in right]
 
 
 def _checkpointed(x):

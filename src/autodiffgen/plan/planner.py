@@ -163,8 +163,8 @@ def inlined(graph):
     uses = {node: None for node in leaves(graph.outputs) if type(node) is Node}
     for node in graph.nodes:
         for arg in node.args:
-            if type(arg) is Node:
-                uses[arg] = None if arg in uses or op(node) == "guard" else node
+            if type(arg) is Node:  # (a loop reads it at every step: named once)
+                uses[arg] = None if arg in uses or op(node) in ("guard", "scan") else node
     return {node: uses[node] for node in graph.nodes
             if op(node) == "transpose" and node.params.get("axes") is None
             and uses.get(node) is not None and node.name is None

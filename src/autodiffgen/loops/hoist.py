@@ -1,0 +1,354 @@
+"""Loop-level passes: work a scan's body does at every step that it need not.
+
+- Invariant code out (`hoisted_invariants`): a body value computed from the loop's
+  invariants and constants alone (`Wh.T`, the same at every step) is computed once before
+  the loop and read by the body as one more invariant.
+- Accumulations after the loop (`hoisted_sums`): a carried sum that each step only adds
+  to, `g_Wh = g_Wh + hs[t - 1].T @ g` (a weight's gradient summed over the steps, as the
+  backward records it), `g_b = g_b + np.sum(g, axis=0)` or `g_xw[t] += g`, becomes the
+  step's `g` saved in a stack and one product, sum or slice update after the loop:
+  `g_Wh += reshape(hs[lo:hi]).T @ reshape(gs)`, one GEMM in place of one per step, as a
+  hand-written backward of a recurrent net does.
+
+Both are Graph -> Graph over the outer graph, each scan node rebuilt with its new body.
+"""
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..graph import Index, Node, Slot, has_effect, is_guard, op, users_of
+from ..passes.rewrite import ancestors, substitute
+from ..rules import PRIMITIVES, elementwise_ufunc
+from ..rules.loops import Scan, scan, scan_out
+
+
+def hoisted(graph):
+    """`graph` with each scan's invariant code and accumulations out of its loop."""
+    for node in [n for n in graph.nodes if op(n) == "scan"]:
+        graph, node = hoisted_invariants(graph, node)
+        graph, node = hoisted_maps(graph, node)
+        graph = hoisted_sums(graph, node)
+    return graph
+
+
+# ---- per-step work on saved rows, done once over the stack ---------------------------------
+def hoisted_maps(graph, loop):
+    """(graph, the new loop node) with the body's elementwise work on rows of stacks
+    (`dtanh = 1 - hs[t] * hs[t]`, which reads nothing carried) computed once over the
+    whole stack before the loop (`1 - hs * hs`), the body reading its row t: two NumPy
+    calls in place of two per step, as passes/stepwise.py does for steps written out."""
+    body = loop.params["body"]
+    inner = body.graph
+    t, start = inner.inputs[0], 1 + body.carries
+    outer_of = dict(zip(inner.inputs[start:], loop.args[body.carries:]))
+    first, n = min(body.ts), len(body.ts)
+    mapped = {}  # body node -> (outer node over every step, the offset k of its rows)
+    made = []
+    for node in inner.nodes:
+        base, k = _row_of_stack(node, t, inner, body)
+        if base is not None:
+            mapped[node] = (_outer_rows(graph, outer_of[base], first + k, n, node, made), k)
+            continue
+        if not elementwise_ufunc(node.prim) or not any(a in mapped for a in node.args
+                                                      if type(a) is Node):
+            continue
+        offsets = {mapped[a][1] for a in node.args if type(a) is Node and a in mapped}
+        if len(offsets) != 1 or not all(
+                type(a) is not Node or a in mapped and a.shape == node.shape
+                or a in outer_of and len(a.shape) < len(node.shape) for a in node.args):
+            continue
+        args = tuple(mapped[a][0] if type(a) is Node and a in mapped else
+                     outer_of.get(a, a) if type(a) is Node else a for a in node.args)
+        whole = graph.new_node(node.prim, args, like=node, params=node.params,
+                               shape=(n, *node.shape), dtype=node.dtype)
+        whole.name = node.name
+        made.append(whole)
+        mapped[node] = (whole, offsets.pop())
+    users = users_of(inner.nodes)
+    frontier = [m for m in mapped if op(m) != "getitem" and (
+        any(u not in mapped for u in users.get(m, ())) or m in inner.outputs)]
+    if not frontier:
+        return graph, loop
+    stand_ins, reads = {}, []
+    for m in frontier:  # the body reads row t of the value computed over every step
+        stack_in = Node(m.id, None, (), {}, (n, *m.shape), m.dtype)
+        stack_in.name = m.name
+        offset = _offset_node(t, -first)
+        row = m.replace(prim=PRIMITIVES["getitem"], args=(stack_in, offset),
+                        params={"index": Index((Slot(1),))}, grad_of=m.grad_of)
+        stand_ins[m] = row
+        reads.append((stack_in, mapped[m][0]))
+    new_inner, _ = substitute(inner, stand_ins)
+    new_inner = _pruned(replace(new_inner, inputs=list(inner.inputs) + [s for s, _ in reads]))
+    used = ancestors([w for _, w in reads])
+    return _rebuilt(graph, loop, replace(body, graph=new_inner),
+                    list(loop.args) + [w for _, w in reads],
+                    [m for m in made if m in used], {})
+
+
+def _outer_rows(graph, stack, lo, n, like, made):
+    node = graph.new_node(PRIMITIVES["getitem"], (stack,), like=like,
+                          params={"index": Index((slice(lo, lo + n),))},
+                          shape=(n, *like.shape), dtype=like.dtype)
+    node.name = like.name
+    made.append(node)
+    return node
+
+
+def _offset_node(t, k):
+    """t + k as a body node (t itself for k = 0)."""
+    if k == 0:
+        return t
+    node = t.replace(prim=PRIMITIVES["add" if k > 0 else "subtract"], args=(t, abs(k)),
+                     params={}, name=None)
+    node.python_number = True
+    return node
+
+
+# ---- invariant code out -------------------------------------------------------------------
+def hoisted_invariants(graph, loop):
+    """(graph, the new loop node) with body values of invariants alone computed before."""
+    body = loop.params["body"]
+    inner = body.graph
+    start = 1 + body.carries
+    outer_of = {i: a for i, a in zip(inner.inputs[start:], loop.args[body.carries:])}
+    moved = {}  # body node -> the outer node computing it
+    for node in inner.nodes:
+        if is_guard(node) or has_effect(node) or node.prim.op is None:
+            continue
+        if all(type(a) is not Node or a in outer_of or a in moved for a in node.args) \
+                and any(type(a) is Node for a in node.args):
+            args = tuple(outer_of.get(a, moved.get(a, a)) if type(a) is Node else a
+                         for a in node.args)
+            moved[node] = graph.new_node(node.prim, args, like=node, params=node.params,
+                                         shape=node.shape, dtype=node.dtype)
+            moved[node].name = node.name
+    read = {a for n in inner.nodes if n not in moved for a in n.args if type(a) is Node}
+    read |= {o for o in inner.outputs if type(o) is Node}
+    wanted = [n for n in moved if n in read]  # what the rest of the body reads
+    if not wanted:
+        return graph, loop
+    stand_ins = {n: n.replace(prim=None, args=(), params={}, grad_of=None) for n in wanted}
+    new_inner, _ = substitute(inner, stand_ins)
+    new_inner = _pruned(replace(new_inner, inputs=list(inner.inputs) + list(stand_ins.values())))
+    made = [moved[n] for n in moved if _needed(n, moved, wanted)]
+    return _rebuilt(graph, loop, replace(body, graph=new_inner),
+                    list(loop.args) + [moved[n] for n in wanted], made, {})
+
+
+def _needed(node, moved, wanted):
+    """Whether a moved node is one the body reads or one such a node is computed from."""
+    return moved[node] in ancestors([moved[w] for w in wanted])
+
+
+# ---- accumulations after the loop ---------------------------------------------------------
+def hoisted_sums(graph, loop):
+    """The graph with each carried sum that a step only adds to summed after the loop."""
+    body = loop.params["body"]
+    inner = body.graph
+    users = users_of(inner.nodes)
+    t = inner.inputs[0]
+    found = {}
+    for j in range(body.carries):
+        carry, out = inner.inputs[1 + j], inner.outputs[j]
+        if type(out) is Node and out not in inner.outputs[body.carries:]:
+            terms = _chain(out, carry, t, inner, body, users)
+            if terms:
+                found[j] = terms
+    if not found:
+        return graph
+    stacked = list(dict.fromkeys(m[2] for terms in found.values() for m in terms))
+    kept = [j for j in range(body.carries) if j not in found]
+    outputs = tuple(inner.outputs[j] for j in kept) + tuple(inner.outputs[body.carries:]) + \
+        tuple(stacked)
+    inputs = [t] + [inner.inputs[1 + j] for j in kept] + list(inner.inputs[1 + body.carries:])
+    new_inner = _pruned(replace(inner, inputs=inputs, outputs=outputs,
+                                donated=frozenset(d for d in inner.donated if d in inputs)))
+    new_body = Scan(new_inner, len(kept), body.ts, body.comment)
+    args = [loop.args[j] for j in kept] + list(loop.args[body.carries:])
+    index = {j: k for k, j in enumerate(kept)}
+    ys = len(inner.outputs) - body.carries
+    index.update({body.carries + i: len(kept) + i for i in range(ys)})
+    first, n = min(body.ts), len(body.ts)
+    finals = {}
+    new_loop = graph.new_node(scan, tuple(args), like=loop, params={"body": new_body},
+                              shape=(), dtype=np.dtype(bool))
+    made = []
+    stacks = {}
+    for g in stacked:
+        stacks[g] = graph.new_node(scan_out, (new_loop,), like=loop,
+                                   params={"output": len(kept) + ys + len(stacks), "fresh": True},
+                                   shape=(n, *g.shape), dtype=g.dtype)
+        made.append(stacks[g])
+    outer_of = dict(zip(inner.inputs[1 + body.carries:], loop.args[body.carries:]))
+    for j, terms in found.items():
+        total = loop.args[j]
+        for kind, k, g, rows in terms:  # in the order the step added them
+            total = _summed(graph, kind, total, stacks[g],
+                            outer_of[rows] if kind == "matmul" else rows,
+                            first + k, n, inner.outputs[j], made)
+        finals[j] = total
+    return _rebuilt(graph, loop, new_body, args, made, {"index": index, "finals": finals},
+                    new_loop)[0]
+
+
+def _chain(out, carry, t, inner, body, users):
+    """The terms a step adds to a carried sum, first added first, when the carry is read
+    only by a chain of such additions ending in its new value (`g_xw[t, :, :H] += a`,
+    then `g_xw[t, :, H:] += b`); else None."""
+    terms, node = [], out
+    while node is not carry:
+        previous = _previous(node, carry)
+        if previous is None or users.get(previous) != [node]:
+            return None
+        match = _accumulation(node, previous, t, inner, body)
+        if match is None:
+            return None
+        terms.append(match)
+        node = previous
+    return terms[::-1]
+
+
+def _previous(node, carry):
+    """The running sum `node` adds a term to: add_at's array; the operand of an add that
+    leads back to the carry through such additions."""
+    if op(node) == "add_at":
+        return node.args[0]
+    if op(node) == "add" and len(node.args) == 2:
+        for a in node.args:
+            if _leads_to(a, carry):
+                return a
+    return None
+
+
+def _leads_to(node, carry, depth=64):
+    if node is carry:
+        return True
+    if depth == 0 or type(node) is not Node:
+        return False
+    if op(node) == "add_at":
+        return _leads_to(node.args[0], carry, depth - 1)
+    return op(node) == "add" and any(_leads_to(a, carry, depth - 1) for a in node.args)
+
+
+def _accumulation(out, carry, t, inner, body):
+    """(kind, offset k, the step's g, the stack it is read with) when `out` adds a step's
+    term to `carry` alone: `carry + S[t + k].T @ g`, `carry + sum(g, axis=0)`,
+    `carry[t + k] += g`."""
+    if op(out) == "add" and len(out.args) == 2 and carry in out.args:
+        term = out.args[1] if out.args[0] is carry else out.args[0]
+        if type(term) is not Node or term is carry:
+            return None
+        if op(term) == "matmul" and len(term.args) == 2 and op(term.args[0]) == "transpose" \
+                and term.args[0].params.get("axes") in (None, (1, 0)) \
+                and len(term.shape) == 2 and len(term.args[1].shape) == 2:
+            row = term.args[0].args[0]
+            stack, k = _row_of_stack(row, t, inner, body)
+            if stack is not None and len(row.shape) == 2:
+                return ("matmul", k, term.args[1], stack)
+        if op(term) == "sum" and term.params.get("axis") in (0, (0,)) \
+                and not term.params.get("keepdims") and len(term.args[0].shape) == 2 \
+                and term.params.get("dtype") is None:
+            return ("sum", 0, term.args[0], None)
+    if op(out) == "add_at" and out.args[0] is carry and len(out.args) == 3 \
+            and type(out.args[1]) is Node and _row_then_static(out.params["index"].items):
+        k = _offset(out.args[2], t)
+        if k is not None:  # `g_xw[t, :, 256:] += g`: the rows' slices, all at once after
+            return ("rows", k, out.args[1], out.params["index"].items[1:])
+    return None
+
+
+def _row_then_static(items):
+    """An index `[t + k, ...]`: row t + k (argument 2), then static slices and ints."""
+    return bool(items) and items[0] == Slot(2) and all(
+        type(i) is slice and all(type(b) in (int, type(None))
+                                 for b in (i.start, i.stop, i.step)) or type(i) is int
+        for i in items[1:])
+
+
+def _row_of_stack(node, t, inner, body):
+    """(the outer value, k) when `node` is row t + k of an invariant of the loop."""
+    if op(node) != "getitem" or node.params["index"].items != (Slot(1),) or len(node.args) != 2:
+        return None, None
+    base = node.args[0]
+    if base not in inner.inputs[1 + body.carries:]:
+        return None, None
+    k = _offset(node.args[1], t)
+    return (base, k) if k is not None else (None, None)
+
+
+def _offset(node, t):
+    """k when node is t + k (t, t + 1, t - 1), else None."""
+    if node is t:
+        return 0
+    if op(node) in ("add", "subtract") and len(node.args) == 2 and node.args[0] is t \
+            and type(node.args[1]) is int:
+        return node.args[1] if op(node) == "add" else -node.args[1]
+    return None
+
+
+def _summed(graph, kind, init, stack, rows, lo, n, out, made):
+    """The outer nodes of one accumulation summed after the loop; returns the last."""
+    def new(prim, args, result_shape, **params):
+        node = graph.new_node(PRIMITIVES[prim], args, like=stack, params=params,
+                              shape=result_shape, dtype=out.dtype)
+        made.append(node)
+        return node
+    if kind == "rows":  # `rows`: the static rest of the index
+        return new("add_at", (init, stack), out.shape,
+                   index=Index((slice(lo, lo + n), *rows)), unique=True)
+    if kind == "sum":
+        total = new("sum", (stack,), out.shape, axis=(0, 1), keepdims=False, dtype=None)
+        return new("add", (init, total), out.shape)
+    b0, h0 = np.shape(rows)[1], np.shape(rows)[2]
+    sliced = new("getitem", (rows,), (n, b0, h0), index=Index((slice(lo, lo + n),)))
+    left = new("reshape", (sliced,), (n * b0, h0), shape=(n * b0, h0))
+    right = new("reshape", (stack,), (n * b0, stack.shape[-1]),
+                shape=(n * b0, stack.shape[-1]))
+    left_t = new("transpose", (left,), (h0, n * b0), axes=None)
+    product = new("matmul", (left_t, right), out.shape)
+    return new("add", (init, product), out.shape)
+
+
+# ---- rebuilding a scan and its readers ------------------------------------------------------
+def _pruned(inner):
+    """A body without the nodes none of its outputs needs."""
+    live = ancestors(inner.outputs)
+    return replace(inner, nodes=[n for n in inner.nodes if n in live])
+
+
+def _rebuilt(graph, loop, body, args, made, remap, new_loop=None):
+    """The graph with `loop` as a new scan node of `body` reading `args`, the nodes
+    `made` (computed before it, or after it from its outputs) beside it, and its old
+    outputs read from the new node (`remap`: old output index -> new, and the finals
+    computed after the loop)."""
+    if new_loop is None:
+        new_loop = graph.new_node(scan, tuple(args), like=loop, params={"body": body},
+                                  shape=(), dtype=np.dtype(bool))
+    index, finals = remap.get("index"), remap.get("finals", {})
+    replace_by = {}
+    outs = []
+    for node in graph.nodes:
+        if op(node) == "scan_out" and node.args[0] is loop:
+            j = node.params["output"]
+            if j in finals:
+                replace_by[node] = finals[j]
+            else:
+                new = node.replace(args=(new_loop,), params={
+                    **node.params, "output": j if index is None else index[j]})
+                replace_by[node] = new
+                outs.append(new)
+    before = [m for m in made if not _reads(m, new_loop)]
+    after = [m for m in made if m not in before]
+    nodes = []
+    for node in graph.nodes:
+        if node is loop:
+            nodes += before + [new_loop] + outs + after
+        elif node not in replace_by:
+            nodes.append(node)
+    return substitute(replace(graph, nodes=nodes), replace_by)[0], new_loop
+
+
+def _reads(node, loop):
+    return loop in ancestors([node])
