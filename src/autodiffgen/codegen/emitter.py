@@ -47,7 +47,7 @@ from .expressions import (
 from .fallback import NumpyFallback, all_python_floats, twin_graph
 from .guards import Guards
 from .layout import Layout
-from .loops import Loops
+from .loops import Loops, Row
 from .text import Texts, statement
 
 
@@ -268,7 +268,8 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
         product is `a @ b`, or `np.matmul(a, b, out=buf)` when written into a buffer."""
         args = [self.arg_ast(a) for a in node.args]
         if out is not None:  # an operand dying here, a buffer dead before, a join's slot
-            where = self.slot_ast(out) if type(out) is Slot else self.arg_ast(out)
+            where = self.slot_ast(out) if type(out) is Slot else out.tree() \
+                if type(out) is Row else self.arg_ast(out)
             if ufunc_of(node.prim) is None:  # a helper that writes into out= (add_at)
                 tree = expression(node, args, self.param_ast)
                 tree.keywords.append(ast.keyword("out", where))

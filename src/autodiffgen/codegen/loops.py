@@ -9,10 +9,12 @@ loop every item holds its step's output, as `loop_out` says.
 """
 
 import ast
+from dataclasses import replace
 
 import numpy as np
 
 from ..graph import Node, op
+from ..plan.memory import writes_out
 from ..plan.planner import plan
 from .expressions import call_ast, literal_ast, render
 
@@ -90,11 +92,17 @@ class Loops:
         self._constant_inputs(step, graph.inputs[1 + scan.carries:], node.args[scan.carries:],
                               lines)
         self.scan_names[node] = carried + stacks
+        row = t if scan.first == 0 else f"{t} - {scan.first}"
+        into_rows = {} if self.pure else _into_rows(step.plan, graph, scan, stacks, row,
+                                                   written)
+        if into_rows:  # values computed into their stack's row: no copy
+            step.plan = replace(step.plan, into={**step.plan.into, **into_rows})
+        done = {r.stack for r in into_rows.values()}
         inner_lines, inner_locs = [], {}
         step.statements(inner_lines, inner_locs, section)
         inner_lines += step.pending
-        row = t if scan.first == 0 else f"{t} - {scan.first}"
-        saved = zip(stacks, graph.outputs[scan.carries:])
+        saved = [(name, value) for name, value in zip(stacks, graph.outputs[scan.carries:])
+                 if name not in done]
         inner_lines += [(f"{name}.append({render(step.arg_ast(value))})", "") for name, value
                         in saved] if self.pure else \
             [(f"{name}[{row}] = {render(step.arg_ast(value))}", "") for name, value in saved]
@@ -194,3 +202,37 @@ def _written(planned):
         if type(buffer) is Node and buffer.prim is None:
             roots.add(buffer)
     return roots
+
+
+class Row:
+    """A stack's row as the buffer a body's value is computed into (`out=hs[t]`)."""
+
+    def __init__(self, stack, row):
+        self.stack, self.row = stack, row
+
+    def tree(self):
+        return ast.parse(f"{self.stack}[{self.row}]", mode="eval").body
+
+
+def _into_rows(planned, graph, scan, stacks, row, written):
+    """{the node whose buffer a saved value ends in: its stack's Row}, for the saved values
+    a NumPy call can compute in place into the row (`np.matmul(h, W, out=hs[t])`, then the
+    statements that update it in place), the copy after the step left out. Not a value
+    the step carries into the next where that is updated in place (the row would change),
+    nor one the plan already computes into another buffer."""
+    into, taken, found = planned.into, set(), {}
+    carried = {o: i for i, o in zip(graph.inputs[1:1 + scan.carries], graph.outputs)}
+    for name, value in zip(stacks, graph.outputs[scan.carries:]):
+        if type(value) is not Node or value.prim is None or value in carried \
+                and carried[value] in written:
+            continue
+        root = value
+        while type(into.get(root)) is Node:
+            root = into[root]
+        if root.prim is None or root in into or root in taken or not writes_out(root) \
+                or root.shape != value.shape or root.dtype != value.dtype \
+                or root in planned.joins.slot:
+            continue
+        taken.add(root)
+        found[root] = Row(name, row)
+    return found

@@ -74,7 +74,7 @@ def reuse_plan(graph, last_use):
     plan = {i: b for i, b in plan.items() if worth(b, graph, n)
             or shared.get(b, b) is shared.get(graph.nodes[i])
             or shared.get(b) in graph.donated}  # the caller's array, updated in place
-    plan, joins = joins_in_place(graph, plan, _writes_out)
+    plan, joins = joins_in_place(graph, plan, writes_out)
     return (*_pooled(graph, joins_last_use(graph, last_use, joins), plan, free), joins)
 
 
@@ -118,7 +118,7 @@ def _pooled(graph, last_use, plan, free):
     live, peak = live_bytes(graph, last_use, plan, n)
     pool, moved = {}, {}
     for i, node in enumerate(graph.nodes):
-        dead = pool.get(_key(node)) if i not in plan and _writes_out(node) \
+        dead = pool.get(_key(node)) if i not in plan and writes_out(node) \
             and worth(node, graph, n) else None
         if dead:
             buffer, k = dead[-1]
@@ -171,7 +171,7 @@ def _key(node):
     return (node.shape, np.dtype(node.dtype))
 
 
-def _writes_out(node):
+def writes_out(node):
     """A result that NumPy writes into a given buffer of its shape and dtype (out=): an
     elementwise ufunc's, a matmul's, a reduction's over some axes (`np.mean(h, axis=1,
     keepdims=True, out=mean_1)`, a recurrent step's layer norm; a 0-d one stays a new
