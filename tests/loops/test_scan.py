@@ -5,6 +5,7 @@ written out do, and AUTODIFFGEN_EXPLAIN=1 says why."""
 
 import importlib
 import logging
+import types
 
 import numpy as np
 import pytest
@@ -215,3 +216,16 @@ def test_the_loops_work_is_what_a_hand_written_backward_does(monkeypatch):
     assert not any(".T @" in line for line in body), body  # no weight gradient per step
     assert sum("@" in line for line in body) == 1, body  # g @ Wh.T, the recurrence itself
     assert not any("* h" in line or "h * " in line for line in body), body  # 1 - h*h, hoisted
+
+
+def test_a_loop_the_user_requires_is_an_error_where_it_cannot_be_kept(monkeypatch):
+    """AUTODIFFGEN_LOOPS=require: a loop written out would be an error naming its line."""
+    monkeypatch.setattr(roll_module, "USER_LOOPS", True)
+    monkeypatch.setattr(roll_module, "REQUIRED", True)
+    with pytest.raises(ad.TracingError, match=r"test_scan.py:\d+: this loop cannot be kept "
+                       r"as a loop: "):
+        fresh = types.FunctionType(branch_on_t.__code__, branch_on_t.__globals__)  # no cache
+        ad.value_and_grad(fresh, argnums=(0, 1, 2))(*args_for(6))
+    args = args_for(6)  # a loop that can be kept: no error
+    value, _ = ad.value_and_grad(range_of_shape, argnums=(0, 1, 2))(*args)
+    assert np.isclose(value, range_of_shape(*args))

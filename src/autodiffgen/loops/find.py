@@ -31,10 +31,13 @@ class Run:
     loop: tuple
     steps: list
 
+    def line(self):
+        """The loop's first line."""
+        return _line_of(self.code, self.loop[0])
+
     def where(self):
         """`file.py:12`: the loop's first line."""
-        line = _line_of(self.code, self.loop[0])
-        return f"{os.path.basename(self.code.co_filename)}:{line}"
+        return f"{os.path.basename(self.code.co_filename)}:{self.line()}"
 
 
 def runs(nodes):

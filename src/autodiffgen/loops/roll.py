@@ -42,9 +42,16 @@ from ..tree import leaves
 # is kept as a loop; "all", the user's own loops too (loops/scan.py: their code serves the
 # traced length, and runs slower than the written-out code until the loop-level passes
 # exist, so they are not kept by default yet)
+# ("require": as "all", and a loop that cannot be kept is an error naming its line)
 _SETTING = os.environ.get("AUTODIFFGEN_LOOPS", "updates")
 ENABLED = _SETTING != "0"
-USER_LOOPS = _SETTING == "all"
+USER_LOOPS = _SETTING in ("all", "require")
+REQUIRED = _SETTING == "require"
+
+
+def required():
+    """Whether a loop that cannot be kept is an error (read when asked: a setting)."""
+    return REQUIRED
 LOG = logging.getLogger("autodiffgen")
 
 

@@ -29,6 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..errors import TracingError, at
 from ..graph import Index, Node, Slot, constant_key, has_effect, is_guard, users_of
 from ..rules import PRIMITIVES
 from ..rules.buffers import owns
@@ -36,7 +37,7 @@ from ..rules.loops import Scan, scan, scan_out
 from ..tree import leaves
 from . import find
 from .hoist import hoisted
-from .roll import Unproven, explain, graph_of_step, spliced
+from .roll import Unproven, explain, graph_of_step, required, spliced
 
 _INDEXED = {"getitem", "setitem", "scatter_add", "add_at"}  # an Index parameter, args filled
 
@@ -55,8 +56,12 @@ def roll_loops(graph, prepare):
         try:
             graph = _roll_run(graph, run, prepare)
         except Unproven as why:
-            explain(graph, f"the loop at {run.where()} ({len(run.steps)} steps) is written "
-                           f"out step by step: {why}")
+            message = f"the loop at {run.where()} ({len(run.steps)} steps) is written " \
+                      f"out step by step: {why}"
+            if required():  # AUTODIFFGEN_LOOPS=require: the user asked for loops
+                raise TracingError(at((run.code.co_filename, run.line()),
+                                      f"this loop cannot be kept as a loop: {why}")) from None
+            explain(graph, message)
 
 
 def _key(run):
