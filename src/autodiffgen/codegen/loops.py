@@ -81,7 +81,7 @@ class Loops:
             lines.append((f"{name} = {value}", ""))
         stacks = []
         for value in graph.outputs[scan.carries:]:
-            name = self.ns.fresh(f"{value.name or value.prim.name}s")
+            name = self.ns.fresh(f"{_base(value)}s")
             stacks.append(name)
             if self.pure:  # code an enclosing trace runs writes into no array: a list
                 lines.append((f"{name} = []", "each step's, for the backward"))
@@ -236,3 +236,10 @@ def _into_rows(planned, graph, scan, stacks, row, written):
         taken.add(root)
         found[root] = Row(name, row)
     return found
+
+
+def _base(value):
+    """What a stack is named after: its value's name, or the primitive computing it."""
+    if type(value) is not Node:
+        return "value"
+    return value.name or (value.prim.name if value.prim is not None else "value")
