@@ -96,6 +96,7 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
         self.scan_names = {}  # scan node -> the names of its outputs (codegen/loops.py)
         self.nested = False  # the body of a loop (codegen/loops.py)
         self.loop_variables = set()  # `t`, the loop variable of every loop it has
+        self.preset = {}  # node -> the name it takes (a loop's carry: codegen/loops.py)
 
     def arg_ast(self, arg):
         if type(arg) is Node and arg in self.inline_ast:
@@ -230,7 +231,8 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
         if owner is not None and owner in self.names:
             self.own[node] = self.names[owner] if node is owner else node.prim.name
             return self.names[owner]
-        name = self.ns.fresh(_base_name(owner or node, self.cotangent_of, self.own, prefix))
+        name = self.preset.get(owner or node) or \
+            self.ns.fresh(_base_name(owner or node, self.cotangent_of, self.own, prefix))
         self.own[node] = name if owner in (None, node) else node.prim.name
         if owner is not None:
             self.names[owner] = name

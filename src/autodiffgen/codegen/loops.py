@@ -98,6 +98,7 @@ class Loops:
         if into_rows:  # values computed into their stack's row: no copy
             step.plan = replace(step.plan, into={**step.plan.into, **into_rows})
         done = {r.stack for r in into_rows.values()}
+        step.preset.update(_carried_names(step.plan, graph, scan, carried))
         inner_lines, inner_locs = [], {}
         step.statements(inner_lines, inner_locs, section)
         inner_lines += step.pending
@@ -243,3 +244,35 @@ def _base(value):
     if type(value) is not Node:
         return "value"
     return value.name or (value.prim.name if value.prim is not None else "value")
+
+
+def _carried_names(planned, graph, scan, names):
+    """{the node that names a carry's new value: the carry's own name}, where the step has
+    read the carry for the last time when it first binds that name: `g_h = g @ Wh_T`
+    rather than `g_h_1 = g @ Wh_T` and then `g_h = g_h_1`."""
+    order = {n: i for i, n in enumerate(planned.graph.nodes)}
+    found = {}
+    for carry, out, name in zip(graph.inputs[1:1 + scan.carries], graph.outputs, names):
+        if type(out) is not Node or out not in order:
+            continue
+        owner = planned.owner.get(out, out)
+        first = min(order[n] for n in planned.graph.nodes
+                    if planned.owner.get(n, n) is owner or n is out)
+        # the carry's name also names what is updated in place in its buffer (`g *= d`)
+        named = {carry} | {n for n in planned.graph.nodes if planned.owner.get(n) is carry}
+        saved = graph.outputs[scan.carries:]
+        if any(o in named for o in saved) or \
+                any(o in named for o in graph.outputs[:scan.carries] if o is not carry):
+            continue  # read after the step (a saved value, another carry)
+        last = max((order[_where(planned, n)] for n in planned.graph.nodes
+                    if any(a in named for a in n.args if type(a) is Node)), default=-1)
+        if last <= first and owner not in found:
+            found[owner] = name
+    return found
+
+
+def _where(planned, node):
+    """The statement a node's value is computed at (an inlined `x.T` at its reader's)."""
+    while node in planned.inline:
+        node = planned.inline[node]
+    return node

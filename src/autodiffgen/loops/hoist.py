@@ -29,7 +29,25 @@ def hoisted(graph):
         graph, node = hoisted_invariants(graph, node)
         graph, node = hoisted_maps(graph, node)
         graph = hoisted_sums(graph, node)
+    for node in [n for n in graph.nodes if op(n) == "scan"]:
+        body = node.params["body"]
+        inner = _saved_not_carried(body)
+        if inner is not body.graph:
+            graph = _rebuilt(graph, node, replace(body, graph=inner), list(node.args), [], {})[0]
     return graph
+
+
+def _saved_not_carried(body):
+    """The body with no carry updated in place where the update is a value each step
+    saves (`g *= dtanh[t]`, then `gs[t] = g`): computed into its row of the stack instead
+    (codegen/loops.py), which saves the row's copy, the carry then a new array."""
+    inner = body.graph
+    users = users_of(inner.nodes)
+    saved = set(inner.outputs[body.carries:])
+    keep = {c for c in inner.donated
+            if not (len(users.get(c, ())) == 1 and users[c][0] in saved
+                    and elementwise_ufunc(users[c][0].prim))}
+    return inner if keep == inner.donated else replace(inner, donated=frozenset(keep))
 
 
 # ---- per-step work on saved rows, done once over the stack ---------------------------------
