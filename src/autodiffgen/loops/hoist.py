@@ -18,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..graph import Index, Node, Slot, has_effect, is_guard, op, users_of
+from ..passes.cse import cse
 from ..passes.rewrite import ancestors, substitute
 from ..rules import PRIMITIVES, elementwise_ufunc
 from ..rules.loops import Scan, scan, scan_out
@@ -25,28 +26,47 @@ from ..rules.loops import Scan, scan, scan_out
 
 def hoisted(graph):
     """`graph` with each scan's invariant code and accumulations out of its loop."""
-    for node in [n for n in graph.nodes if op(n) == "scan"]:
+    for i in range(sum(op(n) == "scan" for n in graph.nodes)):  # (a rebuilt loop renews
+        node = _scans(graph)[i]                                   # the loops reading it)
         graph, node = hoisted_invariants(graph, node)
         graph, node = hoisted_maps(graph, node)
         graph = hoisted_sums(graph, node)
-    for node in [n for n in graph.nodes if op(n) == "scan"]:
+    for i in range(sum(op(n) == "scan" for n in graph.nodes)):
+        node = _scans(graph)[i]
         body = node.params["body"]
         inner = _saved_not_carried(body)
+        merged = cse(inner, {})[0]  # (the row offsets the passes above made: `t - 1` once)
+        if merged is not inner:
+            inner = replace(merged, inputs=inner.inputs)
         if inner is not body.graph:
             graph = _rebuilt(graph, node, replace(body, graph=inner), list(node.args), [], {})[0]
     return graph
 
 
+def _scans(graph):
+    return [n for n in graph.nodes if op(n) == "scan"]
+
+
 def _saved_not_carried(body):
-    """The body with no carry updated in place where the update is a value each step
-    saves (`g *= dtanh[t]`, then `gs[t] = g`): computed into its row of the stack instead
-    (codegen/loops.py), which saves the row's copy, the carry then a new array."""
+    """The body with no carry updated in place that an elementwise value each step saves
+    reads (`g *= dtanh[t]`, then `gs[t] = g`): that value computed into its row of the
+    stack instead (codegen/loops.py), which saves the row's copy."""
     inner = body.graph
     users = users_of(inner.nodes)
     saved = set(inner.outputs[body.carries:])
-    keep = {c for c in inner.donated
-            if not (len(users.get(c, ())) == 1 and users[c][0] in saved
-                    and elementwise_ufunc(users[c][0].prim))}
+
+    def feeds_saved(carry):  # through elementwise steps, which the plan may do in place
+        stack, seen = list(users.get(carry, ())), set()
+        while stack:
+            node = stack.pop()
+            if node in seen or not elementwise_ufunc(node.prim):
+                continue
+            if node in saved:
+                return True
+            seen.add(node)
+            stack.extend(users.get(node, ()))
+        return False
+    keep = {c for c in inner.donated if not feeds_saved(c)}
     return inner if keep == inner.donated else replace(inner, donated=frozenset(keep))
 
 
@@ -92,7 +112,7 @@ def hoisted_maps(graph, loop):
     for m in frontier:  # the body reads row t of the value computed over every step
         stack_in = Node(m.id, None, (), {}, (n, *m.shape), m.dtype)
         stack_in.name = m.name
-        offset = _offset_node(t, -first)
+        offset = _offset_node(t, -first, inner)
         row = m.replace(prim=PRIMITIVES["getitem"], args=(stack_in, offset),
                         params={"index": Index((Slot(1),))}, grad_of=m.grad_of)
         stand_ins[m] = row
@@ -114,10 +134,13 @@ def _outer_rows(graph, stack, lo, n, like, made):
     return node
 
 
-def _offset_node(t, k):
-    """t + k as a body node (t itself for k = 0)."""
+def _offset_node(t, k, inner):
+    """t + k as a body node: t itself for k = 0, the body's own if it has one."""
     if k == 0:
         return t
+    for node in inner.nodes:
+        if _offset(node, t) == k and node is not t:
+            return node
     node = t.replace(prim=PRIMITIVES["add" if k > 0 else "subtract"], args=(t, abs(k)),
                      params={}, name=None)
     node.python_number = True
