@@ -6,8 +6,8 @@ against the same code written out step by step, and both against the hand-writte
 
 For each workload (benchmarks/workloads.py) and sequence length T, in this one process:
 lines of the generated module, the first call (trace + compile + run: CPU seconds and the
-peak of Python's allocations, tracemalloc), whether the steps were kept as a loop, and the
-steady-state time of a call as a ratio to the hand-written NumPy forward+backward
+peak of Python's allocations, tracemalloc), whether the steps were kept as a loop, whether
+a call at T - 3 traces again, and the steady-state time of a call as a ratio to the hand-written NumPy forward+backward
 (run.measure: interleaved rounds, one thread). "loop" rows have the user's loops kept
 (AUTODIFFGEN_LOOPS=all), "written" rows the default (written out step by step). Results are checked against the hand-written step first.
 """
@@ -32,7 +32,7 @@ from workloads import WORKLOADS
 STEPS = (10, 50, 200, 1000)
 
 
-def first_call(w, args, rolled):
+def first_call(w, args, rolled, steps):
     """(lines, CPU seconds, peak MiB, kept as a loop, the step function) of a cold call."""
     import autodiffgen as ad
     roll = importlib.import_module("autodiffgen.loops.roll")
@@ -46,9 +46,14 @@ def first_call(w, args, rolled):
         peak = tracemalloc.get_traced_memory()[1] / 2 ** 20
         tracemalloc.stop()
         source = fn.source(*args)
+        shorter = w.make_args(np.random.default_rng(1), steps=max(2, steps - 3))
+        before = fn.cache_info().misses
+        fn(*shorter)
+        again = fn.cache_info().misses > before  # another length traced again
     finally:
         roll.USER_LOOPS = False
-    return len(source.splitlines()), seconds, peak, "for t in range(" in source, fn, result
+    return (len(source.splitlines()), seconds, peak, "for t in range(" in source, fn, result,
+            again)
 
 
 def main(argv=None):
@@ -63,7 +68,7 @@ def main(argv=None):
             continue
         print(f"== {w.name}")
         print(f"   {'T':>5} {'code':>8} {'lines':>7} {'first s':>8} {'peak MiB':>9} "
-              f"{'steady x hand':>14}")
+              f"{'steady x hand':>14} {'T-3 traces':>11}")
         for steps in opts.steps:
             args = w.make_args(np.random.default_rng(0), steps=steps)
             hand = run.HandWritten()
@@ -71,19 +76,20 @@ def main(argv=None):
             steps_fns = {"hand": hand_step}
             rows = []
             for label, rolled in (("loop", True), ("written", False)):
-                lines, seconds, peak, kept, fn, result = first_call(w, args, rolled)
+                lines, seconds, peak, kept, fn, result, again = first_call(w, args, rolled, steps)
                 problem = run.check(w, run.Autodiffgen(), result, hand.to_numpy(reference))
                 if problem:
                     print(f"   {steps:>5} {label:>8} disagrees with the hand-written step: "
                           f"{problem}")
                     continue
                 steps_fns[label] = (lambda f=fn, a=args: f(*a))
-                rows.append((label, lines, seconds, peak, kept))
+                rows.append((label, lines, seconds, peak, kept, again))
             medians, _ = run.measure(steps_fns, opts.rounds, opts.sample)
-            for label, lines, seconds, peak, kept in rows:
+            for label, lines, seconds, peak, kept, again in rows:
                 ratio = medians[label] / medians["hand"]
                 print(f"   {steps:>5} {label + ('' if kept or label != 'loop' else '?'):>8} "
-                      f"{lines:>7} {seconds:>8.2f} {peak:>9.1f} {ratio:>14.2f}")
+                      f"{lines:>7} {seconds:>8.2f} {peak:>9.1f} {ratio:>14.2f} "
+                      f"{'yes' if again else 'no':>11}")
 
 
 if __name__ == "__main__":

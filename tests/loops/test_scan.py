@@ -143,12 +143,12 @@ def test_finite_differences_and_float32(fun, monkeypatch):
 
 
 def test_the_generated_rnn_does_not_grow_with_the_length(monkeypatch):
-    """The same statements at 5 and 40 steps (a `del` may come or go: which small arrays
+    """The same statements at 12 and 40 steps (a `del` may come or go: which small arrays
     are left alive depends on the peak, which grows with the stacks)."""
     def statements(T):
         source = compiled(range_of_shape, args_for(T), True, monkeypatch)[2]
         return [line for line in source.splitlines() if not line.strip().startswith("del ")]
-    assert len(statements(5)) == len(statements(40)) < 120
+    assert len(statements(12)) == len(statements(40)) < 120
 
 
 def test_the_cached_code_serves_new_values(monkeypatch):
@@ -229,3 +229,28 @@ def test_a_loop_the_user_requires_is_an_error_where_it_cannot_be_kept(monkeypatc
     args = args_for(6)  # a loop that can be kept: no error
     value, _ = ad.value_and_grad(range_of_shape, argnums=(0, 1, 2))(*args)
     assert np.isclose(value, range_of_shape(*args))
+
+
+def time_major(Wx, Wh, b, xs):
+    xw = xs @ Wx + b
+    h = np.zeros((xs.shape[1], Wh.shape[0]), xs.dtype)
+    for t in range(xs.shape[0]):
+        h = np.tanh(xw[t] + h @ Wh)
+    return np.sum(h * h)
+
+
+def test_one_trace_serves_every_length_of_a_time_major_loop(monkeypatch):
+    """xs shaped (T, B, D): T is the batch axis, and a loop over it is `for t in
+    range(n)`, the code serving every length from the lowest checked up to the traced."""
+    monkeypatch.setattr(roll_module, "USER_LOOPS", True)
+    f = ad.value_and_grad(time_major, argnums=(0, 1, 2))
+    Wx, Wh, b, _ = args_for(4)
+    for T in (20, 13, 9, 17):
+        xs = RNG.normal(size=(T, 2, 3))
+        value, g = f(Wx, Wh, b, xs)
+        assert np.isclose(value, time_major(Wx, Wh, b, xs))
+        for got, want in zip(g, tape.grad(time_major, argnums=(0, 1, 2))(Wx, Wh, b, xs)):
+            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    assert f.cache_info().misses == 1
+    source = f.source(Wx, Wh, b, RNG.normal(size=(20, 2, 3)))
+    assert "    for t in range(n):" in source and "range(n - 2, 0, -1)" in source

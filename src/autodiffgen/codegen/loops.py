@@ -86,13 +86,15 @@ class Loops:
             if self.pure:  # code an enclosing trace runs writes into no array: a list
                 lines.append((f"{name} = []", "each step's, for the backward"))
                 continue
-            empty = call_ast("np.empty", [literal_ast((len(scan.ts), *value.shape))],
+            empty = call_ast("np.empty", [literal_ast((scan.count, *value.shape))],
                              [ast.keyword("dtype", literal_ast(value.dtype))])
             lines.append((f"{name} = {render(empty)}", "each step's, for the backward"))
         self._constant_inputs(step, graph.inputs[1 + scan.carries:], node.args[scan.carries:],
                               lines)
         self.scan_names[node] = carried + stacks
-        row = t if scan.first == 0 else f"{t} - {scan.first}"
+        first = scan.first
+        row = t if first == 0 else f"{t} - {_value_text(literal_ast(first))}" \
+            if type(first) is int and first > 0 else f"{t} - ({_value_text(literal_ast(first))})"
         into_rows = {} if self.pure else _into_rows(step.plan, graph, scan, stacks, row,
                                                    written)
         if into_rows:  # values computed into their stack's row: no copy
@@ -175,9 +177,10 @@ class Loops:
 
 
 def _range_text(ts):
+    start, stop = (_value_text(literal_ast(b)) for b in (ts.start, ts.stop))
     if ts.step == 1:
-        return f"range({ts.stop})" if ts.start == 0 else f"range({ts.start}, {ts.stop})"
-    return f"range({ts.start}, {ts.stop}, {ts.step})"
+        return f"range({stop})" if ts.start == 0 else f"range({start}, {stop})"
+    return f"range({start}, {stop}, {ts.step})"
 
 
 def _value_text(tree):

@@ -28,7 +28,7 @@ import dataclasses
 
 import numpy as np
 
-from ..graph import Node
+from ..graph import Node, op
 from ..graph.size_formulas import Batch, evaluate
 from ..rules.random import GENERATORS, private_streams
 from ..trace.arguments import signature_text
@@ -124,19 +124,25 @@ def _generalize(args, raw, graph, batch, optimize, retrace):
     n, var = batch.n, _fresh_var(graph.params)
     # first a cheap look at a small size: a program whose length depends on the size (a
     # loop over rows) is refused before the costly trace at n-1
+    # (a loop kept as a loop, loops/scan.py, runs n steps: its traces differ in length, and
+    # its graphs, one loop each, are compared as optimized)
+    looped = any(op(node) == "scan" for node in graph.nodes)
     early = retrace(cut(args, batch, LOWS[-1])) if LOWS[-1] < n - 1 else None
-    if early is not None and len(early.nodes) != len(raw.nodes):
+    if early is not None and len(early.nodes) != len(raw.nodes) and not looped:
         return None
     near = retrace(cut(args, batch, n - 1))
-    general = near and unify([graph, optimize(near)], [n, n - 1], var)
+    near_optimized = near and optimize(near)
+    general = near and unify([graph, near_optimized], [n, n - 1], var)
     if general is None:
         return None
     for low in (low for low in LOWS if low <= n - 1):
         probe = near if low == n - 1 else early if low == LOWS[-1] and early is not None \
             else retrace(cut(args, batch, low))
         sizes = [n, n - 1] + ([low] if low < n - 1 else [])
-        if probe is not None and unify([raw, near, probe][:len(sizes)], sizes, var) \
-                and agrees(general, probe, cut(args, batch, low), low):
+        same = probe is not None and (
+            unify([raw, near, probe][:len(sizes)], sizes, var) or looped and unify(
+                [graph, near_optimized, optimize(probe)][:len(sizes)], sizes, var))
+        if same and agrees(general, probe, cut(args, batch, low), low):
             return dataclasses.replace(general, batch=Batch(n, batch.paths, low, n, var))
     return None
 

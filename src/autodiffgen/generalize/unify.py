@@ -10,6 +10,7 @@ import dataclasses
 from ..graph import Graph, Index, Node, is_guard
 from ..graph.size_formulas import NoFit, SymArray, fit, same
 from ..passes.rewrite import clone
+from ..rules.loops import SymRange
 from ..trace.reads import Read
 from ..tree import is_container, items, rebuild, static_part
 
@@ -104,10 +105,13 @@ class Unifier:
             return Index(self.value([v.items for v in values]))
         if type(head) is Graph:  # a loop's body (rules/loops.py): unified on its own
             return self.inner(values).graph()
-        if type(head) is range:  # a loop's steps
-            if any(v != head for v in values):
+        if type(head) is range:  # a loop's steps: their bounds may be sizes
+            if all(v == head for v in values):
+                return head
+            if any(v.step != head.step for v in values):
                 raise NoFit
-            return head
+            return SymRange(self.value([v.start for v in values]),
+                            self.value([v.stop for v in values]), head.step)
         if dataclasses.is_dataclass(head) and not isinstance(head, type):
             return self.record(values)
         return self.fit(values)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..graph import Graph, Node
-from ..graph.size_formulas import AT_N, evaluate
+from ..graph.size_formulas import AT_N, Dim, evaluate
 from ..tree import leaves
 from .registry import defprimitive
 
@@ -60,6 +60,58 @@ loop_out = defprimitive("loop_out", lambda steps, item, *, step, output: steps[s
                         None, strict=True)
 
 
+@dataclass(frozen=True)
+class SymRange:
+    """A loop's steps whose bounds are sizes in n (size_formulas.Dim): range(n), range(n -
+    2, 0, -1), one loop serving every length (generalize/unify.py makes it)."""
+
+    start: object
+    stop: object
+    step: int
+
+    def at(self, n):
+        return range(evaluate(self.start, n), evaluate(self.stop, n), self.step)
+
+    def __len__(self):  # (not a Python int: see count)
+        raise TypeError("a SymRange's length is a formula: use count")
+
+    @property
+    def count(self):
+        """The number of steps, a Dim (or an int)."""
+        return _minus(self.stop, self.start) if self.step > 0 else _minus(self.start, self.stop)
+
+    @property
+    def first(self):
+        return self.start if self.step > 0 else _plus(self.stop, 1)
+
+
+def _minus(a, b):
+    return _plus(a, _negated(b))
+
+
+def _negated(x):
+    return -x if type(x) is int else Dim(-x.a, -x.b, x.cast, x.var)
+
+
+def _plus(a, b):
+    if type(a) is int and type(b) is int:
+        return a + b
+    if type(a) is int:
+        a, b = b, a
+    if type(b) is int:
+        return Dim(a.a, a.b + b, a.cast, a.var)
+    if a.var != b.var:
+        raise ValueError("steps counted in two sizes")
+    return a.b + b.b if a.a + b.a == 0 else Dim(a.a + b.a, a.b + b.b, a.cast, a.var)
+
+
+def steps_of(ts):
+    """(number of steps, first t) of a loop's range, ints or sizes in n."""
+    if type(ts) is SymRange:
+        return ts.count, ts.first
+    return len(ts), min(ts)
+
+
 @dataclass(eq=False)
 class Scan:
     """A counted loop: `for t in ts:` over the body `graph` (inputs: t, then the carries,
@@ -75,7 +127,11 @@ class Scan:
 
     @property
     def first(self):
-        return min(self.ts)
+        return steps_of(self.ts)[1]
+
+    @property
+    def count(self):
+        return steps_of(self.ts)[0]
 
     def at(self, n):
         """This loop with every size formula in its body at n (a batch-polymorphic graph
@@ -91,7 +147,7 @@ class Scan:
             nodes.append(new[node])
         outputs = tuple(new.get(o, o) if type(o) is Node else o for o in self.graph.outputs)
         return Scan(replace(self.graph, inputs=inputs, nodes=nodes, outputs=outputs),
-                    self.carries, self.ts, self.comment)
+                    self.carries, evaluate(self.ts, n), self.comment)
 
 
 def run_scan(scan, values):
@@ -121,4 +177,4 @@ scan = defprimitive("scan", lambda *values, body: run_scan(body, values), None, 
 scan_out = defprimitive("scan_out", lambda results, *, output, fresh: results[output], None,
                         strict=True)
 
-AT_N.add(Scan)  # evaluate() takes a loop's body at n too
+AT_N.update((Scan, SymRange))  # evaluate() takes a loop's body and steps at n too
