@@ -161,7 +161,7 @@ def program(request):
         graphs = generalize_counts.general(request.args, optimized, raw, retrace)
     else:
         graphs = generalize_batch.generalize(raw, request.args, request.batch,
-                                             request.names, optimized, retrace)
+                                             request.names, optimized, retrace, rolled)
     graphs = list(graphs) if type(graphs) is tuple else [graphs]
     if request.last is not None:
         graphs = request.last(graphs)
@@ -191,12 +191,16 @@ def traced(request, args):
 
 
 def optimize(graph, numexpr):
-    """Loops the trace ran step by step kept as loops (loops.roll, each body given these
-    passes and finish's folds), then the passes (when on: AUTODIFFGEN_PASSES=0 turns them
-    off); `numexpr`: the code may use numexpr (not in a standalone module, nor in code an
-    enclosing trace runs)."""
-    graph = loops.roll(graph, lambda body: _folded(optimize(body, numexpr=False)))
+    """Loops the trace ran step by step kept as loops (`rolled`), then the passes (when
+    on: AUTODIFFGEN_PASSES=0 turns them off); `numexpr`: the code may use numexpr (not in
+    a standalone module, nor in code an enclosing trace runs)."""
+    graph = rolled(graph)
     return passes.optimize(graph, numexpr=numexpr) if passes.ENABLED else graph
+
+
+def rolled(graph):
+    """loops.roll, each body given the passes and finish's folds."""
+    return loops.roll(graph, lambda body: _folded(optimize(body, numexpr=False)))
 
 
 def _folded(graph):

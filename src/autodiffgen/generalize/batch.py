@@ -98,7 +98,7 @@ def grown(args, batch, m):
 
 
 # ---- generalizing a traced graph over the batch size ------------------------------------
-def generalize(raw, args, diff_flags, names, optimize, retrace):
+def generalize(raw, args, diff_flags, names, optimize, retrace, rolled=None):
     """The graph to emit for `args`, made from `raw` (as traced, not yet optimized) by
     `optimize(graph)`, tracing the function again at other sizes by `retrace(args)` (the
     pipeline's: this stage never calls the tracer). The graph returned is optimized, and
@@ -112,15 +112,18 @@ def generalize(raw, args, diff_flags, names, optimize, retrace):
     batch = batch_of(args, diff_flags)
     if batch is None or batch.n <= LOWS[0] or graph.paths:
         return graph
-    general = _generalize(args, raw, graph, batch, optimize, _runs(retrace))
+    general = _generalize(args, raw, graph, batch, optimize, _runs(retrace), rolled)
     if general is None:
         return graph
     return _described(general, graph, args, names)
 
 
-def _generalize(args, raw, graph, batch, optimize, retrace):
+def _generalize(args, raw, graph, batch, optimize, retrace, rolled):
     """The polymorphic graph, or None: the program from n and n-1 rows, checked at a low
-    size (LOWS[0], else LOWS[1] when a derived size such as n-1 is 1 at the first)."""
+    size (LOWS[0], else LOWS[1] when a derived size such as n-1 is 1 at the first). The
+    traces compared at three sizes are as traced, or, with a loop kept as a loop, as
+    rolled (`rolled`: loops.roll alone, before the passes, whose choices may depend on
+    the sizes)."""
     n, var = batch.n, _fresh_var(graph.params)
     # first a cheap look at a small size: a program whose length depends on the size (a
     # loop over rows) is refused before the costly trace at n-1
@@ -140,8 +143,8 @@ def _generalize(args, raw, graph, batch, optimize, retrace):
             else retrace(cut(args, batch, low))
         sizes = [n, n - 1] + ([low] if low < n - 1 else [])
         same = probe is not None and (
-            unify([raw, near, probe][:len(sizes)], sizes, var) or looped and unify(
-                [graph, near_optimized, optimize(probe)][:len(sizes)], sizes, var))
+            unify([raw, near, probe][:len(sizes)], sizes, var) or looped and rolled and unify(
+                [rolled(raw), rolled(near), rolled(probe)][:len(sizes)], sizes, var))
         if same and agrees(general, probe, cut(args, batch, low), low):
             return dataclasses.replace(general, batch=Batch(n, batch.paths, low, n, var))
     return None
