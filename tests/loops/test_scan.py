@@ -254,3 +254,26 @@ def test_one_trace_serves_every_length_of_a_time_major_loop(monkeypatch):
     assert f.cache_info().misses == 1
     source = f.source(Wx, Wh, b, RNG.normal(size=(20, 2, 3)))
     assert "    for t in range(n):" in source and "range(n - 2, 0, -1)" in source
+
+
+def over_a_list(Wx, Wh, b, xs):
+    h = np.zeros((xs[0].shape[0], Wh.shape[0]), xs[0].dtype)
+    for x in xs:  # a Python list of arrays: one input per step
+        h = np.tanh(x @ Wx + h @ Wh + b)
+    return np.sum(h * h)
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 7])
+def test_a_loop_over_a_list_of_arrays_is_kept_as_a_loop(T, monkeypatch):
+    """The items of a list, one per step, are stacked before the loop and read by row."""
+    Wx, Wh, b, xs = args_for(T)
+    args = (Wx, Wh, b, list(xs))
+    value, g, source = compiled(over_a_list, args, True, monkeypatch)
+    written = compiled(over_a_list, args, False, monkeypatch)
+    assert np.isclose(value, written[0], rtol=1e-12) and np.isclose(value, over_a_list(*args))
+    want = tape.grad(over_a_list, argnums=(0, 1, 2))(*args)
+    for a, b_, c in zip(g, written[1], want):
+        np.testing.assert_allclose(a, b_, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
+    if T >= 3:
+        assert "    for t in range(" in source and "np.stack([xs_0, xs_1" in source

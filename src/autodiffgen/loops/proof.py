@@ -6,7 +6,8 @@ primitive, dtype and shape; parameters equal, or an index whose ints are affine 
 (`xs[t]`, `xs[n - 1 - t]`); each argument a value of the same step at the same position,
 a value of the step before (a carry, step 0 reading its first value from outside), one
 value from outside (an invariant), an equal constant, a number affine in t, or a table of
-one number per step. What a step's values are read as after the loop (a carry's last
+one number per step, or one value per step from outside (the items of a list, stacked
+before the loop). What a step's values are read as after the loop (a carry's last
 value, a row of a stack, a row of a value from outside read again) is found here too.
 """
 
@@ -76,6 +77,10 @@ class Proof:
                 return self._carry(before[0], head)
             if head not in self.inside and all(v is head for v in values):
                 return ("outer", head)
+            if not any(v in self.inside for v in values) \
+                    and len({id(v) for v in values}) == len(values) \
+                    and all(v.shape == head.shape and v.dtype == head.dtype for v in values):
+                return ("rows", tuple(values))  # a value of its own per step: a list's items
         elif type(head) is not Node and not any(type(v) is Node for v in values[1:]):
             if all(constant_key(v) == constant_key(head) for v in values):
                 return ("const", head)
@@ -141,7 +146,7 @@ class Proof:
         reader after the loop reads again rather than from a stack."""
         p = self.place.get(node)
         return p is not None and node.prim.op == "getitem" and \
-            all(kind[0] in ("outer", "const", "affine") for kind in self.args[p])
+            all(kind[0] in ("outer", "const", "affine", "rows") for kind in self.args[p])
 
     def _check_outside(self):
         """Nothing outside the steps that they read may be computed from them (it would
@@ -155,7 +160,8 @@ class Proof:
                 stack.extend(self.users.get(node, ()))
         for column in self.args:
             for arg in column:
-                if arg[0] == "outer" and arg[1] in downstream:
+                if arg[0] == "outer" and arg[1] in downstream or \
+                        arg[0] == "rows" and any(v in downstream for v in arg[1]):
                     raise Unproven("a value it reads is computed from its steps")
         for init in self.carries.values():
             if type(init) is Node and init in downstream:

@@ -108,9 +108,10 @@ def _build(graph, proof, prepare, comment):
         node.name = template[q].name or template[q].prim.name
         carry_in.append(node)
     outer_in = [v.replace(prim=None, args=(), params={}, grad_of=None) for v in invariants]
-    body = _Body(t, dict(zip(carries, carry_in)), dict(zip(invariants, outer_in)))
+    body = _Body(t, dict(zip(carries, carry_in)), dict(zip(invariants, outer_in)), ts)
     clones = [body.clone(node, proof.args[p], proof.index[p]) for p, node in enumerate(template)]
-    inputs = [t, *carry_in, *outer_in, *body.tables.values()]
+    inputs = [t, *carry_in, *outer_in, *body.tables.values(),
+              *(node for node, _ in body.row_stacks.values())]
     outputs = tuple(clones[q] for q in carries) + tuple(clones[p] for p in proof.stacked)
     derivative_of = {clones[p]: graph.derivative_of[n] for p, n in enumerate(template)
                      if n in graph.derivative_of}
@@ -125,9 +126,13 @@ def _build(graph, proof, prepare, comment):
     inits = [proof.carries[q] for q in carries]
     last_step = proof.steps[-1]
     tables = [table for table in body.table_values]
-    loop = graph.new_node(scan, (*inits, *invariants, *tables), like=last_step[-1],
+    stacked = [graph.new_node(PRIMITIVES["stack"], tuple(items), like=items[0],
+                              params={"axis": 0}, shape=(len(items), *items[0].shape),
+                              dtype=items[0].dtype)
+               for _, items in body.row_stacks.values()]  # a list's items, one array
+    loop = graph.new_node(scan, (*inits, *invariants, *tables, *stacked), like=last_step[-1],
                           params={"body": scanned}, shape=(), dtype=np.dtype(bool))
-    made = [loop]
+    made = [*stacked, loop]
     finals = {}
     for j, q in enumerate(carries):
         out = graph.new_node(scan_out, (loop,), like=last_step[q],
@@ -158,8 +163,9 @@ def _build(graph, proof, prepare, comment):
 class _Body:
     """Step 0's nodes copied into the body: arguments and indexes as the proof found them."""
 
-    def __init__(self, t, carry_in, outer_in):
-        self.t, self.carry_in, self.outer_in = t, carry_in, outer_in
+    def __init__(self, t, carry_in, outer_in, ts):
+        self.t, self.carry_in, self.outer_in, self.ts = t, carry_in, outer_in, ts
+        self.row_stacks = {}  # the items read, one per step -> (input, items in t's order)
         self.nodes, self.affine, self.copies = [], {}, []
         self.tables = {}  # (id(table), first) -> its input node (a constant the loop reads)
         self.table_values = []
@@ -192,6 +198,8 @@ class _Body:
             return arg[1]
         if kind == "table":
             return self.row_of(arg[1], arg[2])
+        if kind == "rows":
+            return self.item_of(arg[1])
         return self.affine_of(arg[1], arg[2])
 
     def row_of(self, table, first):
@@ -206,6 +214,24 @@ class _Body:
         row = self.t.replace(prim=PRIMITIVES["getitem"], args=(self.tables[key], index),
                              params={"index": Index((Slot(1),))}, name=None,
                              shape=table.shape[1:], dtype=table.dtype)
+        self.nodes.append(row)
+        return row
+
+    def item_of(self, values):
+        """Step t's own value from outside (a list's item): row t - first of their stack,
+        made before the loop, an input of the body."""
+        key = tuple(id(v) for v in values)
+        first = min(self.ts)
+        if key not in self.row_stacks:
+            items = [values[k] for k in sorted(range(len(values)), key=self.ts.__getitem__)]
+            node = Node(self.t.id, None, (), {}, (len(items), *items[0].shape), items[0].dtype)
+            node.name = f"{items[0].name}s" if items[0].name else "items"
+            self.row_stacks[key] = (node, items)
+        stack = self.row_stacks[key][0]
+        row = self.t.replace(prim=PRIMITIVES["getitem"],
+                             args=(stack, self.affine_of(1, -first)),
+                             params={"index": Index((Slot(1),))}, name=None,
+                             shape=stack.shape[1:], dtype=stack.dtype)
         self.nodes.append(row)
         return row
 
@@ -251,9 +277,11 @@ def _spliced(graph, proof, made, rows, args):
         replace_by[node] = node.replace(args=tuple(
             _row(graph, rows[a], a, node) if type(a) is Node and a in rows and a not in kept
             else a for a in node.args))
-    for leaf in leaves(graph.outputs):
-        if type(leaf) is Node and leaf in rows and leaf not in kept:
+    for leaf in leaves(graph.outputs):  # (its row made with the loop: the value is gone)
+        if type(leaf) is Node and leaf in rows and leaf not in kept and leaf not in replace_by:
             replace_by[leaf] = _row(graph, rows[leaf], leaf, leaf)
+            if replace_by[leaf] not in made:
+                made = [*made, replace_by[leaf]]
     return spliced(graph, dead, dead, made, args, replace_by)
 
 
