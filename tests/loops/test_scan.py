@@ -277,3 +277,19 @@ def test_a_loop_over_a_list_of_arrays_is_kept_as_a_loop(T, monkeypatch):
         np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
     if T >= 3:
         assert "    for t in range(" in source and "np.stack([xs_0, xs_1" in source
+
+
+def test_the_gradient_of_a_list_of_arrays_read_in_a_kept_loop(monkeypatch):
+    """The list's own gradient: one array per item, as the tape gives it."""
+    monkeypatch.setattr(roll_module, "USER_LOOPS", True)
+    Wx, Wh, b, xs = args_for(6)
+    args = (Wx, Wh, b, list(xs))
+    f = ad.value_and_grad(over_a_list, argnums=3)
+    source = f.source(*args)
+    assert "    for t in range(" in source
+    value, g = f(*args)
+    assert np.isclose(value, over_a_list(*args))
+    want = tape.grad(over_a_list, argnums=3)(*args)
+    assert type(g) is list and len(g) == 6
+    for got, expected in zip(g, want):
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
