@@ -15,7 +15,7 @@ import numpy as np
 
 from ..graph import Node, op
 from ..plan.memory import writes_out
-from ..plan.planner import plan
+from ..plan.planner import buffer_of, plan
 from .expressions import call_ast, literal_ast, render
 
 
@@ -51,10 +51,7 @@ class Loops:
         graph, into = body.graph, self.plan.into
         for out, j in zip(graph.outputs, body.into):
             item = graph.inputs[j]
-            root = out
-            while type(root) is Node and type(into.get(root)) is Node:
-                root = into[root]
-            if root is not item:
+            if buffer_of(into, out) is not item:
                 lines.append((f"{self.names[item]}[...] = {render(self.arg_ast(out))}", ""))
         return lines
 
@@ -201,8 +198,7 @@ def _written(planned):
     """The inputs of a body whose buffers its plan writes into (a carry updated in place)."""
     into, roots = planned.into, set()
     for buffer in into.values():
-        while type(buffer) is Node and type(into.get(buffer)) is Node:
-            buffer = into[buffer]
+        buffer = buffer_of(into, buffer)
         if type(buffer) is Node and buffer.prim is None:
             roots.add(buffer)
     return roots
@@ -230,9 +226,7 @@ def _into_rows(planned, graph, scan, stacks, row, written):
         if type(value) is not Node or value.prim is None or value in carried \
                 and carried[value] in written:
             continue
-        root = value
-        while type(into.get(root)) is Node:
-            root = into[root]
+        root = buffer_of(into, value)
         if root.prim is None or root in into or root in taken or not writes_out(root) \
                 or root.shape != value.shape or root.dtype != value.dtype \
                 or root in planned.joins.slot:

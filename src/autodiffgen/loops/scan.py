@@ -206,30 +206,29 @@ class _Body:
         """table[t - first], the table an input of the body (a constant of the loop)."""
         key = (id(table), first)
         if key not in self.tables:
-            node = Node(self.t.id, None, (), {}, table.shape, table.dtype)
-            node.name = "per_step"
-            self.tables[key] = node
+            self.tables[key] = self._input((table.shape, table.dtype), "per_step")
             self.table_values.append(table)
-        index = self.affine_of(1, -first)
-        row = self.t.replace(prim=PRIMITIVES["getitem"], args=(self.tables[key], index),
-                             params={"index": Index((Slot(1),))}, name=None,
-                             shape=table.shape[1:], dtype=table.dtype)
-        self.nodes.append(row)
-        return row
+        return self._row(self.tables[key], first)
 
     def item_of(self, values):
         """Step t's own value from outside (a list's item): row t - first of their stack,
         made before the loop, an input of the body."""
         key = tuple(id(v) for v in values)
-        first = min(self.ts)
         if key not in self.row_stacks:
             items = [values[k] for k in sorted(range(len(values)), key=self.ts.__getitem__)]
-            node = Node(self.t.id, None, (), {}, (len(items), *items[0].shape), items[0].dtype)
-            node.name = f"{items[0].name}s" if items[0].name else "items"
+            node = self._input(((len(items), *items[0].shape), items[0].dtype),
+                               f"{items[0].name}s" if items[0].name else "items")
             self.row_stacks[key] = (node, items)
-        stack = self.row_stacks[key][0]
-        row = self.t.replace(prim=PRIMITIVES["getitem"],
-                             args=(stack, self.affine_of(1, -first)),
+        return self._row(self.row_stacks[key][0], min(self.ts))
+
+    def _input(self, shape_dtype, name):
+        node = Node(self.t.id, None, (), {}, *shape_dtype)
+        node.name = name
+        return node
+
+    def _row(self, stack, first):
+        """The body's read of row t - first of an input stacked over the steps."""
+        row = self.t.replace(prim=PRIMITIVES["getitem"], args=(stack, self.affine_of(1, -first)),
                              params={"index": Index((Slot(1),))}, name=None,
                              shape=stack.shape[1:], dtype=stack.dtype)
         self.nodes.append(row)

@@ -110,11 +110,6 @@ def _frees(graph, into, last_use, reuse):
     n = graph.batch.n if graph.batch is not None else 1
     budget = [max(FLOOR, BUDGET * live_bytes(graph, last_use, reuse, n)[1])]
 
-    def root(node):
-        while node in into and type(into[node]) is Node:
-            node = into[node]
-        return node
-
     left = set()  # the small arrays left alive (charged to the budget once each)
 
     def leave(array):
@@ -126,13 +121,21 @@ def _frees(graph, into, last_use, reuse):
         return False
 
     def frees(node):
-        buffer, base = root(node), _viewed(node)
+        buffer, base = buffer_of(into, node), _viewed(node)
         if node.shape == () or buffer in inputs or base in inputs:
             return False
         if base is not node:  # a view frees what its base holds, if nothing else holds it
             return not leave(base)
         return not (owns(buffer) and buffer is node and leave(buffer))
     return frees
+
+
+def buffer_of(into, node):
+    """The node whose buffer `node`'s value is in, following the plan's writes (`into`):
+    the first value of a chain of results written into one buffer."""
+    while type(node) is Node and type(into.get(node)) is Node:
+        node = into[node]
+    return node
 
 
 _VIEWING = {"reshape", "transpose", "squeeze", "expand_dims", "broadcast_to", "diagonal",
