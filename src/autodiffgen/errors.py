@@ -9,23 +9,6 @@ import os
 import random
 import sys
 
-# The opt-in log of why code was traced again (cache/retrace.py) or a loop written out step
-# by step (loops/roll.py): AUTODIFFGEN_EXPLAIN=1, or explain_retraces(); None follows the
-# environment variable as it is when asked.
-_EXPLAIN = [None]
-
-
-def explaining():
-    """Whether the explain log is on."""
-    if _EXPLAIN[0] is None:
-        return os.environ.get("AUTODIFFGEN_EXPLAIN", "0") not in ("", "0")
-    return _EXPLAIN[0]
-
-
-def set_explaining(on):
-    _EXPLAIN[0] = bool(on)
-
-
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _RANDOM_PY = random.__file__  # random.Random(seed) seeds in there (rules/pyrandom.py)
 _NUMPY_DIR = None

@@ -10,22 +10,21 @@ shape that changes every call), a warning names it, once per function and argume
 """
 
 import logging
+import os
 
 import numpy as np
 
-from ..errors import explaining, set_explaining
-
 LOG = logging.getLogger("autodiffgen")
+_enabled = [os.environ.get("AUTODIFFGEN_EXPLAIN", "0") not in ("", "0")]
 
 
 def explain_retraces(on: bool = True) -> None:
-    """Log why each call of a differentiated function traces again, and why a loop is
-    written out step by step (off: stop)."""
-    set_explaining(on)
+    """Log why each call of a differentiated function traces again (off: stop)."""
+    _enabled[0] = bool(on)
 
 
 def enabled():
-    return explaining()
+    return _enabled[0]
 
 
 def report(name, message):
