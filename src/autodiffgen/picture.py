@@ -21,6 +21,7 @@ from .codegen.emitter import Emitter
 from .codegen.layout import loc_text
 from .graph import Index, Node, Slot, is_guard
 from .graph.size_formulas import Dim, SymArray
+from .rules.loops import Scan
 from .trace.naming import Namespace
 
 _INSTALL = ("graphviz's `dot` program is not on PATH: install graphviz (apt-get install "
@@ -78,8 +79,8 @@ class GraphPicture:
         emitter.function()  # names the nodes as the emitted code does
         # a value the code names keeps its name; one the code computes into another's
         # buffer, or writes inline (`x.T`), is named after its primitive
-        owns = [n for n in list(graph.inputs) + list(graph.nodes) if n in emitter.names
-                and emitter.plan.owner.get(n, n) is n]
+        owns = [n for n in list(graph.inputs) + list(graph.nodes)  # (a loop has no name)
+                if emitter.names.get(n) is not None and emitter.plan.owner.get(n, n) is n]
         ns = Namespace(emitter.names[n] for n in owns)
         self.names = {n: emitter.names[n] for n in owns}
         for node in list(graph.inputs) + list(graph.nodes):
@@ -124,6 +125,8 @@ class GraphPicture:
                 lines.append(f"  # {self.label(kind)}")
                 section = kind
             lines.append("  " + self.line(node))
+            if type(node.params.get("body")) is Scan:
+                lines += ["    " + line for line in _body_lines(node.params["body"])]
         lines.append("  return " + self._output_text(self.graph.outputs))
         return "\n".join(lines) + "\n"
 
@@ -257,8 +260,30 @@ def dim_text(d):
     return f"{a}{d.var}" + (f"{d.b:+d}" if d.b else "")
 
 
+def _body_lines(scan):
+    """A loop's body, listed as the graph is (its inputs: t, the carries, what it reads)."""
+    ns, names = Namespace([]), {}
+    for node in scan.graph.inputs:
+        names[node] = ns.fresh(node.name or "value")
+    lines = ["{ " + ", ".join(f"{names[n]}:{type_text(n)}" for n in scan.graph.inputs) + " ->"]
+    for node in scan.graph.nodes:
+        names[node] = ns.fresh(node.name or node.prim.name)
+        args = " ".join(names[a] if type(a) is Node else param_text(a) for a in node.args)
+        params = " ".join(f"{k}={param_text(v)}" for k, v in sorted(node.params.items())
+                          if v is not None and k != "exit")
+        test = "  (ends the loop)" if node.params.get("exit") else ""
+        lines.append("  " + " ".join(p for p in (f"{names[node]}:{type_text(node)} =",
+                                                 node.prim.name, args, params) if p) + test)
+    outs = ", ".join(names[o] if type(o) is Node else param_text(o) for o in scan.graph.outputs)
+    return lines + [f"  -> ({outs}) }}"]
+
+
 def param_text(value):
     """A short text for a parameter or constant: numbers as written, arrays by type."""
+    if type(value) is Scan:  # a loop kept as a loop: its steps (its body: _body_lines)
+        steps = "until its test" if value.exit else \
+            f"range({', '.join(map(param_text, _bounds(value.ts)))})"
+        return f"loop({steps}, {value.carries} carried, {len(value.graph.nodes)} in a step)"
     if isinstance(value, np.ndarray):
         return repr(value.item()) if value.ndim == 0 else \
             f"const:{dtype_text(value.dtype)}[{','.join(map(str, value.shape))}]"
@@ -290,3 +315,7 @@ def _paths(out, prefix):
 
 def _escape(text):
     return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _bounds(ts):
+    return (ts.start, ts.stop) if ts.step == 1 else (ts.start, ts.stop, ts.step)

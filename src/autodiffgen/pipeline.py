@@ -41,6 +41,7 @@ from .backward import reverse as backward
 from .codegen.emitter import emit_module
 from .generalize import batch as generalize_batch
 from .generalize import counts as generalize_counts
+from .generalize import whiles as generalize_whiles
 from .graph import Graph, with_guards_first
 from .trace import naming, tracer
 
@@ -163,6 +164,8 @@ def program(request):
         graphs = generalize_batch.generalize(raw, request.args, request.batch,
                                              request.names, optimized, retrace, rolled)
     graphs = list(graphs) if type(graphs) is tuple else [graphs]
+    if len(graphs) == 1:  # a `while` loop kept as a loop: every number of steps
+        graphs = [generalize_whiles.general(graphs[0], raw, request.args, optimized, retrace)]
     if request.last is not None:
         graphs = request.last(graphs)
     if passes.ENABLED and not request.pure:  # no derivative of it taken: no stop_gradient

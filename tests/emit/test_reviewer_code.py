@@ -2,9 +2,11 @@
 literals, one spelling per operation, no identity calls, constant zeros folded, no unused
 parameters, names that say what a value holds."""
 
+import importlib
 import re
 
 import numpy as np
+import pytest
 
 import autodiffgen as ad
 from autodiffgen import passes
@@ -147,10 +149,14 @@ def test_the_optimizers_values_are_named_after_its_variables():
         "'v': {'W': state_v_W, 'b': state_v_b}}" in " ".join(source.split())
 
 
-def test_a_variable_assigned_in_a_loop_is_named_at_every_step():
-    """`h = np.tanh(...)` run three times: h, h_1, h_2 (one run of the statement each),
-    not tanh, tanh_1, h; one call making two nodes (nn.relu) is still one run."""
+@pytest.mark.parametrize("kept", [False, True], ids=["written out", "kept as a loop"])
+def test_a_variable_assigned_in_a_loop_is_named_at_every_step(kept, monkeypatch):
+    """`h = np.tanh(...)` run three times: written out, h, h_1, h_2 (one run of the
+    statement each), not tanh, tanh_1, h; kept as a loop, h in the loop's body. One call
+    making two nodes (nn.relu) is still one run."""
     from autodiffgen import nn
+
+    monkeypatch.setattr(importlib.import_module("autodiffgen.loops.roll"), "USER_LOOPS", kept)
 
     def f(w, x):
         h = x
@@ -162,7 +168,8 @@ def test_a_variable_assigned_in_a_loop_is_named_at_every_step():
     source = ad.emit(f, np.eye(3) / 2, np.ones((2, 3)))
     forward = source[source.index("# forward"):source.index("# backward")]
     assigned = [line.split(" = ")[0].strip() for line in forward.splitlines() if " = " in line]
-    assert {"h", "h_1", "h_2", "r"} <= set(assigned)
+    assert ({"h", "r"} if kept else {"h", "h_1", "h_2", "r"}) <= set(assigned)
+    assert ("for t in range(3):" in forward) == kept
     assert not any(name.startswith("tanh") for name in assigned)
     assert sum(name.startswith("r") for name in assigned) == 1
 

@@ -74,14 +74,14 @@ def _arguments(T, seed):
 @given(programs())
 def test_a_loop_kept_as_a_loop_agrees_with_the_loop_written_out_and_the_tape(program):
     body, T, second = program
-    results = {}
+    results, setting = {}, roll_module.USER_LOOPS
     for rolled in (True, False):
         roll_module.USER_LOOPS = rolled
         try:
             f = ad.value_and_grad(_function(body, second), argnums=(0, 1, 2))
             results[rolled] = [f(*_arguments(T, seed)) for seed in (0, 1)]
         finally:
-            roll_module.USER_LOOPS = False
+            roll_module.USER_LOOPS = setting
     reference = _function(body, second)
     for seed, (kept, written) in enumerate(zip(results[True], results[False])):
         args = _arguments(T, seed)

@@ -6,6 +6,7 @@ numbers of elements (0 and all included) and compares the generated code with ea
 NumPy, the tape and central finite differences, in float64 and float32.
 """
 
+import importlib
 import re
 import warnings
 
@@ -274,10 +275,23 @@ def test_range_over_the_count_and_reshape_to_it_are_guarded():
             total = total + s[i] * (i + 1)
         return total + np.sum(np.reshape(s, (s.shape[0], 1)) * np.ones(2))
 
+    roll_module = importlib.import_module("autodiffgen.loops.roll")
     x = data()[1][:, 0]
-    g = run(f, [(x, m) for m in masks(counts=(3, 5, 3, 2, 6))], traces=4)
+    kept = roll_module.USER_LOOPS  # the loop kept as a loop reads the count (loops/scan.py)
+    g = run(f, [(x, m) for m in masks(counts=(3, 5, 3, 2, 6))], traces=1 if kept else 4)
     source = g.source(x, masks(counts=(3,))[0])
-    assert re.search(r"int\(np.count_nonzero\(m\)\) != \(?3\)?:", source), source
+    if kept:
+        assert re.search(r"for t in range\(count\):", source), source
+    else:
+        assert re.search(r"int\(np.count_nonzero\(m\)\) != \(?3\)?:", source), source
+
+
+def test_range_over_the_count_written_out_is_guarded(monkeypatch):
+    """The same loop written out step by step: one statement per element, so the count is
+    guarded (and each count traced)."""
+    roll_module = importlib.import_module("autodiffgen.loops.roll")
+    monkeypatch.setattr(roll_module, "USER_LOOPS", False)
+    test_range_over_the_count_and_reshape_to_it_are_guarded()
 
 
 SCALES = [1.0 + 0.5 * i for i in range(20)]

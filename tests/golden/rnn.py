@@ -2,6 +2,8 @@
 
 import numpy as np
 
+zeros = np.zeros((2, 5), dtype=np.float32)  # float32[2, 5]
+
 
 def rnn_loss_value_and_grad(params, xs, target):
     """Value of rnn_loss and its gradient with respect to params, traced at (params: dict of 3,
@@ -10,74 +12,64 @@ def rnn_loss_value_and_grad(params, xs, target):
     params_Wh = params['Wh']
     params_b = params['b']
     # forward
-    # golden_models.py:33  h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
-    getitem = xs[0]
-    stack = np.empty((3, 2, 5), dtype=np.float32)  # stack: parts computed into it
-    h = np.matmul(getitem, params_Wx, out=stack[0])
-    h += params_b
-    np.tanh(h, out=h)
-    getitem_1 = xs[1]
-    h_1 = np.matmul(getitem_1, params_Wx, out=stack[1])
-    matmul = h @ params_Wh
-    h_1 += matmul
-    h_1 += params_b
-    np.tanh(h_1, out=h_1)
-    getitem_2 = xs[2]
-    h_2 = np.matmul(getitem_2, params_Wx, out=stack[2])
-    matmul_1 = h_1 @ params_Wh
-    h_2 += matmul_1
-    h_2 += params_b
-    np.tanh(h_2, out=h_2)
-    getitem_3 = xs[3]
-    h_3 = getitem_3 @ params_Wx
-    matmul_2 = h_2 @ params_Wh
-    h_3 += matmul_2
-    h_3 += params_b
-    np.tanh(h_3, out=h_3)
-    subtract = h_3 - target               # golden_models.py:34  return np.mean((h - target) ** 2)
+    h = zeros
+    hs = np.empty((4, 2, 5), dtype=np.float32)  # each step's, for the backward
+    for t in range(4):                    # loop at golden_models.py:32
+        # golden_models.py:33  h = np.tanh(xs[t] @ params["Wx"] + h @ params["Wh"] + params["b"])
+        getitem = xs[t]
+        h_1 = np.matmul(getitem, params_Wx, out=hs[t])
+        matmul = h @ params_Wh
+        h_1 += matmul
+        h_1 += params_b
+        np.tanh(h_1, out=h_1)
+        h = h_1
+    subtract = h - target                 # golden_models.py:34  return np.mean((h - target) ** 2)
     power = subtract ** 2
     rnn_loss = np.mean(power)
     # backward
-    # saved by the forward: h, h_1, h_2, h_3
-    g_subtract = h_3 - target             # recomputed, not saved: golden_models.py:34
+    # saved by the forward: h, hs
+    g_subtract = h - target               # recomputed, not saved: golden_models.py:34
     g_subtract *= np.float32(0.2)         # grad of power
-    dtanh = h_3 * h_3                     # grad of tanh, golden_models.py:33
-    del h_3
+    dtanh = h * h                         # grad of tanh, golden_models.py:33
     np.subtract(1, dtanh, out=dtanh)
-    stack_1 = np.empty((4, 2, 5), dtype=np.float32)  # stack: parts computed into it
-    g_add = np.multiply(g_subtract, dtanh, out=stack_1[3])
+    concatenate = np.empty((8, 5), dtype=np.float32)  # concatenate: parts computed into it
+    g_add = np.multiply(g_subtract, dtanh, out=concatenate[2:4])
     del dtanh, g_subtract
     g_params_b = np.sum(g_add, axis=0)    # grad of add
     transpose = np.ascontiguousarray(params_Wh.T)  # grad of matmul
     g_h = g_add @ transpose
-    dtanh_1 = h_2 * h_2                   # grad of tanh
-    del h_2
+    h_2 = hs[2]
+    g_params_Wh = h_2.T @ g_add
+    h_3 = hs[1:3]                         # grad of tanh
+    dtanh_1 = h_3 * h_3
     np.subtract(1, dtanh_1, out=dtanh_1)
-    g_add_1 = np.multiply(g_h, dtanh_1, out=stack_1[2])
+    getitem_1 = hs[0:2]                   # grad of matmul
+    reshape = np.reshape(getitem_1, (4, 5))
+    g_h_1 = g_h
+    multiplys = np.empty((2, 2, 5), dtype=np.float32)  # each step's, for the backward
+    for t in range(2, 0, -1):             # backward of the loop at golden_models.py:32
+        subtract_1 = t - 1
+        dtanh_2 = dtanh_1[subtract_1]     # grad of tanh, golden_models.py:33
+        g_add_1 = np.multiply(g_h_1, dtanh_2, out=multiplys[t - 1])
+        g_h_1 = g_add_1 @ transpose       # grad of matmul
     del dtanh_1
-    sum_1 = np.sum(g_add_1, axis=0)       # grad of add
+    sum_1 = np.sum(multiplys, axis=(0, 1))
     g_params_b += sum_1
-    g_h_1 = g_add_1 @ transpose           # grad of matmul
-    dtanh_2 = h_1 * h_1                   # grad of tanh
-    del h_1
-    np.subtract(1, dtanh_2, out=dtanh_2)
-    g_add_2 = np.multiply(g_h_1, dtanh_2, out=stack_1[1])
-    del dtanh_2
+    reshape_1 = np.reshape(multiplys, (4, 5))
+    matmul_1 = reshape.T @ reshape_1
+    g_params_Wh += matmul_1
+    h_4 = hs[0]                           # grad of tanh
+    dtanh_3 = h_4 * h_4
+    np.subtract(1, dtanh_3, out=dtanh_3)
+    g_add_2 = np.multiply(g_h_1, dtanh_3, out=concatenate[:2])
+    del dtanh_3
     sum_2 = np.sum(g_add_2, axis=0)       # grad of add
     g_params_b += sum_2
-    g_h_2 = g_add_2 @ transpose           # grad of matmul
-    reshape = np.reshape(stack, (6, 5))
-    stack_2 = stack_1[1:]
-    reshape_1 = np.reshape(stack_2, (6, 5))
-    g_params_Wh = reshape.T @ reshape_1
-    dtanh_3 = h * h                       # grad of tanh
-    del h
-    np.subtract(1, dtanh_3, out=dtanh_3)
-    g_add_3 = np.multiply(g_h_2, dtanh_3, out=stack_1[0])
-    del dtanh_3
-    sum_3 = np.sum(g_add_3, axis=0)       # grad of add
-    g_params_b += sum_3
-    reshape_2 = np.reshape(stack_1, (8, 5))  # grad of matmul
-    reshape_3 = np.reshape(xs, (8, 3))
-    g_params_Wx = reshape_3.T @ reshape_2
+    concatenate[4:] = reshape_1
+    getitem_2 = xs[0]                     # recomputed
+    getitem_3 = xs[3]
+    getitem_4 = xs[1:3]                   # grad of matmul
+    reshape_2 = np.reshape(getitem_4, (4, 3))
+    concatenate_1 = np.concatenate([getitem_2, getitem_3, reshape_2])
+    g_params_Wx = concatenate_1.T @ concatenate
     return (rnn_loss, {'Wx': g_params_Wx, 'Wh': g_params_Wh, 'b': g_params_b})

@@ -139,6 +139,7 @@ def test_accumulate_walks_each_add_tree_once(monkeypatch):
     assert max(per_node) <= 1.1 * min(per_node) + 0.01, per_node
 
 
+@pytest.mark.usefixtures("written_out")
 def test_emission_renders_each_statement_layout_once(monkeypatch):
     """Statements that differ only in their names are rendered by astor once, and the
     text is reused with the names put in: astor's calls do not grow with the graph."""

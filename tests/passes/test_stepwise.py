@@ -14,6 +14,9 @@ from autodiffgen import passes
 from autodiffgen.tape import TapeFunction
 from autodiffgen.testing import check_grads
 
+# the pass batches steps written out (loops that cannot be kept as loops)
+pytestmark = pytest.mark.usefixtures("written_out")
+
 RNG = np.random.default_rng(1616)
 # the module (the package exports its function under the same name)
 stepwise = importlib.import_module("autodiffgen.passes.stepwise")

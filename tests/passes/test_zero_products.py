@@ -62,6 +62,7 @@ def test_gradients_agree_with_finite_differences(enabled, monkeypatch):
     check_grads(wide, *wide_args(), argnums=(0, 1))
 
 
+@pytest.mark.usefixtures("written_out")
 def test_the_rnn_code_has_no_array_of_zeros():
     source = ad.emit(rnn, *rnn_args(), argnums=(0, 1))
     if passes.ENABLED:  # no `zeros @ w` in the forward, no `zeros.T @ g` in the backward

@@ -74,11 +74,18 @@ def test_matmul_never_writes_into_an_operand():
         return np.sum(h ** 2)
     W, xs = RNG.normal(size=(4, 4)), RNG.normal(size=(2, 2, 4))  # T * B == H: square terms
     source = ad.emit(f, W, xs)
-    for call in _calls(source, "matmul"):
-        out = [k.value.id for k in call.keywords if k.arg == "out"]
-        assert not set(out) & {n.id for a in call.args for n in ast.walk(a)
-                               if isinstance(n, ast.Name)}
+    for call in _calls(source, "matmul"):  # (out=hs[t]: the stack hs, in a loop)
+        out = [_array(k.value) for k in call.keywords if k.arg == "out"]
+        assert not set(out) & {_array(n) for a in call.args for n in ast.walk(a)
+                               if isinstance(n, ast.Name | ast.Subscript)}
     check_grads(f, W, xs)
+
+
+def _array(expression):
+    """The name of the array an expression reads (`h`, `hs` of `hs[t]`)."""
+    while isinstance(expression, ast.Subscript | ast.Attribute):
+        expression = expression.value
+    return expression.id if isinstance(expression, ast.Name) else None
 
 
 def _calls(source, name):
@@ -278,6 +285,7 @@ def test_backward_values_made_from_inputs_alone_are_computed_where_read(monkeypa
 
 
 # ---- rematerialization: cheap saved values computed again in the backward -----------------
+@pytest.mark.usefixtures("written_out")
 def test_cheap_saved_values_are_recomputed_and_the_peak_drops(monkeypatch):
     """`h - n` (saved for the update gate's gradient) is recomputed in the backward from h
     and n, which the backward reads anyway: one buffer per step less at the peak."""
@@ -349,6 +357,7 @@ def _states_into_stack(Wh, xs):
     return np.sum(hs ** 2)
 
 
+@pytest.mark.usefixtures("written_out")
 def test_a_row_written_into_a_stack_is_written_in_place():
     """`hs[t] = h` records a copy of hs with row t replaced (writes are functional); where
     hs dies at the write, the plan writes the row into hs itself, as the user wrote it,

@@ -61,6 +61,7 @@ def reductions(source, phase):
     return calls
 
 
+@pytest.mark.usefixtures("written_out")
 @pytest.mark.parametrize("fun,kinds", [(normed, 1), (softmaxed, 3)], ids=["normed", "softmaxed"])
 def test_a_recurrent_step_allocates_no_reduction_after_the_first(fun, kinds, monkeypatch):
     monkeypatch.setattr(passes, "ENABLED", True)

@@ -68,6 +68,7 @@ def gated_args(dtype, batch=4, steps=5, rng=RNG):
             rng.normal(size=(batch, 2)).astype(dtype))
 
 
+@pytest.mark.usefixtures("written_out")
 def test_each_steps_row_is_computed_into_the_stack():
     w, v, xs = RNG.normal(size=3), RNG.normal(size=3), RNG.normal(size=(4, 3))
     source = ad.emit(sine_net, w, v, xs, argnums=(0, 1, 2))
@@ -77,6 +78,7 @@ def test_each_steps_row_is_computed_into_the_stack():
     check_grads(sine_net, w, v, xs, argnums=(0, 1, 2))
 
 
+@pytest.mark.usefixtures("written_out")
 def test_blocks_of_a_row_and_the_matmuls_operands_share_one_buffer():
     args = gated_args(np.float64)
     source = ad.emit(gated, *args, argnums=(0, 1, 2))
@@ -211,6 +213,7 @@ def test_slot_shapes():
     assert _stacked_slots(stack, rows[::-1]) is None  # rows out of order: a copy
 
 
+@pytest.mark.usefixtures("written_out")
 def test_a_long_chain_computed_in_place_into_its_slot():
     """The chain of values computed in place before a part is walked in a loop: longer
     than Python's recursion limit, it is placed whole."""

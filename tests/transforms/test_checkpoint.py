@@ -359,6 +359,7 @@ def _peak(f, *args):
     return peak
 
 
+@pytest.mark.usefixtures("written_out")
 def test_checkpointing_a_recurrent_net_lowers_its_peak_memory():
     T, B, H = 36, 16, 32
     W1, W2, U = (RNG.normal(size=(H, H)) / np.sqrt(H) for _ in range(3))

@@ -95,6 +95,7 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
         self.paths_checked = {}  # path length -> whether path_text's is astor's text
         self.scan_names = {}  # scan node -> the names of its outputs (codegen/loops.py)
         self.nested = False  # the body of a loop (codegen/loops.py)
+        self.exit_check = []  # a `while` loop's test, printed after its step (guards.py)
         self.loop_variables = set()  # `t`, the loop variable of every loop it has
         self.preset = {}  # node -> the name it takes (a loop's carry: codegen/loops.py)
 

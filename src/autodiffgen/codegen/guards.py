@@ -241,6 +241,10 @@ class Guards:
                     (f"    raise GuardFailure({message!r})", "")]
         if p["test"] in ("bool", "aliases", "iscomplexobj"):
             test = f"not {read}" if outcome else read
+            if p.get("exit"):  # a `while` loop's test: the loop prints it after the step
+                self.exit_check = [(f"if {test}:", source_line(node.loc) if node.loc else ""),
+                                   ("    break", "")]
+                return []
         elif isinstance(outcome, float) and np.isnan(outcome):
             test = f"not np.isnan({read})"
         elif type(outcome) is float and outcome == 0.0:  # and its sign: -0.0 is not 0.0

@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..graph import Node, op
+from ..graph.size_formulas import Dim
 from ..plan.memory import writes_out
 from ..plan.planner import buffer_of, plan
 from .expressions import call_ast, literal_ast, render
@@ -77,10 +78,11 @@ class Loops:
                 value = f"np.copy({value})"  # first value's buffer may serve another value)
             lines.append((f"{name} = {value}", ""))
         stacks = []
+        listed = self.pure or scan.exit  # (a `while` loop: the count is known at its end)
         for value in graph.outputs[scan.carries:]:
             name = self.ns.fresh(f"{_base(value)}s")
             stacks.append(name)
-            if self.pure:  # code an enclosing trace runs writes into no array: a list
+            if listed:  # code an enclosing trace runs writes into no array: a list
                 lines.append((f"{name} = []", "each step's, for the backward"))
                 continue
             empty = call_ast("np.empty", [literal_ast((scan.count, *value.shape))],
@@ -92,8 +94,7 @@ class Loops:
         first = scan.first
         row = t if first == 0 else f"{t} - {_value_text(literal_ast(first))}" \
             if type(first) is int and first > 0 else f"{t} - ({_value_text(literal_ast(first))})"
-        into_rows = {} if self.pure else _into_rows(step.plan, graph, scan, stacks, row,
-                                                   written)
+        into_rows = {} if listed else _into_rows(step.plan, graph, scan, stacks, row, written)
         if into_rows:  # values computed into their stack's row: no copy
             step.plan = replace(step.plan, into={**step.plan.into, **into_rows})
         done = {r.stack for r in into_rows.values()}
@@ -103,8 +104,8 @@ class Loops:
         inner_lines += step.pending
         saved = [(name, value) for name, value in zip(stacks, graph.outputs[scan.carries:])
                  if name not in done]
-        inner_lines += [(f"{name}.append({render(step.arg_ast(value))})", "") for name, value
-                        in saved] if self.pure else \
+        inner_lines += [(f"{name}.append({_saved_text(step, value, graph, scan, written)})",
+                         "") for name, value in saved] if listed else \
             [(f"{name}[{row}] = {render(step.arg_ast(value))}", "") for name, value in saved]
         new = [render(step.arg_ast(v)) for v in graph.outputs[:scan.carries]]
         changed = [(c, v) for c, v in zip(carried, new) if c != v]
@@ -114,15 +115,51 @@ class Loops:
         self.helpers |= step.helpers
         self.imports |= step.imports
         head = f"for {t} in {_range_text(scan.ts)}:"
+        after = []
+        if scan.exit:
+            head, after = self._while(scan, step, t, first, stacks, lines, inner_lines)
         start = at + len(lines) + 1
         locs.update((start + i, loc) for i, loc in inner_locs.items())
-        after = []
-        if self.pure and stacks:  # in the order of t (a backward loop's runs down)
+        if listed and stacks:  # in the order of t (a backward loop's runs down)
             order = "" if scan.ts.step == 1 else "[::-1]"
-            after = [(f"{name} = np.stack({name}{order})", "") for name in stacks]
+            after += [(f"{name} = np.stack({name}{order})", "") for name in stacks]
         return lines + [(head, scan.comment)] + [("    " + code if code else code, comment)
                                                  for code, comment in inner_lines
                                                  or [("pass", "")]] + after
+
+    def _while(self, scan, step, t, first, stacks, lines, inner_lines):
+        """A `while` loop's head and the lines after it: its test after each step (the
+        step's values saved, its carries updated: the last step is one of the loop's), t
+        counted where the body reads it, and the number of steps it ran named after the
+        loop, checked against the traced number unless the code serves every number."""
+        graph = scan.graph
+        counted = any(a is graph.inputs[0] for n in graph.nodes for a in n.args)
+        if not step.exit_check:  # (never `while True:` without its test)
+            raise AssertionError(f"the {scan.comment} has lost its test")
+        inner_lines += step.exit_check
+        count = scan.count
+        name = count.var if type(count) is Dim else self.ns.fresh("steps")
+        if counted:
+            lines.append((f"{t} = {first}", ""))
+            inner_lines.append((f"{t} += 1", ""))
+            ran = f"{t} - {first} + 1" if first else f"{t} + 1"
+        elif stacks:
+            ran = f"len({stacks[0]})"
+        else:
+            lines.append((f"{name} = 0", ""))
+            inner_lines.insert(len(inner_lines) - 2, (f"{name} += 1", ""))
+            ran = None
+        after = [(f"{name} = {ran}", "the steps it ran")] if ran else []
+        lo = scan.least if type(count) is Dim else None
+        if type(count) is not Dim or lo:
+            self.helpers.add("GuardFailure")
+            where = scan.comment.replace("loop at ", "")
+            served = f"{name} != {count}" if type(count) is not Dim else f"{name} < {lo}"
+            message = (f"{where}: the loop ran {{{name}}} steps, and this code serves " +
+                       (f"only the {count} it ran when traced" if type(count) is not Dim
+                        else f"{lo} steps or more"))
+            after += [(f"if {served}:", ""), (f"    raise GuardFailure(f{message!r})", "")]
+        return "while True:", after
 
     def _loop_variable(self):
         """`t`, again in a loop after another (a name no value of the function has)."""
@@ -171,6 +208,19 @@ class Loops:
             elif type(arg) is Node:
                 step.names[inner] = self.names[arg]
         return step
+
+
+def _saved_text(step, value, graph, scan, written):
+    """A step's value appended to its list: a copy where its array is written into after
+    (an input's buffer, or the next step's carry, updated in place there)."""
+    text = render(step.arg_ast(value))
+    if type(value) is not Node or step.pure:
+        return text
+    carried = {o: i for i, o in zip(graph.inputs[1:1 + scan.carries], graph.outputs)}
+    root = buffer_of(step.plan.into, value)
+    if root.prim is None and root in written or carried.get(value) in written:
+        return f"np.copy({text})"
+    return text
 
 
 def _range_text(ts):

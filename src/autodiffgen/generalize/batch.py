@@ -36,6 +36,7 @@ from ..trace.count_sources import counted
 from ..tree import child, is_container, items, leaves, rebuild
 from . import counts
 from .unify import unify
+from .whiles import traced_whiles
 
 # the low sizes tried, in turn (1 row broadcasts: it stays specialized; at 2 rows, n-1 is 1)
 LOWS = (2, 8)
@@ -110,8 +111,8 @@ def generalize(raw, args, diff_flags, names, optimize, retrace, rolled=None):
         return counts.general(args, optimize, raw, retrace)
     graph = optimize(raw)
     batch = batch_of(args, diff_flags)
-    if batch is None or batch.n <= LOWS[0] or graph.paths:
-        return graph
+    if batch is None or batch.n <= LOWS[0] or graph.paths or traced_whiles(graph):
+        return graph  # (a `while` loop serves every number of steps instead: whiles.py)
     general = _generalize(args, raw, graph, batch, optimize, _runs(retrace), rolled)
     if general is None:
         return graph
@@ -133,21 +134,42 @@ def _generalize(args, raw, graph, batch, optimize, retrace, rolled):
     early = retrace(cut(args, batch, LOWS[-1])) if LOWS[-1] < n - 1 else None
     if early is not None and len(early.nodes) != len(raw.nodes) and not looped:
         return None
-    near = retrace(cut(args, batch, n - 1))
-    near_optimized = near and optimize(near)
-    general = near and unify([graph, near_optimized], [n, n - 1], var)
-    if general is None:
+    for m in _nears(n, looped):
+        near = retrace(cut(args, batch, m))
+        general = near and unify([graph, optimize(near)], [n, m], var)
+        if general is not None:
+            break
+    else:
         return None
-    for low in (low for low in LOWS if low <= n - 1):
-        probe = near if low == n - 1 else early if low == LOWS[-1] and early is not None \
+    rolled = rolled and _once(rolled)
+    for low in (low for low in LOWS if low <= m):
+        probe = near if low == m else early if low == LOWS[-1] and early is not None \
             else retrace(cut(args, batch, low))
-        sizes = [n, n - 1] + ([low] if low < n - 1 else [])
+        sizes = [n, m] + ([low] if low < m else [])
         same = probe is not None and (
             unify([raw, near, probe][:len(sizes)], sizes, var) or looped and rolled and unify(
                 [rolled(raw), rolled(near), rolled(probe)][:len(sizes)], sizes, var))
         if same and agrees(general, probe, cut(args, batch, low), low):
             return dataclasses.replace(general, batch=Batch(n, batch.paths, low, n, var))
     return None
+
+
+def _nears(n, looped):
+    """The second size traced: n - 1; for a loop kept as a loop over the batch axis, whose
+    graphs do not grow with n, first a small size (a cheap trace at T = 16, not T - 1)."""
+    small = 2 * LOWS[-1]
+    return (small, n - 1) if looped and small < n - 1 else (n - 1,)
+
+
+def _once(rolled):
+    """`rolled`, each graph rolled once (the three traces are compared at each low size)."""
+    done = {}
+
+    def once(graph):
+        if id(graph) not in done:
+            done[id(graph)] = (graph, rolled(graph))  # (the graph kept: its id stays its own)
+        return done[id(graph)][1]
+    return once
 
 
 def _runs(retrace):

@@ -59,6 +59,48 @@ def runs(nodes):
     return [run for run in found if len(run.steps) >= 2]
 
 
+def exit_of(run):
+    """Whether the run is a `while` loop's (its backward jump goes to no FOR_ITER) whose
+    steps each end with a test of a traced value (a guard: `while err > tol:`, `if done:
+    break`), the last step's test giving the other outcome: the loop ran until the test
+    said stop, and its code can run until it says so again."""
+    if _opname(run.code, run.loop[0]) == "FOR_ITER":
+        return False
+    ends = [step[-1] for step in run.steps]
+    if not all(n.prim is not None and n.prim.name == "guard" and n.prim.op is not None
+               and n.params["test"] == "bool" for n in ends):
+        return False
+    first, last = ends[0].params["outcome"], ends[-1].params["outcome"]
+    return last != first and all(n.params["outcome"] == first for n in ends[:-1]) and \
+        len({(n.site[0][1:] if n.site else None) for n in ends}) == 1 and \
+        not _python_decides(run)
+
+
+def _python_decides(run):
+    """Whether a conditional jump in the loop, in its own code, is at no traced test: a
+    decision on Python values the trace does not see (`while n < 4 and err > tol:`, an
+    inner loop), which the code could not take again. Jumps in branches the steps did not
+    take count too (the code cannot tell)."""
+    tested = {offset for step in run.steps for node in step
+              if node.prim is not None and node.prim.name == "guard"
+              for _, code, offset in node.site if code is run.code}
+    first, last = run.loop
+    before = None
+    for ins in dis.get_instructions(run.code):
+        if first <= ins.offset <= last and (ins.opname == "FOR_ITER" or "_IF_" in ins.opname) \
+                and ins.offset not in tested \
+                and not (before is not None and before.opname == "TO_BOOL"
+                         and before.offset in tested):
+            return True
+        before = ins
+    return False
+
+
+def _opname(code, offset):
+    return next((ins.opname for ins in dis.get_instructions(code) if ins.offset == offset),
+                None)
+
+
 def _again(node, step):
     """At the same place as the node before, the step's first primitive again, reading
     what the step made: the same statement run again (`h = np.tanh(h)`, a body of one

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..graph import Index, Node, Slot, has_effect, is_guard, op, users_of
+from ..graph import Index, Node, Slot, has_effect, is_guard, op, roots_of, users_of
 from ..passes.cse import cse
 from ..passes.rewrite import ancestors, substitute
 from ..rules import PRIMITIVES, elementwise_ufunc
@@ -354,8 +354,9 @@ def _summed(graph, kind, init, stack, rows, lo, n, out, made):
 
 # ---- rebuilding a scan and its readers ------------------------------------------------------
 def _pruned(inner):
-    """A body without the nodes none of its outputs needs."""
-    live = ancestors(inner.outputs)
+    """A body without the nodes none of its outputs or tests needs (a guard checked at
+    every step, a `while` loop's test)."""
+    live = ancestors(roots_of(inner))
     return replace(inner, nodes=[n for n in inner.nodes if n in live])
 
 

@@ -13,7 +13,7 @@ value, a row of a stack, a row of a value from outside read again) is found here
 
 import numpy as np
 
-from ..graph import Node, constant_key, has_effect, is_guard, users_of
+from ..graph import Node, constant_key, has_effect, is_guard, recomputed, users_of
 from ..tree import leaves
 from .roll import Unproven
 
@@ -23,13 +23,17 @@ _INDEXED = {"getitem", "setitem", "scatter_add", "add_at"}  # an Index parameter
 class Proof:
     """Step 0 as the template and what each of its arguments is in every step."""
 
-    def __init__(self, graph, steps, ts):
+    def __init__(self, graph, steps, ts, users=None, exit=False):
+        """`users`: users_of(graph.nodes), when the caller has it (several parts of one
+        run are tried in turn, each proof reading the same graph). `exit`: the steps are
+        a `while` loop's, each ending with its test, which gives the other outcome at the
+        last step (the loop then ends: find.exit_of)."""
         if list(range(ts[0], ts[-1] + (1 if ts[-1] >= ts[0] else -1),
                       1 if ts[-1] >= ts[0] else -1)) != ts:
             raise Unproven("its steps are not consecutive")
         self.graph, self.ts = graph, ts
-        self.users = users_of(graph.nodes)
-        self.order = {n: i for i, n in enumerate(graph.nodes)}
+        self.users = users if users is not None else users_of(graph.nodes)
+        self._order = None
         self.steps = [self._with_reads(s) for s in steps]
         self.position = [{n: p for p, n in enumerate(s)} for s in self.steps]
         self.place = {n: p for position in self.position for n, p in position.items()}
@@ -37,6 +41,7 @@ class Proof:
         template = self.steps[0]
         if any(len(s) != len(template) for s in self.steps):
             raise Unproven(f"its steps record {sorted({len(s) for s in self.steps})} values")
+        self.exit = len(template) - 1 if exit else None  # the test's place in a step
         for k in range(1, len(self.steps)):
             for p in range(len(template)):
                 if not self._same(p, k):
@@ -55,14 +60,20 @@ class Proof:
         the forward) first: getitems no other step reads."""
         mine, reads = set(step), []
         for node in step:
-            if is_guard(node) or has_effect(node) or node in self.graph.tried:
-                raise Unproven(f"a step has a {node.prim.name}, not kept in a loop yet")
+            if is_guard(node) and node.params["test"] == "raises" or has_effect(node) \
+                    or node in self.graph.tried or node.prim.op == "checkpoint" \
+                    or recomputed(node):  # (a guard checked every step is kept)
+                raise Unproven(f"a step has a {_kind(node)}, not kept in a loop yet")
             for a in node.args:
                 if type(a) is Node and a.prim is not None and a.prim.op == "getitem" \
                         and a not in mine and a not in reads \
                         and all(u in mine for u in self.users.get(a, ())):
                     reads.append(a)
-        return sorted(reads, key=self.order.__getitem__) + list(step)
+        if len(reads) > 1:
+            if self._order is None:
+                self._order = {n: i for i, n in enumerate(self.graph.nodes)}
+            reads.sort(key=self._order.__getitem__)
+        return reads + list(step)
 
     def _argument(self, p, a):
         values = [s[p].args[a] for s in self.steps]
@@ -102,7 +113,11 @@ class Proof:
         if node.prim is not head.prim or node.dtype != head.dtype or node.shape != head.shape \
                 or len(node.args) != len(head.args) or node.params.keys() != head.params.keys():
             return False
+        ends = p == self.exit and k == len(self.steps) - 1  # the test that ended the loop
+        if ends and node.params["outcome"] == head.params["outcome"]:
+            return False
         return all(key == "index" and node.prim.op in _INDEXED
+                   or ends and key == "outcome"
                    or constant_key(node.params[key]) == constant_key(head.params[key])
                    for key in node.params)
 
@@ -242,3 +257,14 @@ def _table(values, ts, dtype):
 
 def _where(node):
     return f"{node.loc[0].rsplit('/', 1)[-1]}:{node.loc[1]}" if node.loc else "?"
+
+
+def _kind(node):
+    """What a node that is not kept in a loop is, for the message."""
+    if node.prim.op == "checkpoint" or recomputed(node):
+        return "checkpointed call (autodiffgen.checkpoint: its steps stay written out)"
+    if is_guard(node):
+        return "call whose raise decides the path (in a `try:`)"
+    if node.prim is not None and getattr(node.prim, "effect", False):
+        return f"random draw ({node.prim.name})"
+    return f"statement in a `try:` ({node.prim.name})"

@@ -22,8 +22,8 @@ Python taking the same path records the same nodes in the same order):
   nothing reads after the loop.
 
 Anything unproven leaves the graph as it was (the steps written out one after another);
-AUTODIFFGEN_EXPLAIN=1 logs why. AUTODIFFGEN_LOOPS=0 turns rolling off, to compare;
-AUTODIFFGEN_LOOPS=all keeps the user's own loops as loops too (loops/scan.py).
+AUTODIFFGEN_EXPLAIN=1 logs why. AUTODIFFGEN_LOOPS=0 turns rolling off, to compare; the
+user's own loops are kept as loops too (loops/scan.py) unless AUTODIFFGEN_LOOPS=updates.
 """
 
 import logging
@@ -38,12 +38,11 @@ from ..rules import elementwise_ufunc
 from ..rules.loops import Body, loop, loop_out
 from ..tree import leaves
 
-# AUTODIFFGEN_LOOPS: "0" writes every loop out step by step; unset, a training step's update
-# is kept as a loop; "all", the user's own loops too (loops/scan.py: their code serves the
-# traced length, and runs slower than the written-out code until the loop-level passes
-# exist, so they are not kept by default yet)
-# ("require": as "all", and a loop that cannot be kept is an error naming its line)
-_SETTING = os.environ.get("AUTODIFFGEN_LOOPS", "updates")
+# AUTODIFFGEN_LOOPS: unset ("all"), the user's loops and a training step's update are kept
+# as loops wherever their steps are proven one program; "updates", only the update (the
+# user's loops written out step by step, as before issue 27); "0", every loop written out;
+# "require", as "all", and a loop that cannot be kept is an error naming its line
+_SETTING = os.environ.get("AUTODIFFGEN_LOOPS", "all")
 ENABLED = _SETTING != "0"
 USER_LOOPS = _SETTING in ("all", "require")
 REQUIRED = _SETTING == "require"

@@ -12,7 +12,8 @@ steps written out as today, and AUTODIFFGEN_EXPLAIN=1 says why; a guard, a rando
 or a statement in a `try:` inside a step is not kept in a loop yet.
 
 The count is the traced one; generalize/batch.py makes a loop over the batch axis serve
-every length (rules/loops.py: SymRange).
+every length (rules/loops.py: SymRange), and generalize/counts.py one over a mask's count
+(`for i in range(len(x[m]))`) every count.
 """
 
 from dataclasses import replace
@@ -20,10 +21,11 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import TracingError, at
-from ..graph import Index, Node, Slot
+from ..graph import Index, Node, Slot, users_of
 from ..rules import PRIMITIVES
 from ..rules.buffers import owns
 from ..rules.loops import Scan, scan, scan_out
+from ..trace.exits import site_key
 from ..tree import leaves
 from . import find
 from .hoist import hoisted
@@ -60,7 +62,8 @@ def _key(run):
 def _roll_run(graph, run, prepare):
     steps = run.steps
     step_of = {n: k for k, s in enumerate(steps) for n in s}
-    graph = _rolled(graph, steps, list(range(len(steps))), prepare, f"loop at {run.where()}")
+    graph = _rolled(graph, steps, list(range(len(steps))), prepare, f"loop at {run.where()}",
+                    find.exit_of(run))
     derivative = [[] for _ in steps]
     for node in graph.nodes:
         if node.grad_of is not None and node.grad_of in step_of:
@@ -78,16 +81,19 @@ def _roll_run(graph, run, prepare):
         return graph
 
 
-def _rolled(graph, steps, ts, prepare, comment):
+def _rolled(graph, steps, ts, prepare, comment, exit=False):
     """The graph with `steps` (one t each, in order) as one scan node: tried whole, then
-    without a first and/or a last step that differs (written out beside the loop)."""
-    first_error = None
-    for lo, hi in ((0, 0), (1, 0), (0, 1), (1, 1)):
+    without a first and/or a last step that differs (written out beside the loop). A
+    `while` loop's steps (`exit`) are first tried with their last, whose test ended the
+    loop: the loop then runs until its test says stop, as many steps as it takes."""
+    first_error, users = None, users_of(graph.nodes)
+    tries = [(0, 0, True), (1, 0, True)] if exit else []
+    for lo, hi, ends in tries + [(0, 0, False), (1, 0, False), (0, 1, False), (1, 1, False)]:
         part, part_ts = steps[lo:len(steps) - hi], ts[lo:len(ts) - hi]
         if len(part) < 2:
             break
         try:
-            proof = Proof(graph, part, part_ts)
+            proof = Proof(graph, part, part_ts, users, ends)
         except Unproven as why:  # (its message only: the exception holds this frame)
             first_error = first_error or str(why)
             continue
@@ -110,6 +116,9 @@ def _build(graph, proof, prepare, comment):
     outer_in = [v.replace(prim=None, args=(), params={}, grad_of=None) for v in invariants]
     body = _Body(t, dict(zip(carries, carry_in)), dict(zip(invariants, outer_in)), ts)
     clones = [body.clone(node, proof.args[p], proof.index[p]) for p, node in enumerate(template)]
+    if proof.exit is not None:  # the loop's test: `if not ...: break` after each step
+        end = clones[proof.exit]  # (marked with its place: trace/exits.py finds it again)
+        end.params = {**end.params, "exit": site_key(template[proof.exit].site)}
     inputs = [t, *carry_in, *outer_in, *body.tables.values(),
               *(node for node, _ in body.row_stacks.values())]
     outputs = tuple(clones[q] for q in carries) + tuple(clones[p] for p in proof.stacked)
@@ -122,7 +131,13 @@ def _build(graph, proof, prepare, comment):
     prepared = replace(prepared, donated=frozenset(
         c for c, out in zip(carry_in, prepared.outputs) if type(out) is Node and owns(out)))
     ts_range = range(ts[0], ts[-1] + (1 if ts[-1] >= ts[0] else -1), 1 if ts[-1] >= ts[0] else -1)
-    scanned = Scan(replace(prepared, inputs=inputs), len(carries), ts_range, comment)
+    if proof.exit is not None:  # (its test last: each step runs whole, the last one too)
+        ends = [n for n in prepared.nodes if n.params.get("exit")]
+        if len(ends) != 1:  # (merged with an equal test by the passes: not this loop's)
+            raise Unproven("its test is computed with another's")
+        prepared = replace(prepared, nodes=[n for n in prepared.nodes if n not in ends] + ends)
+    scanned = Scan(replace(prepared, inputs=inputs), len(carries), ts_range, comment,
+                   proof.exit is not None)
     inits = [proof.carries[q] for q in carries]
     last_step = proof.steps[-1]
     tables = [table for table in body.table_values]

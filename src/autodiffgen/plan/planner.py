@@ -15,6 +15,7 @@ name goes with the `del` of the value that holds its buffer, not on a line of it
 from dataclasses import dataclass, field
 
 from ..graph import Graph, Node, Slot, op
+from ..graph.size_formulas import Dim
 from ..rules.buffers import owns
 from ..tree import leaves
 from .memory import (
@@ -147,7 +148,7 @@ def _viewed(node):
     of an argument frees nothing. A getitem by arrays (a copy) is no view."""
     while type(node) is Node and node.args and type(node.args[0]) is Node and (
             op(node) in _VIEWING or op(node) == "getitem"
-            and all(type(i) in (int, slice, type(None), type(Ellipsis))
+            and all(type(i) in (int, Dim, slice, type(None), type(Ellipsis))  # (hs[n - 1])
                     or type(i) is Slot and _an_int(node.args[i.k])  # xs[t] in a loop
                     for i in node.params["index"].items)):
         node = node.args[0]

@@ -49,12 +49,13 @@ def same(value, outcome):
 
 
 def holds(x, *more, test, outcome, index=(), call=None, call_params=None, source=None,
-          read=False, lo=0, error=None, errstate=(), total=None, least=0):
+          read=False, lo=0, error=None, errstate=(), total=None, least=0, exit=False):
     """Whether the guard still holds for the value x (the guard primitive's meaning); for
     a "raises" guard, whether call(x, *more) still raises what it raised when traced.
     `source` numbers a mask's count guard (generalize_counts.py), so that two are never merged into
     one; `read` says the user's Python read a size after it, `lo` the least count served,
-    `total` and `least` (a length's count) the most and least probed."""
+    `total` and `least` (a length's count) the most and least probed; `exit` marks a
+    `while` loop's test (rules/loops.py: Scan.exit), which ends the loop when it fails."""
     if test == "raises":
         expected = error if error is not None else RAISES[call.name]
         try:

@@ -18,6 +18,7 @@ emitter writes the `for`). `impl` runs the body's primitives step by step, for w
 evaluates a graph by its NumPy (the constant folder, generalize's agreement check).
 """
 
+import itertools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -124,6 +125,10 @@ class Scan:
     carries: int
     ts: range
     comment: str = ""
+    exit: bool = False  # a `while` loop's: it runs until its test (a guard node of the
+    # body marked "exit", its last) says stop, however many steps that takes; `ts` then
+    # gives the first t and, unless it is a SymRange, the number of steps traced
+    least: int = 0  # a `while` loop serving every number of steps: the least it serves
 
     @property
     def first(self):
@@ -147,30 +152,44 @@ class Scan:
             nodes.append(new[node])
         outputs = tuple(new.get(o, o) if type(o) is Node else o for o in self.graph.outputs)
         return Scan(replace(self.graph, inputs=inputs, nodes=nodes, outputs=outputs),
-                    self.carries, evaluate(self.ts, n), self.comment)
+                    self.carries, evaluate(self.ts, n), self.comment, self.exit,
+                    self.least)
+
+
+def exit_test(scan):
+    """A `while` loop's test: the body's guard marked "exit" (None: a counted loop)."""
+    return next((n for n in scan.graph.nodes if n.params.get("exit")), None) \
+        if scan.exit else None
 
 
 def run_scan(scan, values):
     """(*final carries, *stacks) of the loop on concrete values (inits, invariants)."""
     carries, invariants = list(values[:scan.carries]), values[scan.carries:]
     rows = None
-    for t in scan.ts:
-        out = run_body_graph(scan.graph, (t, *carries, *invariants))
+    ts = itertools.count(scan.first) if scan.exit else scan.ts
+    for t in ts:
+        env = run_body_graph(scan.graph, (t, *carries, *invariants), env=True)
+        out = tuple(env[o] if type(o) is Node else o for o in leaves(scan.graph.outputs))
         carries = list(out[:scan.carries])
         if rows is None:
             rows = [[] for _ in out[scan.carries:]]
         for row, value in zip(rows, out[scan.carries:]):
             row.append(value)
-    order = list(scan.ts)
+        if scan.exit and not env[exit_test(scan)]:  # its test said stop
+            break
+    order = list(range(scan.first, t + 1)) if scan.exit else list(scan.ts)
     return (*carries, *[np.stack([r[order.index(t)] for t in sorted(order)]) for r in rows])
 
 
-def run_body_graph(graph, values):
-    env = dict(zip(graph.inputs, values))
+def run_body_graph(graph, values, env=False):
+    """The body's outputs on concrete inputs (`env`: every node's value instead)."""
+    values_of = dict(zip(graph.inputs, values))
     for node in graph.nodes:
-        env[node] = node.prim.impl(*[env[a] if type(a) is Node else a for a in node.args],
-                                   **node.params)
-    return tuple(env[o] if type(o) is Node else o for o in leaves(graph.outputs))
+        values_of[node] = node.prim.impl(
+            *[values_of[a] if type(a) is Node else a for a in node.args], **node.params)
+    if env:
+        return values_of
+    return tuple(values_of[o] if type(o) is Node else o for o in leaves(graph.outputs))
 
 
 scan = defprimitive("scan", lambda *values, body: run_scan(body, values), None, strict=True)

@@ -27,6 +27,7 @@ from . import raising
 from .context import current_trace, located, user_loc, user_stack
 
 COUNT_READS = []  # [hook(trace, box) -> int or None]: count_sources.read_count, for int()
+EXIT_READS = []  # [hook(outcome) -> outcome]: exits.py, a loop's test said stop earlier
 CONVERSION_HINTS = []  # hook() -> (loc, message) or None, when np.asarray refuses a Box (rules/scipy)
 STAND_INS = {}  # type -> stand_in(obj): an array object the rules trace as something else
 # (numpy_api.building: a fresh constant a traced index wrote into is its Box), so that a
@@ -154,6 +155,8 @@ def reader(test, convert, differentiable=False):
             if relocated is error:
                 raise
             raise relocated from error
+        if test == "bool" and EXIT_READS:
+            outcome = EXIT_READS[0](outcome)
         trace.guard(self, test, outcome, args)
         return outcome
     return method

@@ -39,18 +39,28 @@ def assigned_name(loc):
 def _function_at(loc):
     """The name of the innermost function (not a lambda) whose body holds loc's line, when
     the line returns one value (not a tuple, a list or a dict of several: each is its own)."""
-    tree = _parse(loc[0])
-    best, returned = None, None
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) \
-                and node.lineno < loc[1] <= (node.end_lineno or 0) \
-                and (best is None or node.lineno > best.lineno):
-            best = node
-        elif isinstance(node, ast.Return) and node.lineno == loc[1]:
-            returned = node.value
-    if best is None or isinstance(returned, ast.Tuple | ast.List | ast.Dict | ast.Set):
+    functions, returns = _functions(loc[0])
+    best = None
+    for first, last, name in functions:
+        if first < loc[1] <= last and (best is None or first > best[0]):
+            best = (first, name)
+    if best is None or isinstance(returns.get(loc[1]), ast.Tuple | ast.List | ast.Dict | ast.Set):
         return None
-    return best.name
+    return best[1]
+
+
+@functools.lru_cache(maxsize=16)
+def _functions(filename):
+    """A file's functions, (first line, last line, name), and what each line returns: one
+    walk of its tree (names are asked for line by line, a long trace asks thousands)."""
+    tree = _parse(filename)
+    functions, returns = [], {}
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            functions.append((node.lineno, node.end_lineno or 0, node.name))
+        elif isinstance(node, ast.Return):
+            returns.setdefault(node.lineno, node.value)
+    return functions, returns
 
 
 def statement_of(loc, frame):
