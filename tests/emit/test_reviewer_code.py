@@ -131,8 +131,10 @@ def test_a_residual_has_the_same_name_in_the_forward_and_the_backward():
     assert forward == {**backward, 0: "x"} and "multiply_1" in backward.values()
 
 
-def test_the_optimizers_values_are_named_after_its_variables():
+def test_the_optimizers_values_are_named_after_its_variables(monkeypatch):
     from autodiffgen import optim
+
+    monkeypatch.setattr(importlib.import_module("autodiffgen.loops.roll"), "ENABLED", True)
 
     def loss(params, x):
         return np.sum((x @ params["W"]) ** 2) + np.sum(params["b"] ** 2)
@@ -156,7 +158,9 @@ def test_a_variable_assigned_in_a_loop_is_named_at_every_step(kept, monkeypatch)
     making two nodes (nn.relu) is still one run."""
     from autodiffgen import nn
 
-    monkeypatch.setattr(importlib.import_module("autodiffgen.loops.roll"), "USER_LOOPS", kept)
+    roll_module = importlib.import_module("autodiffgen.loops.roll")
+    monkeypatch.setattr(roll_module, "ENABLED", True)
+    monkeypatch.setattr(roll_module, "USER_LOOPS", kept)
 
     def f(w, x):
         h = x

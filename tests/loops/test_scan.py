@@ -220,6 +220,7 @@ def test_the_loops_work_is_what_a_hand_written_backward_does(monkeypatch):
 
 def test_a_loop_the_user_requires_is_an_error_where_it_cannot_be_kept(monkeypatch):
     """AUTODIFFGEN_LOOPS=require: a loop written out would be an error naming its line."""
+    monkeypatch.setattr(roll_module, "ENABLED", True)
     monkeypatch.setattr(roll_module, "USER_LOOPS", True)
     monkeypatch.setattr(roll_module, "REQUIRED", True)
     with pytest.raises(ad.TracingError, match=r"test_scan.py:\d+: this loop cannot be kept "
@@ -242,6 +243,7 @@ def time_major(Wx, Wh, b, xs):
 def test_one_trace_serves_every_length_of_a_time_major_loop(monkeypatch):
     """xs shaped (T, B, D): T is the batch axis, and a loop over it is `for t in
     range(n)`, the code serving every length from the lowest checked up to the traced."""
+    monkeypatch.setattr(roll_module, "ENABLED", True)
     monkeypatch.setattr(roll_module, "USER_LOOPS", True)
     f = ad.value_and_grad(time_major, argnums=(0, 1, 2))
     Wx, Wh, b, _ = args_for(4)
@@ -281,6 +283,7 @@ def test_a_loop_over_a_list_of_arrays_is_kept_as_a_loop(T, monkeypatch):
 
 def test_the_gradient_of_a_list_of_arrays_read_in_a_kept_loop(monkeypatch):
     """The list's own gradient: one array per item, as the tape gives it."""
+    monkeypatch.setattr(roll_module, "ENABLED", True)
     monkeypatch.setattr(roll_module, "USER_LOOPS", True)
     Wx, Wh, b, xs = args_for(6)
     args = (Wx, Wh, b, list(xs))

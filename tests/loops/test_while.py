@@ -55,6 +55,7 @@ def sqrt_args(scale):
 
 @pytest.fixture(autouse=True)
 def loops_kept(monkeypatch):
+    monkeypatch.setattr(roll_module, "ENABLED", True)
     monkeypatch.setattr(roll_module, "USER_LOOPS", True)
 
 

@@ -2,6 +2,7 @@
 several steps on a pytree of parameters; compile_step against the gradient call followed
 by the reference update, in place, cached, float32 kept."""
 
+import importlib
 import math
 
 import numpy as np
@@ -247,7 +248,8 @@ def test_nesterov_without_momentum_is_refused():
         optim.SGD(lr=0.1, nesterov=True)
 
 
-def test_generated_code_writes_the_update_into_the_state_and_bias_arrays():
+def test_generated_code_writes_the_update_into_the_state_and_bias_arrays(monkeypatch):
+    monkeypatch.setattr(importlib.import_module("autodiffgen.loops.roll"), "ENABLED", True)
     step = optim.compile_step(loss, optim.Adam(lr=0.01))
     params = make_params()
     state = step.init(params)
