@@ -91,8 +91,20 @@ def two_carries(Wx, Wh, b, xs):
     return np.sum(h + c)
 
 
+def nested(Wx, Wh, b, xs):
+    """A loop in a loop: the inner one (over the steps) is kept, the outer written out."""
+    total = 0.0
+    for k in range(2):
+        h = np.zeros((xs.shape[1], Wh.shape[0]), xs.dtype)
+        for t in range(xs.shape[0]):
+            h = np.tanh(xs[t] @ Wx + h @ Wh + b)
+        total = total + np.sum(h) * (k + 1)
+        Wh = Wh * 0.5
+    return total
+
+
 KINDS = [range_of_shape, over_array, helper_body, enumerated, zipped, reversed_steps,
-         states_into_stack, two_carries]
+         states_into_stack, two_carries, nested]
 
 
 def args_for(T, dtype=np.float64, B=2, D=3, H=4):

@@ -156,8 +156,10 @@ def _generalize(args, raw, graph, batch, optimize, retrace, rolled):
 
 def _nears(n, looped):
     """The second size traced: n - 1; for a loop kept as a loop over the batch axis, whose
-    graphs do not grow with n, first a small size (a cheap trace at T = 16, not T - 1)."""
-    small = 2 * LOWS[-1]
+    graphs do not grow with n, first a quarter of it (at least 16: a trace a quarter as
+    long, not T - 1; the passes choose alike far enough above their thresholds, such as
+    accumulate.py's MAX_INNER, else n - 1 is traced after all)."""
+    small = max(2 * LOWS[-1], n // 4)
     return (small, n - 1) if looped and small < n - 1 else (n - 1,)
 
 
