@@ -290,7 +290,9 @@ def test_a_loop_over_a_list_of_arrays_is_kept_as_a_loop(T, monkeypatch):
         np.testing.assert_allclose(a, b_, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
     if T >= 3:
-        assert "    for t in range(" in source and "np.stack([xs_0, xs_1" in source
+        assert "    for t in range(" in source and "np.stack(xs)" in source
+    if T >= 7:  # the backward a loop too: the items read only stacked, not unpacked
+        assert "xs_1" not in source
 
 
 def test_the_gradient_of_a_list_of_arrays_read_in_a_kept_loop(monkeypatch):
@@ -308,3 +310,28 @@ def test_the_gradient_of_a_list_of_arrays_read_in_a_kept_loop(monkeypatch):
     assert type(g) is list and len(g) == 6
     for got, expected in zip(g, want):
         np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+
+
+def dropout_steps(W, xs, rng):
+    h = np.zeros((xs.shape[1], W.shape[1]))
+    for t in range(xs.shape[0]):
+        keep = rng.random(h.shape) > 0.3
+        h = np.tanh(xs[t] @ W + h) * keep
+    return np.sum(h ** 2)
+
+
+def test_a_random_draw_in_the_body_draws_at_every_step_as_eager(monkeypatch):
+    """Dropout at every step: the loop draws from the caller's generator at each step, in
+    eager's order (the same numbers), and saves each step's mask for the backward."""
+    monkeypatch.setattr(roll_module, "ENABLED", True)
+    monkeypatch.setattr(roll_module, "USER_LOOPS", True)
+    W, xs = RNG.normal(size=(3, 4)) * 0.5, RNG.normal(size=(7, 2, 3))
+    g = ad.value_and_grad(dropout_steps)
+    for seed in (5, 6):
+        value, grad = g(W, xs, np.random.default_rng(seed))
+        want, want_grad = tape.value_and_grad(dropout_steps)(W, xs, np.random.default_rng(seed))
+        assert np.isclose(value, want, rtol=1e-12)
+        np.testing.assert_allclose(grad, want_grad, rtol=1e-10)
+    source = g.source(W, xs, np.random.default_rng(5))
+    assert "rng.random(" in source.split("for t in range(")[1].split("\n    power")[0]
+    assert g.cache_info().misses == 1

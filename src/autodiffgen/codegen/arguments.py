@@ -9,8 +9,9 @@ import collections
 
 import numpy as np
 
+from ..graph import Node
 from ..graph.size_formulas import SymArray
-from ..tree import Child, Field, is_namedtuple, kind_of, registration
+from ..tree import Child, Field, is_namedtuple, kind_of, leaves, registration
 from .expressions import (
     call_ast,
     render,
@@ -51,10 +52,14 @@ class Arguments:
 
     def unpack_inputs(self):
         """Names for the inputs (a Python number stays one, as in the user's code: weak
-        beside a float32 array; see numpy_on_numbers for NumPy calls on it)."""
+        beside a float32 array; see numpy_on_numbers for NumPy calls on it). A list
+        argument whose items are read only stacked whole (a loop over it: loops/scan.py)
+        is not unpacked: `np.stack(xs)`."""
         lines = []
+        self.whole_lists = _whole_lists(self.graph)
+        stacked_only = _read_only_by(self.graph, self.whole_lists)
         for node in self.graph.inputs:
-            if node in self.names:  # read by captured_checks
+            if node in self.names or node in stacked_only:  # read by captured_checks
                 continue
             path = self.graph.paths.get(node) or node.params["path"]
             if len(path) == 1:
@@ -112,3 +117,38 @@ class Arguments:
         unflatten = self.function_constant(registration(kind)[1], kind, "unflatten")
         return ast.Call(ast.Name(unflatten, ast.Load()),
                         [self.static_ast(static, kind), ast.List(values, ast.Load())], [])
+
+
+def _whole_lists(graph):
+    """{a stack of consecutive items of a list argument, in order: (the argument's number,
+    the first item, the item past the last, whether they are all its items)}."""
+    items = {}
+    for node in graph.inputs:
+        path = graph.paths.get(node) or node.params.get("path")
+        if path and len(path) >= 2:
+            items.setdefault(path[0], []).append(path[1:])
+    runs = {}
+    for node in graph.nodes:
+        if node.prim is None or node.prim.name != "stack" or node.params.get("axis") != 0 \
+                or not all(type(a) is Node and a.prim is None and a not in graph.paths
+                           for a in node.args):
+            continue
+        paths = [a.params.get("path") for a in node.args]
+        first = paths[0]
+        if first is None or len(first) != 2 or type(first[1]) is not int or \
+                [k for k in items.get(first[0], ())] != [(k,) for k in range(len(items[first[0]]))] \
+                or paths != [(first[0], first[1] + k) for k in range(len(paths))]:
+            continue
+        end = first[1] + len(paths)
+        runs[node] = (first[0], first[1], end, first[1] == 0 and end == len(items[first[0]]))
+    return runs
+
+
+def _read_only_by(graph, whole):
+    """The inputs read by nothing but those stacks (and not returned)."""
+    inside = {a for stack in whole for a in stack.args}
+    if not inside:
+        return set()
+    read = {a for n in graph.nodes if n not in whole for a in n.args if type(a) is Node}
+    read |= {o for o in leaves(graph.outputs) if type(o) is Node}
+    return inside - read

@@ -96,6 +96,7 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
         self.scan_names = {}  # scan node -> the names of its outputs (codegen/loops.py)
         self.nested = False  # the body of a loop (codegen/loops.py)
         self.exit_check = []  # a `while` loop's test, printed after its step (guards.py)
+        self.whole_lists = {}  # a stack of a list argument's items: arguments.py
         self.loop_variables = set()  # `t`, the loop variable of every loop it has
         self.preset = {}  # node -> the name it takes (a loop's carry: codegen/loops.py)
 
@@ -269,6 +270,12 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
         """The right-hand side of a node's statement; `out`: the buffer the plan writes
         it into (a dead value's, or a join's Slot), or None. One spelling per operation: a
         product is `a @ b`, or `np.matmul(a, b, out=buf)` when written into a buffer."""
+        if node in self.whole_lists:  # items of a list argument: np.stack(xs[1:49])
+            arg, start, end, whole = self.whole_lists[node]
+            items = self.params[arg] if whole else f"{self.params[arg]}[{start or ''}:{end}]"
+            into = [] if out is None else [ast.keyword("out", self.slot_ast(out) if type(
+                out) is Slot else out.tree() if type(out) is Row else self.arg_ast(out))]
+            return call_ast("np.stack", [ast.parse(items, mode="eval").body], into)
         args = [self.arg_ast(a) for a in node.args]
         if out is not None:  # an operand dying here, a buffer dead before, a join's slot
             where = self.slot_ast(out) if type(out) is Slot else out.tree() \

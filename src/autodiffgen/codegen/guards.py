@@ -135,15 +135,17 @@ class Guards:
             return []
         self.helpers.add("GuardFailure")
         self.ns.used.add(batch.var)
-        rows = [render(self.path_ast(path)) for path in batch.paths]
+        named = lambda path: render(self.path_ast(path))
+        rows = _rows_named(batch.paths, named)
         # hi None: a standalone module's code, which serves every size from lo up
         tests = [f"not {batch.lo} <= {batch.var} <= {batch.hi}" if batch.hi is not None
                  else f"{batch.var} < {batch.lo}"]
-        tests += [f"{r}.shape[0] != {batch.var}" for r in rows[1:]]
+        tests += _rows_tests(batch.paths[1:], batch.var, named)
         each = f", the same in {', '.join(rows[:-1])} and {rows[-1]}" if len(rows) > 1 else ""
         served = f"{batch.lo} to {batch.hi}" if batch.hi is not None else f"{batch.lo} or more"
         message = f"{{{batch.var}}} rows: this code serves {served} rows{each}"
-        return [(f"{batch.var} = {rows[0]}.shape[0]", "the batch size"),
+        return [(f"{batch.var} = {render(self.path_ast(batch.paths[0]))}.shape[0]",
+                 "the batch size"),
                 (f"if {' or '.join(tests)}:", ""),
                 (f"    raise GuardFailure(f{message!r})", "")]
 
@@ -391,3 +393,42 @@ class Guards:
                        f"{name}={value!r}: regenerate it")
             lines += [f"if {test}:", f"    raise ValueError(f{message!r})"]
         return lines
+
+
+def _next_item(path, after):
+    """Whether `after` is the item of a list after `path`'s (xs[3], then xs[4])."""
+    return len(path) == len(after) >= 2 and path[:-1] == after[:-1] and \
+        type(path[-1]) is int and type(after[-1]) is int and after[-1] == path[-1] + 1
+
+
+def _runs(paths):
+    """(first, end) of each run of `paths`: a list's consecutive items, or one path."""
+    k = 0
+    while k < len(paths):
+        end = k + 1
+        while end < len(paths) and _next_item(paths[end - 1], paths[end]):
+            end += 1
+        yield k, end
+        k = end
+
+
+def _rows_named(paths, named):
+    """The batch leaves' names for a message, a run of a list's items as one."""
+    names = []
+    for k, end in _runs(paths):
+        names += [f"{named(paths[k])} to {named(paths[end - 1])}"] if end - k >= 3 else \
+            [named(p) for p in paths[k:end]]
+    return names
+
+
+def _rows_tests(paths, var, named):
+    """`x.shape[0] != n` per batch leaf; a run of a list's items as one test,
+    `any(x.shape[0] != n for x in xs[1:50])` (a loop over a list reads them all)."""
+    tests = []
+    for k, end in _runs(paths):
+        if end - k >= 3:
+            tests.append(f"any(x.shape[0] != {var} for x in {named(paths[k][:-1])}"
+                         f"[{paths[k][-1]}:{paths[end - 1][-1] + 1}])")
+        else:
+            tests += [f"{named(p)}.shape[0] != {var}" for p in paths[k:end]]
+    return tests

@@ -13,7 +13,7 @@ value, a row of a stack, a row of a value from outside read again) is found here
 
 import numpy as np
 
-from ..graph import Node, constant_key, has_effect, is_guard, recomputed, users_of
+from ..graph import Node, constant_key, is_guard, recomputed, users_of
 from ..tree import leaves
 from .roll import Unproven
 
@@ -60,7 +60,7 @@ class Proof:
         the forward) first: getitems no other step reads."""
         mine, reads = set(step), []
         for node in step:
-            if is_guard(node) and node.params["test"] == "raises" or has_effect(node) \
+            if is_guard(node) and node.params["test"] == "raises" \
                     or node in self.graph.tried or node.prim.op == "checkpoint" \
                     or recomputed(node):  # (a guard checked every step is kept)
                 raise Unproven(f"a step has a {_kind(node)}, not kept in a loop yet")
@@ -265,6 +265,4 @@ def _kind(node):
         return "checkpointed call (autodiffgen.checkpoint: its steps stay written out)"
     if is_guard(node):
         return "call whose raise decides the path (in a `try:`)"
-    if node.prim is not None and getattr(node.prim, "effect", False):
-        return f"random draw ({node.prim.name})"
     return f"statement in a `try:` ({node.prim.name})"

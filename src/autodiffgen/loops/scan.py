@@ -8,8 +8,10 @@ fills (`hs[t] = h`), and read back a row at a time (`hs[t]`). Values read after 
 are its carries' last values and rows of its stacks. A first or a last step that differs
 (a constant initial state the trace folded, the backward's first sum into a weight's
 gradient) is written out before or after the loop. Anything else unproven leaves the
-steps written out as today, and AUTODIFFGEN_EXPLAIN=1 says why; a guard, a random draw
-or a statement in a `try:` inside a step is not kept in a loop yet.
+steps written out as today, and AUTODIFFGEN_EXPLAIN=1 says why; a statement in a `try:`
+or a checkpointed call inside a step is not kept in a loop yet. A guard inside a step is
+checked at every step; a random draw draws at every step, in eager's order; a `while`
+loop's test ends the loop (find.exit_of).
 
 The count is the traced one; generalize/batch.py makes a loop over the batch axis serve
 every length (rules/loops.py: SymRange), and generalize/counts.py one over a mask's count
