@@ -7,8 +7,8 @@ against the same code written out step by step, and both against the hand-writte
     python benchmarks/loops.py --only kinds --steps 10 200          # five kinds of loop
 
 For each workload (benchmarks/workloads.py) and sequence length T, in this one process:
-lines of the generated module, the first call (trace + compile + run: CPU seconds and the
-peak of Python's allocations, tracemalloc), whether the steps were kept as a loop, whether
+lines of the generated module, the first call (trace + compile + run: CPU seconds, and the
+peak of Python's allocations in a second cold call under tracemalloc), whether the steps were kept as a loop, whether
 a call at T - 3 traces again, and the steady-state time of a call as a ratio to the hand-written NumPy forward+backward
 (run.measure: interleaved rounds, one thread). "loop" rows have the user's loops kept
 (the default), "written" rows the same steps written out (AUTODIFFGEN_LOOPS=updates). Results are checked against the hand-written step first.
@@ -36,16 +36,20 @@ STEPS = (10, 50, 200, 1000)
 
 
 def first_call(w, args, rolled, steps):
-    """(lines, CPU seconds, peak MiB, kept as a loop, the step function) of a cold call."""
+    """(lines, CPU seconds, peak MiB, kept as a loop, the step function) of a cold call:
+    its time without tracemalloc (which slows tracing several times), its peak in a second
+    cold call under it."""
     import autodiffgen as ad
     roll = importlib.import_module("autodiffgen.loops.roll")
     setting, roll.USER_LOOPS = roll.USER_LOOPS, rolled
     try:
         fn = ad.value_and_grad(w.make_loss(np), argnums=w.argnums)
-        tracemalloc.start()
         start = time.process_time()
         result = fn(*args)
         seconds = time.process_time() - start
+        fn.cache_clear()
+        tracemalloc.start()
+        fn(*args)
         peak = tracemalloc.get_traced_memory()[1] / 2 ** 20
         tracemalloc.stop()
         source = fn.source(*args)
