@@ -5,6 +5,7 @@ written out do, and AUTODIFFGEN_EXPLAIN=1 says why."""
 
 import importlib
 import logging
+import pathlib
 import types
 
 import numpy as np
@@ -335,3 +336,28 @@ def test_a_random_draw_in_the_body_draws_at_every_step_as_eager(monkeypatch):
     source = g.source(W, xs, np.random.default_rng(5))
     assert "rng.random(" in source.split("for t in range(")[1].split("\n    power")[0]
     assert g.cache_info().misses == 1
+
+
+def test_a_steps_joined_buffer_is_allocated_once_before_the_loop(monkeypatch):
+    """The GRU's backward joins the gradients of z and r into one (B, 2H) buffer at every
+    step: one np.empty before the loop serves every step (none in the body, no del of it
+    there), and the gradients are still the hand-written ones, call after call."""
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
+    from workloads import WORKLOADS
+
+    monkeypatch.setattr(roll_module, "ENABLED", True)
+    monkeypatch.setattr(roll_module, "USER_LOOPS", True)
+    w = {x.name: x for x in WORKLOADS}["gru"]
+    args = w.make_args(np.random.default_rng(0), steps=12, batch=3, inputs=4, hidden=5)
+    f = ad.value_and_grad(w.make_loss(np), argnums=w.argnums)
+    source = f.source(*args)
+    loop = source.split("# backward")[1].split("for t in range(")[1].split("\n    del")[0]
+    before = source.split("# backward")[1].split("for t in range(")[0]
+    assert "np.empty((3, 10)" not in loop and "np.empty((3, 10)" in before
+    for seed in (0, 1):
+        args = w.make_args(np.random.default_rng(seed), steps=12, batch=3, inputs=4, hidden=5)
+        value, grads = f(*args)
+        want, want_grads = w.by_hand(*args)
+        assert np.isclose(value, want, rtol=1e-5)
+        for a, b in zip(grads, want_grads):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)

@@ -97,6 +97,8 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
         self.nested = False  # the body of a loop (codegen/loops.py)
         self.exit_check = []  # a `while` loop's test, printed after its step (guards.py)
         self.whole_lists = {}  # a stack of a list argument's items: arguments.py
+        # a loop's body: the joins whose buffer serves every step, allocated before it
+        self.reused, self.before_loop = frozenset(), []
         self.loop_variables = set()  # `t`, the loop variable of every loop it has
         self.preset = {}  # node -> the name it takes (a loop's carry: codegen/loops.py)
 
@@ -248,8 +250,12 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
             name = self.names[join] = self.node_name(join)
             empty = call_ast("np.empty", [literal_ast(join.shape)],
                              [ast.keyword("dtype", literal_ast(join.dtype))])
-            lines.append((render(ast.Assign([ast.Name(name, ast.Store())], empty)),
-                          f"{op(join)}: parts computed into it"))
+            line = (render(ast.Assign([ast.Name(name, ast.Store())], empty)),
+                    f"{op(join)}: parts computed into it")
+            if join in self.reused:  # a loop's body: allocated once, before the loop
+                self.before_loop.append(line)
+            else:
+                lines.append(line)
         return lines
 
     def joined_lines(self, node):
@@ -301,7 +307,7 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
 
     def dels(self, node):
         """`del` of the values the plan ends after node's statement."""
-        dead = sorted(self.names[n] for n in self.plan.dels.get(node, ()))
+        dead = sorted(self.names[n] for n in self.plan.dels.get(node, ()) if n not in self.reused)
         return [(f"del {', '.join(dead)}", "")] if dead else []
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from ..graph import Node, op
 from ..graph.size_formulas import Dim
 from ..plan.memory import writes_out
-from ..plan.planner import buffer_of, plan
+from ..plan.planner import buffer_of, plan, viewed
 from .expressions import call_ast, literal_ast, render
 
 
@@ -99,8 +99,10 @@ class Loops:
             step.plan = replace(step.plan, into={**step.plan.into, **into_rows})
         done = {r.stack for r in into_rows.values()}
         step.preset.update(_carried_names(step.plan, graph, scan, carried))
+        step.reused = _step_buffers(step.plan, graph)
         inner_lines, inner_locs = [], {}
         step.statements(inner_lines, inner_locs, section)
+        lines += step.before_loop
         inner_lines += step.pending
         saved = [(name, value) for name, value in zip(stacks, graph.outputs[scan.carries:])
                  if name not in done]
@@ -208,6 +210,25 @@ class Loops:
             elif type(arg) is Node:
                 step.names[inner] = self.names[arg]
         return step
+
+
+def _step_buffers(planned, graph):
+    """The joins of a body (np.empty, parts computed into it) whose buffer no output of the
+    step ends in, as its buffer, a part or a view: one buffer serves every step."""
+    joins = {j for allocated in planned.joins.alloc.values() for j in allocated}
+    if not joins:
+        return frozenset()
+    kept = set()
+    for out in graph.outputs:
+        if type(out) is not Node:
+            continue
+        for value in (out, viewed(out)):
+            kept.add(buffer_of(planned.into, value))
+            slot = planned.joins.slot.get(value)
+            if slot is not None:
+                kept.add(slot.base)
+    return frozenset(j for j in joins if j not in kept and j not in graph.outputs
+                     and all(type(d) is int for d in j.shape))
 
 
 def _saved_text(step, value, graph, scan, written):

@@ -122,7 +122,7 @@ def _frees(graph, into, last_use, reuse):
         return False
 
     def frees(node):
-        buffer, base = buffer_of(into, node), _viewed(node)
+        buffer, base = buffer_of(into, node), viewed(node)
         if node.shape == () or buffer in inputs or base in inputs:
             return False
         if base is not node:  # a view frees what its base holds, if nothing else holds it
@@ -143,7 +143,7 @@ _VIEWING = {"reshape", "transpose", "squeeze", "expand_dims", "broadcast_to", "d
             "real", "imag"}
 
 
-def _viewed(node):
+def viewed(node):
     """The array a chain of views (`xs[t]`, `x.T`, a reshape) looks into: deleting a view
     of an argument frees nothing. A getitem by arrays (a copy) is no view."""
     while type(node) is Node and node.args and type(node.args[0]) is Node and (
