@@ -89,8 +89,8 @@ def _python_decides(run):
     for ins in dis.get_instructions(run.code):
         if first <= ins.offset <= last and (ins.opname == "FOR_ITER" or "_IF_" in ins.opname) \
                 and ins.offset not in tested \
-                and not (before is not None and before.opname == "TO_BOOL"
-                         and before.offset in tested):
+                and not (before is not None and before.offset in tested):  # (3.13: the
+            # bool is read by TO_BOOL, or by COMPARE_OP itself, just before the jump)
             return True
         before = ins
     return False
