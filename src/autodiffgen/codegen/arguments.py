@@ -135,12 +135,13 @@ def _whole_lists(graph):
             continue
         paths = [a.params.get("path") for a in node.args]
         first = paths[0]
-        if first is None or len(first) != 2 or type(first[1]) is not int or \
-                [k for k in items.get(first[0], ())] != [(k,) for k in range(len(items[first[0]]))] \
+        mine = items.get(first[0], []) if first is not None else []
+        if first is None or len(first) != 2 or type(first[1]) is not int \
+                or mine != [(k,) for k in range(len(mine))] \
                 or paths != [(first[0], first[1] + k) for k in range(len(paths))]:
-            continue
+            continue  # (the list's items must be its leaves, 0 to len - 1)
         end = first[1] + len(paths)
-        runs[node] = (first[0], first[1], end, first[1] == 0 and end == len(items[first[0]]))
+        runs[node] = (first[0], first[1], end, first[1] == 0 and end == len(mine))
     return runs
 
 

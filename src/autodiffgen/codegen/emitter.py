@@ -276,16 +276,15 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
         """The right-hand side of a node's statement; `out`: the buffer the plan writes
         it into (a dead value's, or a join's Slot), or None. One spelling per operation: a
         product is `a @ b`, or `np.matmul(a, b, out=buf)` when written into a buffer."""
+        where = None if out is None else self.slot_ast(out) if type(out) is Slot else \
+            out.tree() if type(out) is Row else self.arg_ast(out)
         if node in self.whole_lists:  # items of a list argument: np.stack(xs[1:49])
             arg, start, end, whole = self.whole_lists[node]
             items = self.params[arg] if whole else f"{self.params[arg]}[{start or ''}:{end}]"
-            into = [] if out is None else [ast.keyword("out", self.slot_ast(out) if type(
-                out) is Slot else out.tree() if type(out) is Row else self.arg_ast(out))]
+            into = [] if where is None else [ast.keyword("out", where)]
             return call_ast("np.stack", [ast.parse(items, mode="eval").body], into)
         args = [self.arg_ast(a) for a in node.args]
         if out is not None:  # an operand dying here, a buffer dead before, a join's slot
-            where = self.slot_ast(out) if type(out) is Slot else out.tree() \
-                if type(out) is Row else self.arg_ast(out)
             if ufunc_of(node.prim) is None:  # a helper that writes into out= (add_at)
                 tree = expression(node, args, self.param_ast)
                 tree.keywords.append(ast.keyword("out", where))
