@@ -18,5 +18,9 @@ def test_ci_runs_the_readme_test_command():
     assert command in ci
 
 
-def test_the_test_command_installs_the_dask_extra():
-    assert "pip install -q -e '.[test,dask]'" in _readme_test_command()
+def test_the_test_command_installs_what_the_tests_drive():
+    """The dask extra (a real cluster), docs (the site's build), examples (the main job)
+    and the system programs (graphviz, Chromium) the picture and explorer tests use."""
+    command = _readme_test_command()
+    assert "pip install -q -e '.[test,dask,docs,examples]'" in command
+    assert command.startswith("bash .ci/system-packages && ")

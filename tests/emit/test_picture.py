@@ -216,10 +216,11 @@ def test_cli_without_graphviz(model, tmp_path):
 (apt-get install graphviz, brew install graphviz, conda install graphviz) or save as .dot""")
 
 
-def test_readme_listing_is_what_the_snippet_prints(tmp_path):
-    with open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")) as f:
-        readme = f.read()
-    section = readme[readme.index("### A picture of the graph"):]
+def test_the_guide_listing_is_what_the_snippet_prints(tmp_path):
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "guide",
+                           "pictures.md")) as f:
+        guide = f.read()
+    section = guide[guide.index("## graph_of"):]
     code = section[section.index("```python\n") + 10:]
     code = code[:code.index("```")]
     listing = section[section.index("```text\n") + 8:]

@@ -89,7 +89,7 @@ def unsupported_message(name):
     return (f"{name} has no derivative rule in autodiffgen, so it cannot be applied to a "
             "traced value. If it does not depend on the differentiated inputs, compute it "
             "outside the function or on a non-traced value; otherwise register it with "
-            "autodiffgen.rules.defprimitive(...) (see README, 'Adding a rule')")
+            "autodiffgen.rules.defprimitive(...) (see the docs, 'Your own primitives and rules')")
 
 
 def _int_box(x):
