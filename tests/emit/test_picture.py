@@ -14,7 +14,7 @@ import pytest
 
 import autodiffgen
 from autodiffgen import cli, graph_of
-from autodiffgen.picture import GraphvizNotFoundError
+from autodiffgen.picture import GraphvizNotFoundError, render
 
 HERE = os.path.basename(__file__)
 
@@ -276,3 +276,68 @@ def test_a_training_steps_update_is_its_own_section_and_cluster():
     new_w = next(line.split(" -> ")[0].strip() for line in dot.splitlines()
                  if line.endswith("-> \"output[1]['W']\";"))
     assert f"{new_w} [label=" in clusters[2].split("}")[0]  # the new W is the update's
+
+
+def _digits_step():
+    """examples/digits.py's compiled Adam step and arguments of its example's shapes
+    (the module reads scikit-learn only to load the data)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "digits.py")
+    spec = importlib.util.spec_from_file_location("digits_for_picture", path)
+    digits = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(digits)
+    rng = np.random.default_rng(3)
+    return digits.step, (digits.init_params(rng), rng.random((64, 64)),
+                         rng.integers(0, 10, 64))
+
+
+@pytest.mark.skipif(os.environ.get("AUTODIFFGEN_LOOPS") == "0",
+                    reason="the update is written out parameter by parameter")
+def test_a_training_steps_update_is_one_loop_node():
+    """The update of each parameter is one `for` in the code and one node in the drawing:
+    no `loop_out` value drawn over the input it updates (a name drawn twice, edges from a
+    node to itself), the moments of every parameter one input node, the outputs the loop
+    writes one output node."""
+    step, args = _digits_step()
+    dot = graph_of(step, *args).dot()
+    nodes, edges, clusters = parse_dot(dot)
+    assert clusters == ["cluster_forward", "cluster_backward", "cluster_update"]
+    update = dot[dot.index("subgraph cluster_update"):]
+    assert re.fullmatch(r'    label="Adam update: optim.py:\d+  Adam._leaf";', update.splitlines()[1])
+    declared = re.findall(r'^\s*"([^"]+)" \[', dot, re.MULTILINE)
+    assert len(declared) == len(set(declared)) == len(nodes)
+    assert all(a in nodes and b in nodes and a != b for a, b in edges)
+    assert "loop_out" not in dot
+    loops = [k for k, attrs in nodes.items() if "for p, g, m, v in 4 steps" in attrs]
+    assert len(loops) == 1 and f'"{loops[0]}" [label=' in update.split("}")[0]
+    assert [k for k, attrs in nodes.items() if "input state_m_*\\nW1 b1 W2 b2" in attrs]
+    outputs = [k for k, attrs in nodes.items() if "shape=house" in attrs]
+    assert len(outputs) == 3  # the loss, the state's step count, what the loop writes
+    written = nodes["output[1]['W1'] ..."]
+    assert "output[1]['W1' 'b1' 'W2' 'b2']\\noutput[2]['m']['W1' 'b1' 'W2' 'b2']" in written
+    assert (loops[0], "output[1]['W1'] ...") in edges
+    # 53 and 73 (63 and 84 with the passes off); 82 nodes and 114 edges drawn as before
+    assert len(nodes) <= 64 and len(edges) <= 90
+
+
+def _svg_points(svg):
+    width, height = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups()
+    return float(width), float(height)
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")
+def test_a_training_steps_drawing_fits_a_screen(tmp_path):
+    """At most 20x12 inches (1920x1152 pixels at graphviz's 96 dpi), and so at a scale
+    that reads: drawn at full size it is under 3000x1500 points (6292x1737 before the
+    loop was one node)."""
+    step, args = _digits_step()
+    picture = graph_of(step, *args)
+    picture.save(str(tmp_path / "step.png"))
+    png = (tmp_path / "step.png").read_bytes()
+    width, height = (int.from_bytes(png[k:k + 4], "big") for k in (16, 20))
+    assert width <= 1920 and height <= 1152
+    full = render(picture.dot().replace('  size="20,12";\n', ""), "svg").decode()
+    width, height = _svg_points(full)
+    assert width <= 3000 and height <= 1500, (width, height)
+    assert 1000 <= _svg_points(picture._repr_svg_())[0] <= 1440  # scaled, not shrunk more

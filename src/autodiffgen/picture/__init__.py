@@ -6,7 +6,9 @@ the rules' backward, after the passes and batch generalization), so a node is a 
 "what will run"; the passes' effect is seen by comparing with AUTODIFFGEN_PASSES=0.
 
 The public name is `graph_of`, not `graph`: `autodiffgen.graph` is the graph module.
-Drawing needs graphviz's `dot` program on PATH; no Python package for it is used.
+Drawing needs graphviz's `dot` program on PATH; no Python package for it is used. How
+the DOT text is laid out (clusters, a loop drawn as one node, a size a screen holds) is
+picture/dot.py's; this module names the values, lists them and saves the drawing.
 """
 
 import os
@@ -15,22 +17,18 @@ import subprocess
 
 import numpy as np
 
-from ._typing import ArgNums, Fun, PyTree
-from .cli_examples import _SPEC_NAMES
-from .codegen.emitter import Emitter
-from .codegen.layout import loc_text
-from .graph import Index, Node, Slot, is_guard
-from .graph.size_formulas import Dim, SymArray
-from .rules.loops import Scan
-from .trace.naming import Namespace
+from .._typing import ArgNums, Fun, PyTree
+from ..cli_examples import _SPEC_NAMES
+from ..codegen.emitter import Emitter
+from ..codegen.layout import loc_text
+from ..graph import Index, Node, Slot, is_guard
+from ..graph.size_formulas import Dim, SymArray
+from ..rules.loops import Body, Scan
+from ..trace.naming import Namespace
 
 _INSTALL = ("graphviz's `dot` program is not on PATH: install graphviz (apt-get install "
             "graphviz, brew install graphviz, conda install graphviz) or save as .dot")
 _FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
-# colours: forward values, backward values, saved residuals, inputs/outputs
-_STYLE = {"forward": 'fillcolor="#dbe9f6"', "backward": 'fillcolor="#fbe3d0"',
-          "update": 'fillcolor="#efe3f6"',
-          "input": 'shape=invhouse, fillcolor="#e3f1dd"', "guard": 'shape=diamond, fillcolor="#eeeeee"'}
 
 
 class GraphvizNotFoundError(RuntimeError):
@@ -44,9 +42,9 @@ def graph_of(fun: Fun, *args: PyTree, argnums: ArgNums = 0,
     graphviz is installed). A GradFunction brings its own argnums and has_aux; a compiled
     training step (optim.compile_step) is drawn whole (forward, backward, update) at its
     loss's arguments, `params, *batch`, with the optimizer's initial state."""
-    from . import pipeline
-    from .api import GradFunction
-    from .train_step import TrainStep
+    from .. import pipeline
+    from ..api import GradFunction
+    from ..train_step import TrainStep
 
     if isinstance(fun, TrainStep):
         params, *batch = args
@@ -125,7 +123,7 @@ class GraphPicture:
                 lines.append(f"  # {self.label(kind)}")
                 section = kind
             lines.append("  " + self.line(node))
-            if type(node.params.get("body")) is Scan:
+            if type(node.params.get("body")) in (Scan, Body):
                 lines += ["    " + line for line in _body_lines(node.params["body"])]
         lines.append("  return " + self._output_text(self.graph.outputs))
         return "\n".join(lines) + "\n"
@@ -159,45 +157,10 @@ class GraphPicture:
 
     # ---- DOT ----------------------------------------------------------------------------
     def dot(self):
-        """The graph in graphviz's DOT language: forward and backward (and a training
-        step's update) in clusters of their own, inputs and outputs as house shapes, saved
-        residuals with a bold red border."""
-        g = self.graph
-        lines = [f'digraph "{g.name}" {{', "  rankdir=TB;",
-                 '  node [shape=box, style="rounded,filled", fontname="monospace"];']
-        lines += [f"  {self._node(n)}" for n in g.inputs]
-        for kind in ("forward", "backward", "update"):
-            members = [n for n in g.nodes if self.kind(n) == kind
-                       or self.kind(n) == "guard" and kind == "forward"]
-            if members:
-                label = _escape(self.label(kind))
-                lines += [f"  subgraph cluster_{kind} {{", f'    label="{label}";',
-                          '    style=dashed;']
-                lines += [f"    {self._node(n)}" for n in members]
-                lines.append("  }")
-        lines += [f'  "{_escape(path)}" [label="{_escape(path)}", shape=house, '
-                  'fillcolor="#e3f1dd"];' for path, _ in self.outputs]
-        for node in g.nodes:
-            for arg in dict.fromkeys(a for a in node.args if type(a) is Node):
-                style = " [color=red]" if arg in self.residuals and node.grad_of is not None \
-                    else ""
-                lines.append(f'  "{self.names[arg]}" -> "{self.names[node]}"{style};')
-        lines += [f'  "{self.names[o]}" -> "{_escape(path)}";' for path, o in self.outputs]
-        return "\n".join(lines + ["}"]) + "\n"
+        """The graph in graphviz's DOT language (picture/dot.py says how it is drawn)."""
+        from .dot import dot_text
 
-    def _node(self, node):
-        kind = self.kind(node)
-        head = "input" if kind == "input" else node.prim.name
-        label = [f"{self.names[node]} = {head}" if kind != "input" else
-                 f"input {self.names[node]}", type_text(node)]
-        if node.loc is not None:
-            label.append(loc_text(node.loc))
-        style = _STYLE[kind]
-        if node in self.residuals:
-            label.append("saved for backward")
-            style += ', color=red, penwidth=2'
-        text = "\\n".join(_escape(s) for s in label)
-        return f'"{self.names[node]}" [label="{text}", {style}];'
+        return dot_text(self)
 
     # ---- files and notebooks ------------------------------------------------------------
     def save(self, path):
@@ -284,6 +247,8 @@ def param_text(value):
         steps = "until its test" if value.exit else \
             f"range({', '.join(map(param_text, _bounds(value.ts)))})"
         return f"loop({steps}, {value.carries} carried, {len(value.graph.nodes)} in a step)"
+    if type(value) is Body:  # a loop over items (a training step's update of each parameter)
+        return f"for({_items(value)}; {value.trips} steps, {len(value.graph.nodes)} in a step)"
     if isinstance(value, np.ndarray):
         return repr(value.item()) if value.ndim == 0 else \
             f"const:{dtype_text(value.dtype)}[{','.join(map(str, value.shape))}]"
@@ -311,6 +276,10 @@ def _paths(out, prefix):
     if isinstance(out, dict):
         return [p for k, o in out.items() for p in _paths(o, f"{prefix}[{k!r}]")]
     return [(prefix, out)]
+
+
+def _items(body):
+    return ", ".join(n.name or "item" for n in body.graph.inputs[:body.items])
 
 
 def _escape(text):
