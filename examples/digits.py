@@ -1,7 +1,8 @@
 """Train an MLP (64-64-10) on scikit-learn's handwritten digits with one compiled Adam step.
 
     pip install -e '.[examples]'        # scikit-learn (the data ships inside it), matplotlib
-    python examples/digits.py           # train: a progress bar, the test accuracy, a plot
+    python examples/digits.py           # train: a progress bar (a line an epoch or so in
+                                        # a log), the test accuracy, a plot
     autodiffgen emit examples/digits.py # the generated training step: forward, backward, Adam
 
 `step(params, state, x, y)` runs one generated function that computes the loss, its
@@ -68,10 +69,17 @@ def load_digits_split(rng, test_fraction=0.2):
 
 
 def progress(epoch, epochs, value, width=30):
-    """One line, redrawn: [#######.......] epoch 12/30  loss 0.1234."""
+    """In a terminal, one line redrawn: [#######.......] epoch 12/30  loss 0.1234. Into a
+    file or a pipe, a plain line for the first epoch and every tenth of the run: a log
+    reads line by line."""
+    text = f"epoch {epoch:2d}/{epochs}  loss {value:.4f}"
+    if not sys.stdout.isatty():
+        if epoch == 1 or epoch % max(1, epochs // 10) == 0 or epoch == epochs:
+            print(text, flush=True)
+        return
     done = width * epoch // epochs
-    sys.stdout.write(f"\r[{'#' * done}{'.' * (width - done)}] epoch {epoch:2d}/{epochs}"
-                     f"  loss {value:.4f}")
+    end = "\n" if epoch == epochs else ""
+    sys.stdout.write(f"\r[{'#' * done}{'.' * (width - done)}] {text}{end}")
     sys.stdout.flush()
 
 
@@ -91,7 +99,6 @@ def train(epochs=EPOCHS, seed=0):
                   for b in np.array_split(order, range(BATCH, len(order), BATCH))]
         curve.append(float(np.mean(values)))
         progress(epoch, epochs, curve[-1])
-    print()
     return params, curve, accuracy(params, x_test, y_test)
 
 
