@@ -8,7 +8,15 @@
 
 from . import rules, tape  # noqa: F401  (rules registers every primitive; tape: the reference)
 from ._version import __version__
-from .api import GradFunction, emit, grad, grad_and_aux, standalone_source, value_and_grad
+from .api import (
+    GradFunction,
+    elementwise_grad,
+    emit,
+    grad,
+    grad_and_aux,
+    standalone_source,
+    value_and_grad,
+)
 from .backward.checkpointing import checkpoint
 from .cache.retrace import explain_retraces
 from .custom import defjvp, defvjp, primitive, stop_gradient
@@ -36,6 +44,7 @@ __all__ = [
                      "checkpoint",
                      "defjvp",
                      "defvjp",
+                     "elementwise_grad",
                      "emit",
                      "explain_retraces",
                      "grad",

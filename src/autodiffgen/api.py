@@ -5,6 +5,8 @@ finds; a miss compiles through pipeline.compile, with grad's own part of it (its
 the backward of the scalar output), and the cache loads and keeps the result.
 """
 
+import functools
+import operator
 import os
 from collections.abc import Callable
 from typing import Any, overload
@@ -229,6 +231,28 @@ def _value_and_grad_graph(request, traced):
         scalar=not arrays and any(type(leaf) is float for leaf in leaves(args)))
 
 
+class _Zero(int):
+    """argnums's default, 0, told apart from an argnums=0 the caller wrote: Autograd's
+    spelling argnum= may be given in its place, and writing both is an error."""
+
+    def __repr__(self):
+        return "0"
+
+
+ARGNUMS: Any = _Zero(0)
+
+
+def spelled(argnums, argnum):
+    """argnums, or Autograd's spelling of it, argnum= (None: not given), checked that not
+    both are given (the one a JAX and an Autograd user would each write by habit)."""
+    if argnum is None:
+        return argnums
+    if argnums is not ARGNUMS:
+        raise TypeError(at(where(), f"got both argnums={argnums!r} and argnum={argnum!r}: "
+                           "argnum is Autograd's spelling of argnums (JAX's); give one"))
+    return argnum
+
+
 def _flag(name, value):
     if type(value) is not bool and not isinstance(value, np.bool_):
         raise ArgumentError(at(where(), f"{name} must be True or False, got {value!r}"))
@@ -247,12 +271,12 @@ _value_and_grad = _decorator(with_value=True)
 @overload
 def grad(fun: Fun, argnums: ArgNums = 0, *, example: Any = None,
          max_variants: int | None = None, max_entries: int | None = None,
-         has_aux: bool = False) -> GradFunction: ...
+         has_aux: bool = False, argnum: ArgNums | None = None) -> GradFunction: ...
 @overload
 def grad(fun: None = None, argnums: ArgNums = 0, *, example: Any = None,
          max_variants: int | None = None, max_entries: int | None = None,
-         has_aux: bool = False) -> Callable[[Fun], GradFunction]: ...
-def grad(fun: Fun | None = None, argnums: ArgNums = 0,
+         has_aux: bool = False, argnum: ArgNums | None = None) -> Callable[[Fun], GradFunction]: ...
+def grad(fun: Fun | None = None, argnums: ArgNums = ARGNUMS,
          **options: Any) -> GradFunction | Callable[[Fun], GradFunction]:
     """Gradient of a scalar-valued NumPy function with respect to `argnums`.
 
@@ -263,23 +287,25 @@ def grad(fun: Fun | None = None, argnums: ArgNums = 0,
     signatures kept (least recently used dropped first; default $AUTODIFFGEN_MAX_ENTRIES or
     64). `has_aux=True`: f returns (output, aux), aux any pytree of arrays and numbers
     computed by the same generated function, with no derivative; the call returns
-    (gradient, aux)."""
-    return _grad(fun, argnums, **options)
+    (gradient, aux). `argnum=` is Autograd's spelling of `argnums=` (on every transform
+    that takes argnums); giving both is an error."""
+    return _grad(fun, spelled(argnums, options.pop("argnum", None)), **options)
 
 
 @overload
 def value_and_grad(fun: Fun, argnums: ArgNums = 0, *, example: Any = None,
                    max_variants: int | None = None, max_entries: int | None = None,
-                   has_aux: bool = False) -> GradFunction: ...
+                   has_aux: bool = False, argnum: ArgNums | None = None) -> GradFunction: ...
 @overload
 def value_and_grad(fun: None = None, argnums: ArgNums = 0, *, example: Any = None,
                    max_variants: int | None = None, max_entries: int | None = None,
-                   has_aux: bool = False) -> Callable[[Fun], GradFunction]: ...
-def value_and_grad(fun: Fun | None = None, argnums: ArgNums = 0,
+                   has_aux: bool = False,
+                   argnum: ArgNums | None = None) -> Callable[[Fun], GradFunction]: ...
+def value_and_grad(fun: Fun | None = None, argnums: ArgNums = ARGNUMS,
                    **options: Any) -> GradFunction | Callable[[Fun], GradFunction]:
     """Like grad, but returns (value, gradient); with has_aux=True, ((value, aux),
     gradient), as JAX."""
-    return _value_and_grad(fun, argnums, **options)
+    return _value_and_grad(fun, spelled(argnums, options.pop("argnum", None)), **options)
 
 
 def grad_and_aux(fun: Fun, argnum: int | str = 0) -> GradFunction:
@@ -288,11 +314,24 @@ def grad_and_aux(fun: Fun, argnum: int | str = 0) -> GradFunction:
     return grad(fun, argnums=argnum, has_aux=True)
 
 
-def emit(fun: Fun, *args: Any, argnums: ArgNums = 0, standalone: bool = False,
-         has_aux: bool = False) -> str:
+def elementwise_grad(fun: Fun, argnums: ArgNums = ARGNUMS, *,
+                     argnum: ArgNums | None = None) -> GradFunction:
+    """Autograd's elementwise_grad: the gradient of the sum of fun's output (of all its
+    leaves), which for a function applied element by element is its derivative at each
+    element, in the argument's shape. For any other function it is the VJP of ones (each
+    column of the Jacobian summed), as in Autograd; JAX writes vmap(grad(f))."""
+    @functools.wraps(fun)
+    def summed(*args, **kwargs):
+        return functools.reduce(operator.add, map(np.sum, leaves(fun(*args, **kwargs))))
+    return grad(summed, spelled(argnums, argnum))
+
+
+def emit(fun: Fun, *args: Any, argnums: ArgNums = ARGNUMS, standalone: bool = False,
+         has_aux: bool = False, argnum: ArgNums | None = None) -> str:
     """The generated source of value_and_grad(fun, argnums) at these example arguments:
     the code a cached call runs (for every batch size it allows), or with `standalone`
     a module that needs only NumPy (standalone_source: every batch size, these dtypes)."""
+    argnums = spelled(argnums, argnum)
     if standalone:
         return standalone_source(fun, *args, argnums=argnums, has_aux=has_aux)
     if isinstance(fun, GradFunction):
@@ -300,7 +339,8 @@ def emit(fun: Fun, *args: Any, argnums: ArgNums = 0, standalone: bool = False,
     return pipeline.compile(GradFunction(fun, argnums, has_aux=has_aux).request(args)).source
 
 
-def standalone_source(fun: Fun, *args: Any, argnums: ArgNums = 0, has_aux: bool = False) -> str:
+def standalone_source(fun: Fun, *args: Any, argnums: ArgNums = ARGNUMS, has_aux: bool = False,
+                      argnum: ArgNums | None = None) -> str:
     """The source of a module that needs only NumPy and computes fun's value and gradient
     for every batch size (and the dtypes) of these example arguments: its entry is
     `<fun's name>_value_and_grad(*args)`, returning (value, gradients), or ((value, aux),
@@ -310,6 +350,7 @@ def standalone_source(fun: Fun, *args: Any, argnums: ArgNums = 0, has_aux: bool 
     GuardFailure (a data-dependent branch the trace did not take: the module cannot trace
     again). `value_and_grad = <entry>` names the entry whatever the function's name
     (standalone.py)."""
+    argnums = spelled(argnums, argnum)
     if isinstance(fun, GradFunction) and type(fun) is not GradFunction:
         raise ArgumentError(at(where(), f"standalone_source takes a grad or value_and_grad "
                                f"function (or a plain one), not a {type(fun).__name__}"))

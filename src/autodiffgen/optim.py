@@ -2,12 +2,17 @@
 
     opt = Adam(lr=1e-3)                 # SGD, Adam, AdamW, RMSprop
     state = opt.init(params)            # a pytree of arrays: {"step": 0-d, "m": ..., ...}
-    params, state = opt.update(params, grads, state)      # new arrays (NumPy, as optax)
+    params, state = opt.update(params, grads, state)      # new arrays, the new params
     step = compile_step(loss, opt)      # forward + backward + update: one generated function
     value = step(params, state, x, y)   # params and state updated in place (train_step.py)
 
 `update` is plain NumPy, so it runs on arrays and traces into generated code alike; it
-returns new arrays and leaves its arguments alone. The formulas are torch.optim's
+returns new arrays and leaves its arguments alone. It is functional as optax's is, but
+takes torch.optim's view of what it does: `update(params, grads, state) -> (new params,
+new state)` applies the step itself, where optax's `update(grads, state, params) ->
+(updates, new state)` leaves `optax.apply_updates(params, updates)` to the caller. A call
+in optax's order (the state second) is refused with a TypeError saying the order, rather
+than read as params. The formulas are torch.optim's
 (written out in each class), with its defaults: `weight_decay` is torch's (added to the
 gradient, L2, in SGD, Adam and RMSprop; decoupled, `p *= 1 - lr * wd`, in AdamW), Adam's
 bias correction is torch's (`eps` added to sqrt(v_hat), not inside the root), SGD's
@@ -19,6 +24,7 @@ them at each call as inputs, so `opt.lr = ...` (a schedule) takes effect with no
 
 import numpy as np
 
+from .errors import at, where
 from .tree import leaves, map_tree
 
 
@@ -56,8 +62,30 @@ class Optimizer:
         return state
 
     def update(self, params, grads, state):
-        """(new params, new state): new arrays; the arguments are left as they were."""
+        """(new params, new state): new arrays; the arguments are left as they were.
+        The order is (params, grads, state), torch.optim's, not optax's (grads, state,
+        params), whose habit is refused by name (`_check_order`)."""
+        self._check_order(params, grads, state)
         return self._update(params, grads, state, self.hyper(), self.flags())
+
+    def _check_order(self, params, grads, state):
+        """A state is a dict of "step" and this optimizer's slots (what init made); one
+        passed where params or grads go is an optax habit, said so rather than failing
+        with a KeyError inside."""
+        if self._is_state(state):
+            return
+        place = ("second, where grads go" if self._is_state(grads) else
+                 "first, where params go" if self._is_state(params) else None)
+        what = f"the state from opt.init(params) came {place}" if place else \
+            f"the third argument is a {type(state).__name__}, not the state opt.init(params) made"
+        raise TypeError(at(where(), f"{type(self).__name__}.update takes (params, grads, "
+                           f"state) and returns (new_params, new_state), torch.optim's order; "
+                           f"{what}. optax's order, update(grads, state, params) -> (updates, "
+                           "state), is not this one: write params, state = opt.update(params, "
+                           "grads, state)"))
+
+    def _is_state(self, tree):
+        return type(tree) is dict and "step" in tree and set(tree) <= {"step", *self.slots}
 
     def _update(self, params, grads, state, h, f, leaf=None):
         """`leaf`: what updates one parameter, `_leaf` unless a compiled step watches each

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import pipeline, rules
 from ._typing import ArgNums, Fun, PyTree
-from .api import GradFunction, grad
+from .api import ARGNUMS, GradFunction, grad, spelled
 from .backward import batched, forward
 from .backward import reverse as backward
 from .cache.view import kept_with
@@ -256,7 +256,8 @@ def _flag(has_aux):
     return bool(has_aux)
 
 
-def jacfwd(fun: Fun, argnums: ArgNums = 0, has_aux: bool = False) -> Fun:
+def jacfwd(fun: Fun, argnums: ArgNums = ARGNUMS, has_aux: bool = False, *,
+           argnum: ArgNums | None = None) -> Fun:
     """The Jacobian by forward mode: every input element's tangent pushed forward by one
     generated function, the JVP mapped over a batch of basis tangents (vmap, as JAX's
     jacfwd), so fun runs once: a random draw in it is drawn once, as in eager NumPy.
@@ -264,8 +265,9 @@ def jacfwd(fun: Fun, argnums: ArgNums = 0, has_aux: bool = False) -> Fun:
     For a pytree output and pytree arguments (or a tuple `argnums`), as JAX: the output's
     structure holding, at each leaf, the arguments' structure of blocks of shape
     out_leaf.shape + argument_leaf.shape. With has_aux=True, f returns (out, aux) and the
-    Jacobian function returns (jacobian, aux)."""
-    indices = arguments.normalize_argnums(argnums, fun)  # now: an int read from a trace
+    Jacobian function returns (jacobian, aux). `argnum=`: Autograd's spelling of argnums."""
+    indices = arguments.normalize_argnums(spelled(argnums, argnum), fun)  # now: an int read
+    # from a trace
     has_aux = _flag(has_aux)
 
     def jacobian_fn(*args):
@@ -329,10 +331,12 @@ def _columns_block(stacked, o, x):
     return np.reshape(np.moveaxis(stacked, 0, -1), shape)
 
 
-def jacobian(fun: Fun, argnums: ArgNums = 0, has_aux: bool = False) -> Fun:
+def jacobian(fun: Fun, argnums: ArgNums = ARGNUMS, has_aux: bool = False, *,
+             argnum: ArgNums | None = None) -> Fun:
     """The Jacobian by reverse mode (jacrev): one generated-VJP call per output element;
-    pytrees and has_aux as in jacfwd."""
-    indices = arguments.normalize_argnums(argnums, fun)  # now: an int read from a trace
+    pytrees, has_aux and argnum= as in jacfwd."""
+    indices = arguments.normalize_argnums(spelled(argnums, argnum), fun)  # now: an int read
+    # from a trace
     has_aux = _flag(has_aux)
 
     def jacobian_fn(*args):
@@ -446,14 +450,29 @@ def _plain(x):
 jacrev = jacobian
 
 
-def hessian(fun: Fun, argnums: ArgNums = 0, has_aux: bool = False) -> Fun:
-    """The Hessian of a scalar function: the reverse-mode Jacobian of its generated grad.
+def hessian(fun: Fun, argnums: ArgNums = ARGNUMS, has_aux: bool = False, *,
+            argnum: ArgNums | None = None) -> Fun:
+    """The Hessian: for a scalar function, the reverse-mode Jacobian of its generated grad.
     With a tuple argnums or pytree arguments, as JAX: the arguments' structure holding
-    the arguments' structure of blocks. has_aux=True: (hessian, aux), as JAX."""
-    indices = arguments.normalize_argnums(argnums, fun)
+    the arguments' structure of blocks. A function returning more than one number (an
+    array, a pytree) gets the Jacobian of its Jacobian, as JAX's: at each output leaf,
+    blocks of shape out_leaf.shape + x_i.shape + x_j.shape. has_aux=True: (hessian,
+    aux), as JAX. `argnum=`: Autograd's spelling of argnums."""
+    indices = arguments.normalize_argnums(spelled(argnums, argnum), fun)
     argnums = indices[0] if single(indices) else indices
     has_aux = _flag(has_aux)
-    return jacobian(_grad_of(fun, argnums, has_aux), argnums, has_aux)
+    of_grad = jacobian(_grad_of(fun, argnums, has_aux), argnums, has_aux)
+    of_jacobian = []  # once grad has refused fun's output: the Jacobian of its Jacobian
+
+    def hessian_fn(*args):
+        if not of_jacobian:
+            try:
+                return of_grad(*args)
+            except OutputError:  # not one number: the output's own Jacobian, or its error
+                of_jacobian.append(jacobian(jacobian(fun, argnums, has_aux), argnums,
+                                            has_aux))
+        return of_jacobian[0](*args)
+    return hessian_fn
 
 
 def hvp(fun: Fun, primals: Sequence[PyTree], tangents: Sequence[PyTree]) -> PyTree:

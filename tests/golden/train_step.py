@@ -65,7 +65,7 @@ def step_loss_train_step(params, state, hyper, x, y):
     g_params_b1 = np.sum(g_add, axis=0)   # grad of add
     g_params_W1 = x.T @ g_add             # grad of matmul
     del g_add
-    # Adam update: optim.py:125  Adam._leaf
+    # Adam update: optim.py:153  Adam._leaf
     step = state_step + 1.0
     subtract = 1.0 - hyper_beta1
     subtract_1 = 1.0 - hyper_beta2

@@ -358,7 +358,8 @@ def _saved_names(forward, graph):
             or graph.name.removesuffix("_bwd") != forward.graph.name.removesuffix("_fwd"):
         return {}
     return {node: forward.names.get(outputs[1][path[1]]) for node, path in graph.paths.items()
-            if len(path) == 2 and path[0] == 0 and path[1] < len(outputs[1])}
+            if len(path) == 2 and path[0] == 0 and path[1] < len(outputs[1])
+            and type(outputs[1][path[1]]) is Node}  # (a constant saved: no name to take)
 
 
 _GETITEM_CALL = SimpleNamespace(name="getitem", template="_getitem({0}, np.s_[{index}])",
