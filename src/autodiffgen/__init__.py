@@ -6,7 +6,7 @@
     print(loss_and_grads.source(W, b, x, y))
 """
 
-from . import rules, tape  # noqa: F401  (rules registers every primitive; tape: the reference)
+from . import list_arguments, rules, tape  # noqa: F401  (they register rules and hooks)
 from ._version import __version__
 from .api import (
     GradFunction,

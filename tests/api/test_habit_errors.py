@@ -65,3 +65,49 @@ def test_an_update_without_a_state_says_what_the_third_argument_is():
     opt = optim.SGD(lr=0.1)
     with pytest.raises(TypeError, match="the third argument is a NoneType"):
         opt.update({"w": np.ones(2)}, {"w": np.ones(2)}, None)
+
+
+# ---- a Python list NumPy converts item by item -----------------------------------------
+def exp_of_list(xs):
+    return np.sum(np.exp(xs))  # converts
+
+
+def test_a_list_of_floats_is_named_with_what_to_write():
+    with pytest.raises(ad.TracingError) as info:
+        ad.grad(exp_of_list)([1.0, 2.0])
+    message = str(info.value)
+    assert line_of("converts") in message
+    assert "'xs' of exp_of_list is a Python list of 2 floats" in message
+    assert "np.array(xs)" in message and "np.asarray(xs)" in message
+    assert "pytree" in message
+
+
+def test_a_tuple_of_arrays_is_named_under_every_transform():
+    pair = (np.ones(2), np.zeros(2))
+    for call in (lambda: ad.grad(exp_of_list)(pair),
+                 lambda: ad.jacobian(lambda xs: np.exp(xs))(pair),
+                 lambda: ad.vjp(exp_of_list, pair),
+                 lambda: ad.jvp(exp_of_list, (pair,), (pair,))):
+        with pytest.raises(ad.TracingError) as info:
+            call()
+        assert "Python tuple of 2 arrays" in str(info.value)
+        assert "np.stack(xs)" in str(info.value)
+
+
+def test_the_suggestions_work_and_a_list_is_a_pytree():
+    def with_asarray(xs):
+        xs = np.asarray(xs)
+        return np.sum(np.exp(xs))
+    g = ad.grad(with_asarray)([1.0, 2.0])
+    assert type(g) is list and np.allclose(g, np.exp([1.0, 2.0]))
+    np.testing.assert_allclose(ad.grad(exp_of_list)(np.array([1.0, 2.0])), np.exp([1.0, 2.0]))
+    g = ad.grad(lambda xs: xs[0] * xs[1])([2.0, 3.0])  # items read one by one: traced
+    assert g == [3.0, 2.0]
+
+
+def test_a_float_read_of_an_item_keeps_the_general_message():
+    def reads(xs):
+        return float(xs[0]) * xs[1]  # item
+    with pytest.raises(ad.TracingError) as info:
+        ad.grad(reads)([1.0, 2.0])
+    assert "float() of a traced value" in str(info.value) and line_of("item") in str(info.value)

@@ -29,6 +29,8 @@ from .context import current_trace, located, user_loc, user_stack
 COUNT_READS = []  # [hook(trace, box) -> int or None]: count_sources.read_count, for int()
 EXIT_READS = []  # [hook(outcome) -> outcome]: exits.py, a loop's test said stop earlier
 CONVERSION_HINTS = []  # hook() -> (loc, message) or None, when np.asarray refuses a Box (rules/scipy)
+READ_HINTS = []  # hook(box, what) -> message or None, when a read or conversion is refused
+# (list_arguments.py: a list of traced values NumPy converts item by item)
 STAND_INS = {}  # type -> stand_in(obj): an array object the rules trace as something else
 # (numpy_api.building: a fresh constant a traced index wrote into is its Box), so that a
 # handler never reads its memory as a constant
@@ -97,8 +99,14 @@ def _refuse(what, hint, convert=None):
             found = library()
             if found is not None:
                 raise TracingError(at(*found))
-        raise TracingError(at(user_loc(), f"{what} of a traced value: {hint}"))
+        raise TracingError(at(user_loc(), _hinted(self, what) or
+                              f"{what} of a traced value: {hint}"))
     return method
+
+
+def _hinted(box, what):
+    """What a READ_HINTS hook says of this refusal, if one knows better."""
+    return next(filter(None, (hook(box, what) for hook in READ_HINTS)), None)
 
 
 def _current(box, what):
@@ -135,7 +143,8 @@ def reader(test, convert, differentiable=False):
     def method(self, *args):
         trace = _current(self, label)
         if differentiable and carries_gradient(trace, self.node):
-            raise TracingError(at(user_loc(), f"{label} of a traced value that depends on a "
+            raise TracingError(at(user_loc(), _hinted(self, label) or
+                                  f"{label} of a traced value that depends on a "
                                   "differentiated argument: the Python number it returns would "
                                   "carry no derivative, so the gradient would silently be "
                                   "wrong. Keep it an array (np.maximum(x, 0), or max(x, 0) on "
