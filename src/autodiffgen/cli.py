@@ -8,6 +8,8 @@
     autodiffgen graph model.py                    print each function's graph as a listing
     autodiffgen graph model.py -o loss.svg        draw one function's graph (.dot, or
                                                   .svg/.png/.pdf with graphviz: picture.py)
+    autodiffgen explain model.py -o report.html   a page for teaching: source, forward,
+                                                  backward and graph side by side (explain/)
 
 The file is imported, not run, so its `if __name__ == "__main__":` block stays quiet. Its
 module-level `@grad` / `@value_and_grad` functions are traced at the example arguments
@@ -95,6 +97,21 @@ def _parser():
     graph.add_argument("-o", "--output", metavar="FILE", help="write one function's graph: "
                        "graph.dot, or graph.svg / .png / .pdf (needs graphviz's dot)")
     graph.set_defaults(run=run_graph)
+    explain = commands.add_parser(
+        "explain", help="write an HTML page showing what the backward computes, for "
+        "teaching", description="Import model.py and write one self-contained HTML page "
+        "with, side by side,\nthe source, the generated forward and backward, and the "
+        "graph of its\n@grad / @value_and_grad functions: clicking a line of the source "
+        "marks the\nstatements it became, the values they compute and what the forward "
+        "saves.", epilog=_SPEC_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    explain.add_argument("model", metavar="model.py", help="the Python file to import")
+    explain.add_argument("--function", metavar="NAME", action="append",
+                         help="only this function, by variable or def name (repeatable)")
+    explain.add_argument("--arg", metavar="NAME=SPEC", action="append", default=[],
+                         help="give or override one example argument (repeatable)")
+    explain.add_argument("-o", "--output", metavar="FILE", required=True,
+                         help="the page to write, e.g. report.html")
+    explain.set_defaults(run=run_explain)
     return parser
 
 
@@ -139,6 +156,20 @@ def run_graph(options, argv):
     except (ValueError, RuntimeError) as e:  # a format it cannot write, or no graphviz
         raise UsageError(str(e)) from None
     print(f"autodiffgen: wrote {options.output}", file=sys.stderr)
+    return 0
+
+
+def run_explain(options, argv):
+    from .explain import explained, page
+
+    module = load_module(options.model)
+    functions = select(find_functions(module), options.function, options.model)
+    overrides = parse_overrides(options.arg, functions)
+    calls = [(gf, example_args(label, gf, overrides)) for label, gf in functions]
+    pages = [_traced(_call_text(gf, args), explained, gf, *args) for gf, args in calls]
+    _write(options.output, page(pages, f"autodiffgen explain {os.path.basename(options.model)}"))
+    print(f"autodiffgen: wrote {options.output} ({', '.join(p.name for p in pages)})",
+          file=sys.stderr)
     return 0
 
 
