@@ -20,6 +20,7 @@ from .api import (
 from .backward.checkpointing import checkpoint
 from .cache.retrace import explain_retraces
 from .custom import defjvp, defvjp, primitive, stop_gradient
+from .custom_derivatives import custom_jvp, custom_vjp
 from .errors import (
                      ArgumentError,
                      AutodiffgenError,
@@ -42,6 +43,8 @@ __all__ = [
                      "UnsupportedOperationError",
                      "__version__",
                      "checkpoint",
+                     "custom_jvp",
+                     "custom_vjp",
                      "defjvp",
                      "defvjp",
                      "elementwise_grad",

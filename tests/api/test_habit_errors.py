@@ -111,3 +111,82 @@ def test_a_float_read_of_an_item_keeps_the_general_message():
     with pytest.raises(ad.TracingError) as info:
         ad.grad(reads)([1.0, 2.0])
     assert "float() of a traced value" in str(info.value) and line_of("item") in str(info.value)
+
+
+# ---- custom_vjp and custom_jvp -----------------------------------------------------------
+@ad.custom_vjp
+def only_reverse(x):
+    return np.sin(x)
+
+
+def only_reverse_fwd(x):
+    return np.sin(x), np.cos(x)
+
+
+def only_reverse_bwd(c, g):
+    return (g * c,)
+
+
+only_reverse.defvjp(only_reverse_fwd, only_reverse_bwd)
+
+
+def test_forward_mode_through_a_custom_vjp_function_is_refused_as_in_jax():
+    x = np.linspace(0.1, 0.5, 3)
+    calls = {"jvp": lambda: ad.jvp(lambda x: only_reverse(x) * 2.0, (x,), (np.ones(3),)),  # jvp
+             "jacfwd": lambda: ad.jacfwd(lambda x: only_reverse(x) * 2.0)(x)}  # jacfwd
+    for marker, call in calls.items():
+        with pytest.raises(ad.UnsupportedOperationError) as info:
+            call()
+        message = str(info.value)
+        assert "only_reverse is a custom_vjp function" in message and "custom_jvp" in message
+        assert line_of(marker) in message
+    np.testing.assert_allclose(ad.jacrev(only_reverse)(x), np.diag(np.cos(x)))
+
+
+def test_a_backward_rule_returning_the_wrong_count_is_named():
+    @ad.custom_vjp
+    def f(x, y):
+        return x * y
+
+    def f_fwd(x, y):
+        return x * y, (x, y)
+
+    def f_bwd(res, g):  # bad_bwd
+        return g * res[1]
+    f.defvjp(f_fwd, f_bwd)
+    with pytest.raises(TypeError) as info:
+        ad.grad(lambda x, y: np.sum(f(x, y)))(np.ones(2), np.ones(2))
+    message = str(info.value)
+    assert "f_bwd (the backward rule of f) must return a tuple of 2 cotangent(s)" in message
+    assert f"test_habit_errors.py:{f_bwd.__code__.co_firstlineno}" in message
+
+
+def test_a_cotangent_of_the_wrong_shape_is_named():
+    @ad.custom_vjp
+    def f(x):
+        return 2.0 * x
+    f.defvjp(lambda x: (2.0 * x, None), lambda res, g: (np.sum(g),))
+    with pytest.raises(ValueError, match=r"backward rule of f\) returned .* shape \(\), .* shape \(3,\)"):
+        ad.grad(lambda x: np.sum(f(x)))(np.ones(3))
+
+
+def test_a_custom_vjp_function_without_its_rule_says_defvjp():
+    @ad.custom_vjp
+    def f(x):
+        return 2.0 * x
+    np.testing.assert_allclose(f(np.ones(2)), 2.0)  # plain calls need no rule
+    with pytest.raises(TypeError, match=r"f.defvjp\(f_fwd, f_bwd\)"):
+        ad.grad(lambda x: np.sum(f(x)))(np.ones(2))
+
+
+def test_custom_jvp_takes_arrays_and_nondiff_argnums_are_refused():
+    @ad.custom_jvp
+    def f(p):
+        return p["w"] * 2.0
+    f.defjvp(lambda primals, tangents: (f(*primals), 2.0 * tangents[0]["w"]))
+    with pytest.raises(ad.ArgumentError, match="argument 0 is a dict.*custom_vjp"):
+        ad.grad(lambda p: np.sum(f(p)))({"w": np.ones(2)})
+    with pytest.raises(TypeError, match="nondiff_argnums"):
+        ad.custom_vjp(nondiff_argnums=(1,))(lambda x, n: x)
+    with pytest.raises(TypeError, match="nondiff_argnums"):
+        ad.custom_jvp(lambda x, n: x, nondiff_argnums=(1,))

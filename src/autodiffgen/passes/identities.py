@@ -11,7 +11,7 @@ only runs, and keeps it for code an enclosing trace runs.
 from ..graph import op
 from .rewrite import substitute
 
-IDENTITIES = frozenset({"stop_gradient"})  # primitives that return their one argument
+IDENTITIES = frozenset({"stop_gradient", "custom_vjp"})  # primitives that return argument 0
 
 
 def identities(graph):

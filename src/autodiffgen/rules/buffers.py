@@ -16,7 +16,8 @@ _OWNERS = {"matmul", "scatter_add", "add_at", "copy", "concatenate", "stack", "s
            "setitem", "loop_out"}  # (setitem: a copy, then the write; the caller's array a loop updated in place: rules/loops.py)
 REDUCTIONS = {"sum", "mean", "max", "min", "prod"}  # take out= of their result's shape
 VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast_to",
-          "stop_gradient", "recompute_from", "einsum", "diagonal", "real", "imag"}
+          "stop_gradient", "recompute_from", "einsum", "diagonal", "real", "imag",
+          "custom_vjp"}  # (custom_derivatives.py: the identity on argument 0)
 
 
 def ufunc_of(prim):
