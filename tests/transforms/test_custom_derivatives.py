@@ -9,6 +9,7 @@ import numpy as np
 
 import autodiffgen as ad
 from autodiffgen import passes
+from autodiffgen.testing import check_grads
 
 RNG = np.random.default_rng(4)
 EPS = 1e-6
@@ -70,6 +71,12 @@ def test_custom_vjp_gradient_matches_finite_differences():
     np.testing.assert_allclose(value, np.sin(X) * Y)
     np.testing.assert_allclose(vjp_fn(np.ones(4))[0], np.cos(X) * Y)
     np.testing.assert_allclose(ad.jacobian(scaled_sin)(X, Y), np.diag(np.cos(X) * Y))
+
+
+def test_generated_code_agrees_with_the_tape_and_finite_differences():
+    check_grads(vjp_loss, X, Y, argnums=(0, 1), fwd=False)  # no forward mode, as in JAX
+    check_grads(jvp_loss, X)  # both modes
+    check_grads(lambda x: np.sum(log1pexp(x) * scaled_sin(x, Y)), X, fwd=False)
 
 
 def test_custom_vjp_rules_are_in_the_generated_code():
