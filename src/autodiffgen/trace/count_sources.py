@@ -81,7 +81,10 @@ def seen(trace, box):
 
 def _key(trace, node, depth=0):
     """What identifies a mask's value: its node, or, for one computed again from the same
-    values by the same deterministic steps (`~m` written twice), those steps."""
+    values by the same deterministic steps (`~m` written twice), those steps, numbered
+    (`_Steps`) so that a key holds its arguments' numbers, not their keys: nested keys
+    would be hashed whole at every lookup, a tree that doubles with each value used twice
+    (a sigmoid's masks after k layers: 2**k)."""
     keys = trace.__dict__.setdefault("source_keys", {})
     found = keys.get(node)
     if found is None:
@@ -95,10 +98,22 @@ def _structure(trace, node, depth):
     try:
         key = (node.prim, tuple(_key(trace, a, depth + 1) if type(a) is Node else _constant(a)
                                 for a in node.args), tuple(sorted(node.params.items())))
-        hash(key)
+        numbers = trace.__dict__.setdefault("source_steps", {})
+        return numbers.setdefault(key, _Steps(len(numbers)))
     except TypeError:  # a parameter or constant not compared by value: the node itself
         return node
-    return key
+
+
+class _Steps:
+    """One distinct computation (`_key`), made once per trace: equal only to itself."""
+
+    __slots__ = ("number",)
+
+    def __init__(self, number):
+        self.number = number
+
+    def __repr__(self):
+        return f"_Steps({self.number})"
 
 
 def _constant(value):
