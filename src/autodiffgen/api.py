@@ -13,7 +13,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from . import pipeline
+from . import pipeline, tracebacks
 from ._typing import ArgNums, Fun
 from .backward import reverse as backward
 from .cache.dispatch import MISS
@@ -110,17 +110,23 @@ class GradFunction(Differentiated):
         """What else decides the generated code, for the disk cache's key (vmap's axes)."""
         return ()
 
+    @tracebacks.entry
     def __call__(self, *args, **kwargs):
         """The hot path: a call with the last call's signature runs its entry from one
         generated function that tests the arguments' types, shapes and dtypes
         (cache/dispatch.py); another call binds keywords and defaults, keys its arguments
-        and looks them up."""
+        and looks them up. An error ends its traceback here (tracebacks.py; a `try` costs
+        nothing until it raises, a wrapper's frame would cost every call)."""
         cache = self._cache
-        if kwargs or (out := cache.last(*args)) is MISS:
-            args, entry = self._look_up(args, kwargs)
-            out = entry(*args)  # (value, grads), or ((value, aux), grads) with has_aux
-        else:
-            cache.hits += 1
+        try:
+            if kwargs or (out := cache.last(*args)) is MISS:
+                args, entry = self._look_up(args, kwargs)
+                out = entry(*args)  # (value, grads), or ((value, aux), grads) with has_aux
+            else:
+                cache.hits += 1
+        except Exception as error:
+            tracebacks.shorten(error)
+            raise
         if self.with_value:
             return out
         return (out[1], out[0][1]) if self.has_aux else out[1]
@@ -139,12 +145,14 @@ class GradFunction(Differentiated):
             raise ArgumentError(at(caller(), f"at most {MAX_ARGS} positional arguments"))
         return self._cache.look_up(args, signature_key(args, self._diff))
 
+    @tracebacks.boundary
     def source(self, *args, **kwargs):
         """The generated Python source for these arguments' signature."""
         if kwargs:
             args = self._positional(args, kwargs)
         return self._cache.source(args, signature_key(args, self._diff))
 
+    @tracebacks.boundary
     def standalone_source(self, *args, **kwargs):
         """A NumPy-only module computing this function's value and gradient for every
         batch size of these example arguments (standalone_source below)."""
@@ -276,6 +284,7 @@ def grad(fun: Fun, argnums: ArgNums = 0, *, example: Any = None,
 def grad(fun: None = None, argnums: ArgNums = 0, *, example: Any = None,
          max_variants: int | None = None, max_entries: int | None = None,
          has_aux: bool = False, argnum: ArgNums | None = None) -> Callable[[Fun], GradFunction]: ...
+@tracebacks.boundary
 def grad(fun: Fun | None = None, argnums: ArgNums = ARGNUMS,
          **options: Any) -> GradFunction | Callable[[Fun], GradFunction]:
     """Gradient of a scalar-valued NumPy function with respect to `argnums`.
@@ -301,6 +310,7 @@ def value_and_grad(fun: None = None, argnums: ArgNums = 0, *, example: Any = Non
                    max_variants: int | None = None, max_entries: int | None = None,
                    has_aux: bool = False,
                    argnum: ArgNums | None = None) -> Callable[[Fun], GradFunction]: ...
+@tracebacks.boundary
 def value_and_grad(fun: Fun | None = None, argnums: ArgNums = ARGNUMS,
                    **options: Any) -> GradFunction | Callable[[Fun], GradFunction]:
     """Like grad, but returns (value, gradient); with has_aux=True, ((value, aux),
@@ -308,6 +318,7 @@ def value_and_grad(fun: Fun | None = None, argnums: ArgNums = ARGNUMS,
     return _value_and_grad(fun, spelled(argnums, options.pop("argnum", None)), **options)
 
 
+@tracebacks.boundary
 def grad_and_aux(fun: Fun, argnum: int | str = 0) -> GradFunction:
     """Autograd's spelling of grad(fun, argnums=argnum, has_aux=True): the gradient of
     the first of the two values fun returns, and the second as it is: (gradient, aux)."""
@@ -326,6 +337,7 @@ def elementwise_grad(fun: Fun, argnums: ArgNums = ARGNUMS, *,
     return grad(summed, spelled(argnums, argnum))
 
 
+@tracebacks.boundary
 def emit(fun: Fun, *args: Any, argnums: ArgNums = ARGNUMS, standalone: bool = False,
          has_aux: bool = False, argnum: ArgNums | None = None) -> str:
     """The generated source of value_and_grad(fun, argnums) at these example arguments:
@@ -339,6 +351,7 @@ def emit(fun: Fun, *args: Any, argnums: ArgNums = ARGNUMS, standalone: bool = Fa
     return pipeline.compile(GradFunction(fun, argnums, has_aux=has_aux).request(args)).source
 
 
+@tracebacks.boundary
 def standalone_source(fun: Fun, *args: Any, argnums: ArgNums = ARGNUMS, has_aux: bool = False,
                       argnum: ArgNums | None = None) -> str:
     """The source of a module that needs only NumPy and computes fun's value and gradient

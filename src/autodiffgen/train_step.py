@@ -45,6 +45,7 @@ import sys
 
 import numpy as np
 
+from . import tracebacks
 from .api import GradFunction
 from .backward import reverse as backward
 from .cache import retrace
@@ -96,6 +97,7 @@ class TrainStep(_Transformed):
         return (params, state, {**self.optimizer.hyper(), "flags": self.optimizer.flags()},
                 *batch)
 
+    @tracebacks.boundary
     def __call__(self, params, state, *batch):
         targets = leaves((params, state))
         _check_targets(targets, batch)
@@ -106,6 +108,7 @@ class TrainStep(_Transformed):
                 np.copyto(old, new)
         return value
 
+    @tracebacks.boundary
     def source(self, params, state, *batch):
         """The generated step a call with these arguments runs. Run on copies: the cache
         may run the code to find the variant whose guards the arguments pass, and the

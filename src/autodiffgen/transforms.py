@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import pipeline, rules
+from . import pipeline, rules, tracebacks
 from ._typing import ArgNums, Fun, PyTree
 from .api import ARGNUMS, GradFunction, grad, spelled
 from .backward import batched, forward
@@ -208,6 +208,7 @@ class VmapFunction(_Transformed):
     def _arg_names(self, n):
         return super(_Transformed, self)._arg_names(n)
 
+    @tracebacks.boundary
     def __call__(self, *args, **kwargs):
         return super().__call__(*args, **kwargs)[0]
 
@@ -223,6 +224,7 @@ class VmapFunction(_Transformed):
 
 
 # ---- the public functions ----------------------------------------------------------------
+@tracebacks.boundary
 def jvp(fun: Fun, primals: Sequence[PyTree], tangents: Sequence[PyTree],
         has_aux: bool = False) -> tuple[PyTree, ...]:
     """(f(*primals), the derivative of f at primals along tangents), from generated code.
@@ -238,6 +240,7 @@ def jvp(fun: Fun, primals: Sequence[PyTree], tangents: Sequence[PyTree],
                    lambda f: JVPFunction(f, has_aux))(*primals, *tangents)
 
 
+@tracebacks.boundary
 def vjp(fun: Fun, *primals: PyTree,
         has_aux: bool = False) -> tuple[Any, ...]:
     """(f(*primals), vjp_fn) where vjp_fn(g) returns one cotangent per primal (None for
@@ -256,6 +259,7 @@ def _flag(has_aux):
     return bool(has_aux)
 
 
+@tracebacks.boundary
 def jacfwd(fun: Fun, argnums: ArgNums = ARGNUMS, has_aux: bool = False, *,
            argnum: ArgNums | None = None) -> Fun:
     """The Jacobian by forward mode: every input element's tangent pushed forward by one
@@ -270,6 +274,7 @@ def jacfwd(fun: Fun, argnums: ArgNums = ARGNUMS, has_aux: bool = False, *,
     # from a trace
     has_aux = _flag(has_aux)
 
+    @tracebacks.boundary
     def jacobian_fn(*args):
         xs = _jacobian_arguments(args, indices)
         x_leaves = leaves(xs)
@@ -331,6 +336,7 @@ def _columns_block(stacked, o, x):
     return np.reshape(np.moveaxis(stacked, 0, -1), shape)
 
 
+@tracebacks.boundary
 def jacobian(fun: Fun, argnums: ArgNums = ARGNUMS, has_aux: bool = False, *,
              argnum: ArgNums | None = None) -> Fun:
     """The Jacobian by reverse mode (jacrev): one generated-VJP call per output element;
@@ -339,6 +345,7 @@ def jacobian(fun: Fun, argnums: ArgNums = ARGNUMS, has_aux: bool = False, *,
     # from a trace
     has_aux = _flag(has_aux)
 
+    @tracebacks.boundary
     def jacobian_fn(*args):
         xs = _jacobian_arguments(args, indices)
         # a VJP with respect to those arguments alone: the others are data
@@ -450,6 +457,7 @@ def _plain(x):
 jacrev = jacobian
 
 
+@tracebacks.boundary
 def hessian(fun: Fun, argnums: ArgNums = ARGNUMS, has_aux: bool = False, *,
             argnum: ArgNums | None = None) -> Fun:
     """The Hessian: for a scalar function, the reverse-mode Jacobian of its generated grad.
@@ -464,6 +472,7 @@ def hessian(fun: Fun, argnums: ArgNums = ARGNUMS, has_aux: bool = False, *,
     of_grad = jacobian(_grad_of(fun, argnums, has_aux), argnums, has_aux)
     of_jacobian = []  # once grad has refused fun's output: the Jacobian of its Jacobian
 
+    @tracebacks.boundary
     def hessian_fn(*args):
         if not of_jacobian:
             try:
@@ -475,6 +484,7 @@ def hessian(fun: Fun, argnums: ArgNums = ARGNUMS, has_aux: bool = False, *,
     return hessian_fn
 
 
+@tracebacks.boundary
 def hvp(fun: Fun, primals: Sequence[PyTree], tangents: Sequence[PyTree]) -> PyTree:
     """Hessian-vector product: forward mode over the generated gradient of `fun` with
     respect to its first argument."""
@@ -496,6 +506,7 @@ def _basis(like, k):
     return e
 
 
+@tracebacks.boundary
 def vmap(fun: Fun, in_axes: int | None | tuple[Any, ...] = 0,
          out_axes: int | None | tuple[Any, ...] = 0) -> "VmapFunction":
     """fun mapped over a batch axis of its arguments, as one generated vectorized function.

@@ -17,6 +17,7 @@ import subprocess
 
 import numpy as np
 
+from .. import tracebacks
 from .._typing import ArgNums, Fun, PyTree
 from ..cli_examples import _SPEC_NAMES
 from ..codegen.emitter import Emitter
@@ -35,6 +36,7 @@ class GraphvizNotFoundError(RuntimeError):
     """Drawing asked for graphviz's `dot` program, which is not on PATH."""
 
 
+@tracebacks.boundary
 def graph_of(fun: Fun, *args: PyTree, argnums: ArgNums = 0,
              has_aux: bool = False) -> "GraphPicture":
     """The value-and-grad graph of `fun` at these example arguments, as the generated code

@@ -28,7 +28,8 @@ from ... import _version, passes, tree
 from .store import FORMAT
 
 _OPTIONAL = ("numexpr",)  # modules the emitted code imports when they are installed
-_NOT_IN_CODE = {"AUTODIFFGEN_EXPLAIN", "AUTODIFFGEN_MAX_VARIANTS"}  # logging, a bound
+_NOT_IN_CODE = {"AUTODIFFGEN_EXPLAIN", "AUTODIFFGEN_MAX_VARIANTS",  # logging, a bound,
+                "AUTODIFFGEN_TRACEBACK"}  # how much of a traceback shows (tracebacks.py)
 _LIBRARIES = ("numpy", "autodiffgen", "builtins")  # covered by the versions in the key
 
 
