@@ -29,8 +29,9 @@ from .errors import (
                      TracingError,
                      UnsupportedOperationError,
 )
+from .jacobians import hessian, jacfwd, jacobian, jacrev
 from .picture import graph_of
-from .transforms import hessian, hvp, jacfwd, jacobian, jacrev, jvp, vjp, vmap
+from .transforms import hvp, jvp, vjp, vmap
 from .tree import register_pytree_node
 
 __all__ = [

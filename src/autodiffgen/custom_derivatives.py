@@ -37,7 +37,7 @@ same rules, so the custom rule holds at every order, as in JAX.
 """
 
 import inspect
-import threading
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -54,15 +54,19 @@ from .trace.context import current_trace, user_loc
 from .trace.recording import bind
 from .tree import leaves, map_tree
 
-_LAST = threading.local()  # the last node's cotangents: its rule runs once per argument
+_LAST = weakref.WeakKeyDictionary()  # trace -> (key, cotangents) of the last node's rule
 
 
 def _once(key, compute):
-    """compute() for this node's arguments and cotangent (`key`, compared by identity),
-    computed once for all its arguments' rules."""
-    last = getattr(_LAST, "value", None)
+    """compute() for a node's rule, its arguments and cotangent (`key`, compared by
+    identity): the backward calls the rule once per argument, and f_bwd runs once for all
+    of them. Kept per trace, and only while the trace lives."""
+    trace = current_trace()
+    last = _LAST.get(trace) if trace is not None else None
     if last is None or len(last[0]) != len(key) or any(a is not b for a, b in zip(last[0], key)):
-        _LAST.value = last = (key, compute())
+        last = (key, compute())
+        if trace is not None:
+            _LAST[trace] = last
     return last[1]
 
 
