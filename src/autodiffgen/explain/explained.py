@@ -1,7 +1,8 @@
 """What the explain page shows of one function, read from the compile path's own data.
 
-`explained(fun, *args)` compiles the function as a call's cache miss does (pipeline.compile
-of its Request: the source `autodiffgen emit` prints) and reads back
+`explained(fun, *args)` compiles the function as a call's cache miss does (GradFunction's
+_compile: pipeline.compile of its Request, the source `autodiffgen emit` prints) and reads
+back
 - the source map the emitter made (Compiled.locs: generated line -> the user's file and
   line), each generated line in the section the emitter put it in (its `# forward`,
   `# backward` headers: Layout.section),
@@ -15,7 +16,6 @@ of its Request: the source `autodiffgen emit` prints) and reads back
 import linecache
 from dataclasses import dataclass
 
-from .. import pipeline
 from ..codegen.emitter import Emitter
 from ..graph import Node, is_guard, op
 from ..picture import GraphPicture, type_text
@@ -79,7 +79,8 @@ class Explained:
 def explained(fun, *args, argnums=0, has_aux=False):
     """The Explained value-and-grad of `fun` (a GradFunction brings its own argnums and
     has_aux; a compiled training step is explained whole at `params, *batch`)."""
-    compiled = pipeline.compile(_request(fun, args, argnums, has_aux))
+    fun, args = _compiled_as(fun, args, argnums, has_aux)
+    compiled = fun._compile(args, False)  # a cache miss's compile path (api.GradFunction)
     graph = compiled.graph
     sections = sections_of(compiled.source, graph.update)
     emitter = Emitter(graph)
@@ -99,17 +100,18 @@ def explained(fun, *args, argnums=0, has_aux=False):
                      _files(lines), picture, batch)
 
 
-def _request(fun, args, argnums, has_aux):
-    """The Request a call of `fun` at `args` compiles (graph_of's arguments)."""
+def _compiled_as(fun, args, argnums, has_aux):
+    """(the GradFunction, the arguments) a call of `fun` at `args` compiles: a training
+    step's are its loss's, `params, *batch`, with the optimizer's initial state."""
     from ..api import GradFunction
     from ..train_step import TrainStep
 
     if isinstance(fun, TrainStep):
         params, *batch = args
-        return fun.request(fun._arguments(params, fun.init(params), batch))
+        return fun, fun._arguments(params, fun.init(params), batch)
     if not isinstance(fun, GradFunction):
         fun = GradFunction(fun, argnums, has_aux=has_aux)
-    return fun.request(args)
+    return fun, args
 
 
 def sections_of(source, update=""):
