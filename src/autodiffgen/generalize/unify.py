@@ -68,7 +68,7 @@ class Unifier:
                or n.dtype != head.dtype for n in column):
             raise NoFit
         args = [self.value(list(a)) for a in zip(*(n.args for n in column))]
-        params = [n.params for n in column]
+        params = [self.params(n) for n in column]
         if is_guard(head) and not self.same_guard(params):  # an outcome is data, not a size
             raise NoFit
         params = self.value(params)
@@ -115,6 +115,10 @@ class Unifier:
         if dataclasses.is_dataclass(head) and not isinstance(head, type):
             return self.record(values)
         return self.fit(values)
+
+    def params(self, node):
+        """The parameters of `node` its unified node takes (each the same, or fitted)."""
+        return node.params
 
     def inner(self, graphs):
         """A Unifier of graphs held by these (a loop's body), fitting numbers as this one."""

@@ -27,6 +27,7 @@ from . import raising
 from .context import current_trace, located, user_loc, user_stack
 
 COUNT_READS = []  # [hook(trace, box) -> int or None]: count_sources.read_count, for int()
+SIZE_READS = []  # [hook(trace, shape)]: count_sources.mark_read, for a shape the user reads
 EXIT_READS = []  # [hook(outcome) -> outcome]: exits.py, a loop's test said stop earlier
 CONVERSION_HINTS = []  # hook() -> (loc, message) or None, when np.asarray refuses a Box (rules/scipy)
 READ_HINTS = []  # hook(box, what) -> message or None, when a read or conversion is refused
@@ -300,12 +301,12 @@ class Handle:
 def _sized(box, size, user=False):
     """`size`, read from a traced value's shape. Once a mask's count is traced
     (generalize/counts.py), a size the user's Python reads may be that count deciding control flow, which no
-    formula shows: the count guards of the trace are marked so (only a cost: more counts
-    are tried, and counts 0 and 1 trace their own code)."""
-    guards = getattr(current_trace(), "count_guards", None)
-    if guards and (user or _read_by_user()):
-        for guard in guards:
-            guard.params["read"] = True
+    formula shows: the shape read is handed to count_sources.mark_read (only a cost: where
+    it moves with a count, more counts are tried, and counts 0 and 1 trace their own code)."""
+    trace = current_trace()
+    if getattr(trace, "count_guards", None) and (user or _read_by_user()):
+        for hook in SIZE_READS:
+            hook(trace, np.shape(box.value))
     return size
 
 

@@ -134,7 +134,7 @@ def observe_length(trace, box, key, total, resize=None, least=0):
     box changed to the probed length (nonsense values: only the graph is kept), or, for
     a result of fixed length whose values index the counted one (np.unique's inverse),
     changed by `resize(value, k)`. `total`: the most the count can usefully be probed at,
-    `least` the least (generalize_counts._probe_counts)."""
+    `least` the least (generalize/probes.probe_counts)."""
     if trace is None or box.node.trace_id != trace.id:
         return box
     sources = trace.__dict__.setdefault("count_sources", {})
@@ -180,18 +180,32 @@ def read_count(trace, box):
     if source is None:
         return None
     source = observe(trace, source)
-    mark_read(trace)
-    return int(np.count_nonzero(source.value))
+    count = int(np.count_nonzero(source.value))
+    mark_read(trace, count)
+    return count
 
 
 boxes.COUNT_READS.append(read_count)
 
 
-def mark_read(trace):
-    """A size was decided on after the trace's masks (a slice x[m][:3] is shorter at
-    fewer than 3): try every count, as when the user's Python reads one (boxes._sized)."""
-    for guard in getattr(trace, "count_guards", ()):
+def mark_read(trace, size):
+    """A size was read after the trace's masks: `size`, the shape the user's Python read
+    (len(), .shape, .size, iteration), the shape sliced with bounds (x[m][:3] is 3 long,
+    or fewer) or the count int() read. The count guards so far are marked (a count Python
+    may decide on), and the size is kept on the first: where it moves with a count
+    between the traces, generalize/counts.py tries every count, and counts 0 and 1 trace
+    their own code; where it does not (a[:, :H] after a mask), it decides on no count."""
+    guards = getattr(trace, "count_guards", None)
+    if not guards:
+        return
+    for guard in guards[trace.__dict__.get("read_marked", 0):]:
         guard.params["read"] = True
+    trace.read_marked = len(guards)
+    first = guards[0].params
+    first["reads"] = first.get("reads", ()) + (size,)
+
+
+boxes.SIZE_READS.append(mark_read)
 
 
 def with_count(value, count):

@@ -30,6 +30,14 @@ from .executed import user_code
 from .recording import INPUT_KINDS, Trace
 
 TRACE_HOOKS = []  # hook(trace) -> a context manager around the user's call (numpy_api.random)
+_runs = [0]  # how many times trace() has run a function (`runs`)
+
+
+def runs():
+    """How many times `trace` has run a function so far, in this process: what a first call
+    costs in traces is the difference around it (generalizing traces again at other
+    sizes and counts)."""
+    return _runs[0]
 
 
 def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, static=(),
@@ -47,6 +55,7 @@ def trace(fun, args, argnums, names, diff=True, capture=True, eager=False, stati
     boxed)` calls the function (as the trace sees it: `run`) on the boxed arguments when
     it takes not all of them (a training step: loss(params, *batch)).
     """
+    _runs[0] += 1
     recording = Trace()
     recording.eager = eager
     recording.fun = fun
