@@ -292,9 +292,9 @@ def grad(fun: Fun | None = None, argnums: ArgNums = ARGNUMS,
     Use as `@grad`, `@grad(argnums=(0, 1))` or `grad(f, argnums=1)`. The first call with a
     new signature (argument structure, shapes, dtypes, values of non-array arguments) traces
     `f` once and compiles a generated forward+backward function; later calls run only that.
-    `example=` gives the CLI example arguments (see README). `max_entries=` bounds the
-    signatures kept (least recently used dropped first; default $AUTODIFFGEN_MAX_ENTRIES or
-    64). `has_aux=True`: f returns (output, aux), aux any pytree of arrays and numbers
+    `example=` gives the CLI example arguments (the docs' "Command line"). `max_entries=`
+    bounds the signatures kept (least recently used dropped first; default
+    $AUTODIFFGEN_MAX_ENTRIES or 64). `has_aux=True`: f returns (output, aux), aux any pytree of arrays and numbers
     computed by the same generated function, with no derivative; the call returns
     (gradient, aux). `argnum=` is Autograd's spelling of `argnums=` (on every transform
     that takes argnums); giving both is an error."""
