@@ -1,6 +1,10 @@
 """CI runs exactly the README's test command, and it installs the extras the tests need."""
 
+import os
 import pathlib
+import shutil
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -24,3 +28,13 @@ def test_the_test_command_installs_what_the_tests_drive():
     command = _readme_test_command()
     assert "pip install -q -e '.[test,dask,docs,examples]'" in command
     assert command.startswith("bash .ci/system-packages && ")
+
+
+@pytest.mark.skipif(not os.environ.get("CI"), reason="on a developer's machine they may skip")
+def test_on_ci_the_real_programs_are_there():
+    """So the SVG, explorer and site tests run on CI instead of skipping."""
+    import mkdocs  # noqa: F401
+    import selenium  # noqa: F401
+    import sklearn  # noqa: F401
+    for program in ("dot", "chromium", "chromedriver"):
+        assert shutil.which(program), f"CI must install {program} (.ci/system-packages)"
