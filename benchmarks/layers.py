@@ -1,7 +1,7 @@
 """Layer-style models (issue 29): autodiffgen's value_and_grad against each model's own
 hand-written backward, and JAX where the same code runs under it.
 
-    OMP_NUM_THREADS=1 python benchmarks/layers.py        # all 17 models (several minutes)
+    OMP_NUM_THREADS=1 python benchmarks/layers.py        # all 17 models (about 4 minutes)
     python benchmarks/layers.py --quick                  # a smoke run (3 short rounds)
     python benchmarks/layers.py --only conv --only lstm --rounds 5
 
@@ -326,7 +326,7 @@ def parse(argv):
     p.add_argument("--only", action="append", metavar="NAME", choices=[m.name for m in MODELS],
                    help="this model only (repeatable): " + ", ".join(m.name for m in MODELS))
     p.add_argument("--quick", action="store_true", help="a smoke run: 3 rounds of short samples")
-    p.add_argument("--rounds", type=int, help="interleaved rounds (default 11, quick 3)")
+    p.add_argument("--rounds", type=int, help="interleaved rounds (default 21, quick 3)")
     p.add_argument("--sample", type=float,
                    help="seconds per timed sample (default 0.1, quick 0.01)")
     p.add_argument("--jax", choices=("auto", "off"), default="auto",
@@ -360,7 +360,7 @@ def summary(results, jax_on):
 
 def main(argv=None):
     opts = parse(argv)
-    rounds = opts.rounds or (3 if opts.quick else 11)
+    rounds = opts.rounds or (3 if opts.quick else 21)
     sample = opts.sample or (0.01 if opts.quick else 0.1)
     jax_on = opts.jax == "auto" and "jax" in run.available_peers()
     notes = run.setup_peers(["jax"] if jax_on else [])
