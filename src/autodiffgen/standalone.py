@@ -15,20 +15,27 @@ decide per call:
   of a NumPy error or a silent cast (float32 stays float32: another dtype is refused);
 - the guards of the traced path: a failed one raises the module's GuardFailure, whose
   message says the module cannot trace again, so a caller that can (the client of a
-  cluster) catches it and traces that path with autodiffgen.
+  cluster) catches it and traces that path with autodiffgen;
+- a mask's count read at run time for every batch size (_counted_rows): the compile path
+  keeps a graph that reads counts to its traced shape, since the in-memory cache traces
+  each new shape again; a module unifies such graphs made at three sizes instead.
 """
 
 import dataclasses
 import textwrap
+import warnings
 
 import numpy as np
 
 from . import pipeline
+from .cache.loader import load
 from .codegen.emitter import emit_module
 from .errors import function_name
 from .generalize.batch import LOWS, agrees, batch_of, grown
+from .generalize.unify import unify
 from .graph.size_formulas import Batch
-from .tree import Field, child, is_container, items
+from .trace.count_sources import counted
+from .tree import Field, child, is_container, items, leaves
 
 PROBE_ROWS = 2048  # the large size a module's code is checked at (see _holds_above)
 PROBE_BYTES = 1 << 26
@@ -136,6 +143,10 @@ def _served(gf, args, name, taken):
     if general is None or general.batch is None:  # the example's own shapes, then
         grow = False
         general, = pipeline.program(request)
+    if general.batch is None and rows is not None and counted(general):
+        grow = rows.n < GROWN  # n - 1 above a low size: the sizes unified must differ
+        general = _counted_rows(request, grown(args, rows, GROWN) if grow else args,
+                                None if grow else general) or general
     batch = general.batch
     if batch is None:
         general.name = _free(f"_{name}_traced", taken)
@@ -166,15 +177,71 @@ def _holds_above(request, args, general):
     per_row = sum(_row_bytes(args, path) for path in batch.paths)
     large = min(PROBE_ROWS, PROBE_BYTES // max(per_row, 1))
     sizes = [2 * batch.n + 1] + ([large] if large > 2 * batch.n + 1 else [])
-    for rows in sizes:
-        big = grown(args, batch, rows)
-        try:
-            traced = pipeline.traced(request, big)
-        except Exception:  # noqa: BLE001  the user's code may raise anything at another size
-            return False
-        if not agrees(general, traced, big, rows):
-            return False
-    return True
+    check = _emitted_agrees if counted(general) else _agrees
+    return all(check(request, general, grown(args, batch, rows), rows) for rows in sizes)
+
+
+def _agrees(request, general, args, n):
+    """batch.agrees: the graph in n run at `args` against the graph traced there."""
+    try:
+        traced = pipeline.traced(request, args)
+    except Exception:  # noqa: BLE001  the user's code may raise anything at another size
+        return False
+    return agrees(general, traced, args, n)
+
+
+def _counted_rows(request, args, first=None):
+    """The graph of a function that reads a mask's count at run time (generalize/counts.py)
+    for every batch size from a low one up to n, or None: the programs made at n (`first`
+    if given), n-1 and a low size, each reading its counts at run time, unified into one
+    whose sizes are formulas in n that fit all three (_holds_above checks larger sizes)."""
+    batch = batch_of(args, request.batch)
+    request = dataclasses.replace(request, batch=None)  # the counts' stage alone, per size
+    n = batch.n
+    at_n = first or _traced(request, args)
+    near = _traced(request, grown(args, batch, n - 1))
+    if at_n is None or near is None:
+        return None
+    var = "n" if "n" not in at_n.params else "_n"
+    # the least low size that fits, so that fewest sizes below it are traced alone (where
+    # a mask of 1 or 2 elements keeps its count)
+    for low in range(LOWS[0], min(LOWS[-1] + 1, n - 1)):
+        probe = _traced(request, grown(args, batch, low))
+        general = probe and unify([at_n, near, probe], [n, n - 1, low], var)
+        if general is not None:
+            return dataclasses.replace(general, batch=Batch(n, batch.paths, low, n, var))
+    return None
+
+
+def _emitted_agrees(request, general, args, n):
+    """_agrees for a graph that reads counts, which only its emitted code computes
+    (batch.run knows formulas in n alone): its code, emitted for every size from its low
+    one, run at `args` against the code the counts' stage makes for their shapes (what the
+    in-memory cache would run)."""
+    b = general.batch
+    graph = dataclasses.replace(general, batch=Batch(b.n, b.paths, b.lo, None, b.var))
+    reference = _traced(dataclasses.replace(request, batch=None), args)
+    if reference is None:
+        return False
+    try:
+        with np.errstate(all="ignore"):
+            mine, theirs = (leaves(load(*_emitted(g))(*args)) for g in (graph, reference))
+    except Exception:  # noqa: BLE001  code that breaks at this size does not serve it
+        return False
+    return len(mine) == len(theirs) and all(map(_close, mine, theirs))
+
+
+def _emitted(graph):
+    source, namespace, locs = emit_module([graph], True)
+    return source, namespace, graph.name, locs
+
+
+def _close(mine, theirs):
+    mine, theirs = np.asarray(mine), np.asarray(theirs)
+    if mine.shape != theirs.shape or mine.dtype != theirs.dtype:
+        return False
+    tol = 1e-4 if mine.dtype.itemsize * 8 < 64 else 1e-9
+    return bool(np.allclose(mine, theirs, rtol=tol, atol=tol, equal_nan=True))
 
 
 def _row_bytes(args, path):
@@ -186,9 +253,12 @@ def _row_bytes(args, path):
 
 def _traced(request, args):
     """The request's graph at `args` (for every batch size it allows when its `batch`
-    flags are set), or None when the function fails there."""
+    flags are set), or None when the function fails there. NumPy's warnings there are
+    not the user's (the mean of a mask of 1 row that selects none): they are not shown."""
     try:
-        return pipeline.program(dataclasses.replace(request, args=tuple(args)))[0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return pipeline.program(dataclasses.replace(request, args=tuple(args)))[0]
     except Exception:  # noqa: BLE001  the user's code may raise anything at another size
         return None
 

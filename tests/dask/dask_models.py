@@ -41,3 +41,28 @@ def data(dtype, rng, n=50, d=3):
     x = rng.normal(size=(n, d)).astype(dtype)
     y = (rng.random(n) > 0.5).astype(dtype)
     return x, y
+
+
+def hinge(p, x, y):
+    """A mask's count read at run time: how many rows the selection keeps differs per
+    chunk, and so does the chunk's size."""
+    margin = 1.0 - (2.0 * y - 1.0) * (x @ p["w"] + p["b"])
+    return np.sum(margin[margin > 0.0]) / len(x)
+
+
+def with_aux(p, x, y):
+    """A mean loss with aux values that are means over rows too (aux="reduce")."""
+    z = x @ p["w"] + p["b"]
+    return np.mean(np.logaddexp(0.0, z) - y * z), {"hits": np.mean((z > 0) == (y > 0)),
+                                                    "z": np.mean(z)}
+
+
+def held(block, event, timeout):
+    """A block of data that waits (at most `timeout` seconds) for the distributed Event
+    named `event`, having put its worker's address in the Queue `event` + "-waiting":
+    chunks wait here while a test kills the worker of one of them."""
+    from distributed import Event, Queue, get_worker
+
+    Queue(event + "-waiting").put(get_worker().address)
+    Event(event).wait(timeout)
+    return block

@@ -1,6 +1,8 @@
 """autodiffgen.dask on Dask's local scheduler: the decomposition check, argument errors,
-chunk alignment and the SciPy objective (the cluster's own tests: test_dask_cluster.py)."""
+chunk alignment, the SciPy objective, has_aux, keywords, pytrees, masks and the check that
+every chunk is summed once (the cluster's own tests: test_dask_cluster.py)."""
 
+import dataclasses
 import inspect
 
 import numpy as np
@@ -9,7 +11,7 @@ import pytest
 da = pytest.importorskip("dask.array")
 pytest.importorskip("distributed")
 
-from dask_models import data, logreg_mean, params, pick
+from dask_models import data, hinge, logreg_mean, params, pick, with_aux
 
 import autodiffgen
 import autodiffgen.dask as add
@@ -133,3 +135,117 @@ def test_leaves_keep_their_types_and_dtypes(dtype):
         assert type(g[name]) is type(want[name]), name
         assert np.asarray(g[name]).dtype == np.asarray(want[name]).dtype, name
         np.testing.assert_allclose(g[name], want[name], rtol=tol)
+
+
+def _chunked(x, y, chunks):
+    return da.from_array(x, chunks=(chunks, x.shape[1])), da.from_array(y, chunks=chunks)
+
+
+def _same(got, want, rtol=1e-12):
+    """Two pytrees of one structure with the same numbers."""
+    leaves = autodiffgen.tree.leaves
+    assert autodiffgen.tree.structure_text(got) == autodiffgen.tree.structure_text(want)
+    for g, w in zip(leaves(got), leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-14)
+
+
+def penalized(p, x, y, lam=0.1):
+    return logreg_mean(p, x, y) + lam * np.sum(p["w"] ** 2)
+
+
+def test_keywords_and_defaults_are_bound_as_in_memory():
+    p, x, y, X, Y = _setup()
+    vg = add.value_and_grad(penalized)
+    _same(vg(p, y=Y, x=X), autodiffgen.value_and_grad(penalized)(p, y=y, x=x))
+    _same(vg(p, X, Y, lam=0.5), autodiffgen.value_and_grad(penalized)(p, x, y, 0.5))
+    with pytest.raises(TypeError, match="penalized.*'y'"):
+        vg(p, X)
+
+
+def test_has_aux_reduces_aux_values_as_the_loss_or_gathers_them_per_chunk():
+    p, x, y, X, Y = _setup(n=31)
+    want = autodiffgen.value_and_grad(with_aux, has_aux=True)(p, x, y)
+    _same(add.value_and_grad(with_aux, has_aux=True)(p, X, Y), want)
+    grads, aux = add.grad(with_aux, has_aux=True)(p, X, Y)
+    _same((grads, aux), (want[1], want[0][1]))
+    (value, per_chunk), grads = add.value_and_grad(with_aux, has_aux=True, aux="chunks")(
+        p, X, Y)
+    _same((value, grads), (want[0][0], want[1]))
+    assert len(per_chunk) == 4  # rows 0-9, 10-19, 20-29, 30
+    for k, aux in enumerate(per_chunk):
+        rows = slice(10 * k, 10 * k + 10)
+        _same(aux, with_aux(p, x[rows], y[rows])[1])
+
+
+def worst_aux(p, x, y):
+    r = (x @ p["w"] - y) ** 2
+    return np.mean(r), {"mean": np.mean(r), "worst": np.max(r)}
+
+
+def test_an_aux_value_that_does_not_add_up_over_chunks_is_refused_naming_it():
+    p, _, _, X, Y = _setup()
+    line = inspect.getsourcelines(worst_aux)[1]
+    with pytest.raises(add.DecompositionError, match=rf"test_dask_grad.py:{line}: the aux value "
+                       r"aux\['worst'\] of worst_aux does not combine over rows .*aux='chunks'"):
+        add.value_and_grad(worst_aux, has_aux=True)(p, X, Y)
+    (_, per_chunk), _ = add.value_and_grad(worst_aux, has_aux=True, aux="chunks")(p, X, Y)
+    assert [set(aux) for aux in per_chunk] == [{"mean", "worst"}] * 3
+
+
+@dataclasses.dataclass
+class Linear:
+    w: np.ndarray
+    b: float
+
+
+class Pair:
+    """A registered pytree: its flatten and unflatten run on the client only."""
+
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+
+
+autodiffgen.register_pytree_node(Pair, lambda q: ((q.w, q.b), "pair"),
+                                 lambda aux, children: Pair(*children))
+
+
+def linear_loss(q, x, y):
+    z = x @ q.w + q.b
+    return np.mean(np.logaddexp(0.0, z) - y * z)
+
+
+@pytest.mark.parametrize("make", [Linear, Pair], ids=["dataclass", "registered"])
+def test_dataclass_and_registered_pytree_parameters(make):
+    p, x, y, X, Y = _setup()
+    q = make(p["w"], 0.25)
+    vg = add.value_and_grad(linear_loss)
+    value, g = vg(q, X, Y)
+    want_value, want = autodiffgen.value_and_grad(linear_loss)(q, x, y)
+    assert type(g) is make and type(g.b) is type(want.b)
+    _same((value, g.w, g.b), (want_value, want.w, want.b))
+    vg(make(p["w"] * 2.0, 0.5), X, Y)
+    assert vg.traces == 1  # the same structure: the same program
+
+
+def test_a_masked_loss_serves_nine_chunk_sizes_with_one_trace():
+    """The module reads the mask's count at run time and serves every chunk size (the
+    compile path used to keep such code to the traced shape: one trace per size, and
+    RetraceError past 8)."""
+    rng = np.random.default_rng(9)
+    sizes = (9, 10, 11, 12, 13, 14, 15, 16, 40)
+    p, (x, y) = pick(params(np.float64, rng), "w", "b"), data(np.float64, rng, n=sum(sizes))
+    vg = add.value_and_grad(hinge)
+    _same(vg(p, *_chunked(x, y, sizes)), autodiffgen.value_and_grad(hinge)(p, x, y))
+    assert (vg.traces, vg.retraces) == (1, 0)
+
+
+def test_every_chunk_must_be_counted_once():
+    from autodiffgen.dask.faults import counted_once
+
+    counted_once([(1, 10), (0, 10), (2, 3)], (10, 10, 3))
+    with pytest.raises(add.PartialSumError, match=r"chunk 1 \(rows 10 to 19\) missing"):
+        counted_once([(0, 10), (2, 3)], (10, 10, 3))
+    with pytest.raises(add.PartialSumError, match=r"chunk 2 \(rows 20 to 22\) summed more"):
+        counted_once([(0, 10), (1, 10), (2, 3), (2, 3)], (10, 10, 3))
+    with pytest.raises(add.PartialSumError, match="chunk 0 .* other row counts"):
+        counted_once([(0, 9), (1, 10), (2, 3)], (10, 10, 3))

@@ -6,10 +6,13 @@
 The client traces `loss` with autodiffgen and sends the generated module's source (never
 the user's function, never autodiffgen) to the workers, which need only NumPy: each runs it
 on its chunk and returns the chunk's total value and gradients and its row count; a tree
-reduction in Dask adds them up and the client divides by the rows for a mean. The first
-call checks on a sample that the loss decomposes over rows (check.py). A chunk that takes
-another path than the code traced (a guard fails on the worker) comes back to the client,
-which traces that chunk, adds the new variant, and runs the chunk again.
+reduction in Dask adds them up and the client divides by the rows for a mean. What the
+workers run takes each leaf of the small arguments as an argument of its own (flat.py), so
+they need none of the user's classes either. The first call checks on a sample that the
+loss (and with has_aux, each aux value) decomposes over rows (check.py). A chunk that
+takes another path than the code traced (a guard fails on the worker) comes back to the
+client, which traces that chunk, adds the new variant, and runs the chunk again. A worker
+lost mid-gradient costs time, never a partial sum (faults.py).
 """
 
 try:
@@ -19,17 +22,22 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("autodiffgen.dask needs Dask: pip install 'autodiffgen[dask]'") from e
 
 import os
+import uuid
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..api import GradFunction
 from ..errors import ArgumentError, AutodiffgenError
-from ..tree import leaves, map_tree
+from ..tree import is_container, items, leaves, map_tree, structure_text
 from .check import DecompositionError, check_decomposes
+from .faults import PartialSumError, computed, counted_once
+from .flat import Calls, Flat
 from .source import module_variant, still_holds, what_it_read
 
 __all__ = [
     "DecompositionError",
+    "PartialSumError",
     "RetraceError",
     "grad",
     "scipy_objective",
@@ -58,108 +66,165 @@ def _worker_namespace():
 _WORKER = _worker_namespace()
 
 
-def value_and_grad(fun, argnums=0, reduce="mean", fan_in=8, timeout=None):
+def value_and_grad(fun, argnums=0, reduce="mean", fan_in=8, timeout=None, *,
+                   has_aux=False, aux="reduce"):
     """value_and_grad over Dask arrays chunked by rows; `reduce` says how the loss combines
-    over rows: "mean" (weighted by each chunk's rows) or "sum"."""
-    return DaskGradFunction(fun, argnums, reduce, fan_in, timeout, with_value=True)
+    over rows: "mean" (weighted by each chunk's rows) or "sum". With has_aux=True, `fun`
+    returns (loss, aux) and the call ((value, aux), grads): `aux="reduce"` combines each
+    aux value over rows as the loss is, `aux="chunks"` gives a list of each chunk's."""
+    return DaskGradFunction(fun, argnums, reduce, fan_in, timeout, True, has_aux, aux)
 
 
-def grad(fun, argnums=0, reduce="mean", fan_in=8, timeout=None):
-    """grad over Dask arrays chunked by rows (see value_and_grad)."""
-    return DaskGradFunction(fun, argnums, reduce, fan_in, timeout, with_value=False)
+def grad(fun, argnums=0, reduce="mean", fan_in=8, timeout=None, *, has_aux=False,
+         aux="reduce"):
+    """grad over Dask arrays chunked by rows (see value_and_grad); with has_aux=True it
+    returns (grads, aux)."""
+    return DaskGradFunction(fun, argnums, reduce, fan_in, timeout, False, has_aux, aux)
+
+
+@dataclass(eq=False)
+class Program:
+    """What one signature of the call compiles to: its flat form, the GradFunction of
+    that, the variants of the generated module sent to the workers, and what the code
+    read besides the arguments (source.py)."""
+
+    flat: Flat
+    gf: GradFunction
+    variants: list
+    reads: list
 
 
 class DaskGradFunction:
     """A loss of small arguments and row-chunked Dask arrays, differentiated per chunk."""
 
-    def __init__(self, fun, argnums, reduce, fan_in, timeout, with_value):
+    def __init__(self, fun, argnums, reduce, fan_in, timeout, with_value, has_aux=False,
+                 aux="reduce"):
         if reduce not in ("mean", "sum"):
             raise ArgumentError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
-        self.gf = GradFunction(fun, argnums)
+        if aux not in ("reduce", "chunks"):
+            raise ArgumentError(f"aux must be 'reduce' or 'chunks', got {aux!r}")
+        self.calls = Calls(fun, argnums)
         self.fun, self.reduce, self.with_value = fun, reduce, with_value
+        self.has_aux, self.aux = bool(has_aux), aux
         self.fan_in, self.timeout = max(2, int(fan_in)), timeout
-        self._variants = {}  # signature of the call -> [variant]: one list per program
-        self._reads = {}  # signature -> what its modules read besides the arguments (source.py)
+        self._programs = {}  # signature of the call -> Program
+        self.traces = 0  # programs made: one per signature (again when what it read changed)
         self.retraces = 0  # chunks traced again because no variant served them
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        args, names = self.calls.bound(args, kwargs)
         batch = [i for i, a in enumerate(args) if isinstance(a, da.Array)]
         self._check_args(args, batch)
         arrays = _aligned([args[i] for i in batch])
-        small = [a for i, a in enumerate(args) if i not in batch]
-        layout = _layout(len(args), batch)
-        key = _signature(args, batch)
-        if key not in self._variants or not still_holds(self._reads[key]):
-            sample = _sample(args, batch, arrays, self.timeout)
-            reads = what_it_read(self.gf, sample)  # what the module bakes (draws refused)
-            check_decomposes(self.gf, sample, batch, self.reduce)
-            self._variants[key] = [module_variant(self.gf, sample)]
-            self._reads[key] = reads
-        variants = self._variants[key]
-        blocks = [a.to_delayed().ravel() for a in arrays]
-        chunks = list(zip(*blocks))
-        total = self._run(variants, layout, small, chunks, range(len(chunks)))
+        program = self._program(args, names, batch, arrays)
+        flat_args = program.flat.args(args)
+        small = [a for k, a in enumerate(flat_args) if k not in program.flat.batch]
+        layout = _layout(len(flat_args), program.flat.batch)
+        chunks = list(zip(*(a.to_delayed().ravel() for a in arrays)))
+        sizes = arrays[0].chunks[0]
+        total = self._run(program, layout, small, chunks, range(len(chunks)), sizes)
         for _ in range(MAX_VARIANTS):
-            if not total[3]:
+            if not total["failures"]:
                 break
-            failed = [i for i, _ in total[3]]  # their sums are not in total: run them again
-            self._retrace(variants, args, batch, chunks[failed[0]], total[3][0][1])
-            total = _WORKER["combine"](tuple(total[:3]) + ([],),
-                                       self._run(variants, layout, small, chunks, failed))
-        if total[3]:
-            raise RetraceError(f"chunks {[i for i, _ in total[3]]} took paths no traced code "
-                               f"serves after {MAX_VARIANTS} retraces: {total[3][0][1]}")
-        return self._result(*total[:3])
+            failed = [i for i, _ in total["failures"]]  # their sums are not in total
+            self._retrace(program, flat_args, chunks[failed[0]], total["failures"][0][1])
+            total["failures"] = []
+            total = _WORKER["combine"](total, self._run(program, layout, small, chunks,
+                                                        failed, sizes))
+        if total["failures"]:
+            raise RetraceError(f"chunks {[i for i, _ in total['failures']]} took paths no "
+                               f"traced code serves after {MAX_VARIANTS} retraces: "
+                               f"{total['failures'][0][1]}")
+        counted_once(total["rows"], sizes)
+        return self._result(program.flat, total)
 
     def _check_args(self, args, batch):
         if not batch:
             raise ArgumentError("autodiffgen.dask expects at least one dask array, chunked "
                                 "by rows; for arrays in memory use autodiffgen.value_and_grad")
-        for i in self.gf.argnums:
+        for i in self.calls.argnums:
             if i in batch:
                 raise ArgumentError(f"argument {i} is a dask array: autodiffgen.dask "
                                     "differentiates small arguments sent to every worker, "
                                     "not the chunked data")
 
-    def _run(self, variants, layout, small, chunks, indices):
+    def _program(self, args, names, batch, arrays):
+        """The Program of this call's signature: made (traced on a sample, checked) the
+        first time, and again when what the code read besides its arguments changed."""
+        key = _signature(args, batch)
+        program = self._programs.get(key)
+        if program is None or not still_holds(program.reads):
+            flat = Flat(self.fun, names, args, batch, self.calls._argnums, self.has_aux)
+            if not flat.argnums:
+                raise ArgumentError(f"argnums={self.calls.argnums}: the differentiated "
+                                    "arguments hold no arrays or floats")
+            gf = GradFunction(flat.fun, flat.argnums, has_aux=self.has_aux)
+            sample = _sample(flat.args(args), flat.batch, arrays, self.timeout)
+            reads = what_it_read(gf, sample)  # what the module bakes (draws refused)
+            check_decomposes(gf, sample, flat.batch, self.reduce,
+                             flat.aux_paths if self.has_aux and self.aux == "reduce" else None)
+            program = Program(flat, gf, [module_variant(gf, sample)], reads)
+            self._programs[key] = program
+            self.traces += 1
+        return program
+
+    def _run(self, program, layout, small, chunks, indices, sizes):
         """The Part of the chunks at `indices`: one task per chunk, then a tree reduction."""
         # one key each for the sources and the small arguments, shared by every task (sent
         # to a worker once); keys not from hashing the values: each call is computed anew
+        # (named as faults.py reads them: a task given up names what it cost)
+        variants, token = program.variants, uuid.uuid4().hex[:16]
         v = dask.delayed(variants, name="autodiffgen-sources-" + "-".join(
             variant["key"] for variant in variants))
-        s = dask.delayed(small, pure=False)
+        s = dask.delayed(small, name=f"autodiffgen-arguments-{token}")
         run, combine = (dask.delayed(_WORKER[name], pure=False) for name in ("run_chunk",
                                                                              "combine"))
-        parts = [run(i, v, layout, s, self.reduce, *chunks[i]) for i in indices]
+        how = (self.reduce, self.aux if self.has_aux else None)
+        parts = [run(i, v, layout, s, how, *chunks[i],
+                     dask_key_name=f"autodiffgen-chunk-{i}-{token}") for i in indices]
+        level = 0
         while len(parts) > 1:
-            parts = [combine(*parts[k:k + self.fan_in])
+            parts = [combine(*parts[k:k + self.fan_in],
+                             dask_key_name=f"autodiffgen-sum-{token}-{level}-{k}")
                      for k in range(0, len(parts), self.fan_in)]
-        return _compute(parts[0], self.timeout)
+            level += 1
+        return _compute_all([parts[0]], self.timeout, chunks, sizes)[0]
 
-    def _retrace(self, variants, args, batch, chunk, why):
+    def _retrace(self, program, flat_args, chunk, why):
         """Trace the chunk's own path and add that code to the variants: traced on the
         chunk's first rows (7, then 4 times more) as soon as that code serves the whole
         chunk here on the client, so a large chunk is traced whole only if it must be."""
+        variants, batch = program.variants, program.flat.batch
         if len(variants) >= MAX_VARIANTS:
             raise RetraceError(f"more than {MAX_VARIANTS} variants of the generated code "
                                f"needed; the last chunk said: {why}")
         rows = [np.asarray(r) for r in _compute_all(chunk, self.timeout)]
-        whole = _with_rows(args, batch, rows)
+        whole = _with_rows(flat_args, batch, rows)
         n = len(rows[0])
         k = min(SAMPLE_ROWS, n)
         while True:
-            variant = module_variant(self.gf, _with_rows(args, batch, [r[:k] for r in rows]))
+            variant = module_variant(program.gf, _with_rows(flat_args, batch,
+                                                            [r[:k] for r in rows]))
             if k == n or _serves(variant, whole):
                 break
             k = min(4 * k, n)
         variants.append(variant)
         self.retraces += 1
 
-    def _result(self, value, grads, rows):
+    def _result(self, flat, total):
+        """The user's (value, grads), ((value, aux), grads), grads or (grads, aux)."""
+        value, grads, aux = total["value"], total["grads"], total["aux"]
         if self.reduce == "mean":
-            value = value / rows
-            grads = _scaled_back(grads, rows)
-        return (value, grads) if self.with_value else grads
+            rows = sum(n for _, n in total["rows"])
+            value, grads = value / rows, _scaled_back(grads, rows)
+            aux = None if aux is None else _scaled_back(aux, rows)
+        grads = flat.grads(grads)
+        if not self.has_aux:
+            return (value, grads) if self.with_value else grads
+        gathered = total["gathered"]
+        aux = flat.aux(aux) if self.aux == "reduce" else \
+            [flat.aux(gathered[i]) for i in sorted(gathered)]
+        return ((value, aux), grads) if self.with_value else (grads, aux)
 
 
 def _with_rows(args, batch, rows):
@@ -186,7 +251,9 @@ def _scaled_back(grads, rows):
     def leaf(g):
         if isinstance(g, np.ndarray):  # 0-d too: NumPy would return a scalar
             return np.array(g / rows, dtype=g.dtype)
-        return g.dtype.type(g / rows) if isinstance(g, np.generic) else g / rows
+        if isinstance(g, np.generic):
+            return g.dtype.type(g / rows)
+        return None if g is None else g / rows  # (None: an empty aux value)
     return map_tree(grads, leaf)
 
 
@@ -219,14 +286,23 @@ def _layout(n, batch):
 
 def _signature(args, batch):
     """What decides the program besides the values: the dask arrays' dtypes and trailing
-    shapes, the small arguments' structure, shapes, dtypes and non-float values."""
+    shapes, the small arguments' structure (their containers' types), shapes, dtypes and
+    non-float values (read without rebuilding a container: a class may check its fields)."""
     def leaf(x):
         if hasattr(x, "shape") and hasattr(x, "dtype"):
             return ("array", np.shape(x), np.dtype(x.dtype).str)
         return ("float",) if type(x) is float else (type(x).__name__, repr(x))
-    small = [(repr(type(a)), str(map_tree(a, leaf)), repr(leaves(map_tree(a, leaf))))
+    small = [(structure_text(a), tuple(_kinds(a)), tuple(map(leaf, leaves(a))))
              for i, a in enumerate(args) if i not in batch]
     return tuple((args[i].dtype.str, args[i].shape[1:]) for i in batch), tuple(small)
+
+
+def _kinds(tree):
+    """The types of a tree's containers, in order (two classes of one name differ)."""
+    if is_container(tree):
+        yield type(tree)
+        for _, child in items(tree):
+            yield from _kinds(child)
 
 
 def _sample(args, batch, arrays, timeout):
@@ -238,19 +314,16 @@ def _sample(args, batch, arrays, timeout):
     return _with_rows(args, batch, [np.asarray(r) for r in rows])
 
 
-def _compute(x, timeout):
-    return _compute_all([x], timeout)[0]
-
-
-def _compute_all(xs, timeout):
+def _compute_all(xs, timeout, chunks=(), sizes=()):
     """Compute on the distributed client if there is one (waiting at most `timeout`
-    seconds for each result), else on Dask's default scheduler."""
+    seconds for each result; a task given up with its workers named as the chunks it
+    cost: faults.py), else on Dask's default scheduler."""
     try:
         from distributed import default_client
         client = default_client()
     except (ImportError, ValueError):
         return dask.compute(*xs)
-    return [future.result(timeout=timeout) for future in client.compute(list(xs))]
+    return computed(client.compute(list(xs)), timeout, chunks, sizes)
 
 
 def scipy_objective(vg, params, *args):
@@ -270,6 +343,8 @@ def scipy_objective(vg, params, *args):
 
     def fun(theta):
         value, grads = vg(unflatten(theta), *args)
+        if getattr(vg, "has_aux", False):
+            value = value[0]  # (value, aux): the aux values are not SciPy's
         flat = np.concatenate([np.ravel(g).astype(np.float64) for g in leaves(grads)])
         return float(value), flat
 

@@ -6,8 +6,11 @@ loss of a sample and of its two halves with the user's own function. When they d
 both samples are traced on the tape and their recorded values compared, to name the
 operation that mixes rows: the first reduction over the batch axis feeding a per-row value
 that differs between the sample and its half (a batch norm), or a reduction over the batch
-axis other than a sum or mean (a max over the batch).
+axis other than a sum or mean (a max over the batch). With has_aux and aux="reduce", each
+aux value is checked the same way, as the workers add it up as they add the loss.
 """
+
+import inspect
 
 import numpy as np
 
@@ -28,14 +31,26 @@ def combined(first, second, h, n, reduce):
     return first + second if reduce == "sum" else (h * first + (n - h) * second) / n
 
 
-def check_decomposes(gf, args, batch, reduce):
-    """Raise DecompositionError unless f(rows) == combine(f(first half), f(second half))."""
+def check_decomposes(gf, args, batch, reduce, aux_paths=None):
+    """Raise DecompositionError unless f(rows) == combine(f(first half), f(second half)),
+    for the loss and, when `aux_paths` (a function: how the user writes each aux leaf) is
+    given, for each aux value."""
     n = len(args[batch[0]])
     h = n // 2
-    whole, first, second = (float(gf.fun(*_rows(args, batch, s))) for s in
-                            (slice(0, n), slice(0, h), slice(h, n)))
-    if _close(whole, combined(first, second, h, n, reduce), args):
-        return
+    outs = [gf.fun(*_rows(args, batch, s)) for s in (slice(0, n), slice(0, h), slice(h, n))]
+    whole, first, second = (float(out[0] if gf.has_aux else out) for out in outs)
+    if not _close(whole, combined(first, second, h, n, reduce), args):
+        _refuse(gf, args, batch, reduce, (whole, first, second))
+    if aux_paths is not None:
+        for path, values in zip(aux_paths(), zip(*(out[1] for out in outs))):
+            _check_aux(gf, path, values, h, n, reduce, args)
+
+
+def _refuse(gf, args, batch, reduce, losses):
+    """The loss does not decompose: say where it mixes rows, and what would decompose."""
+    whole, first, second = losses
+    n = len(args[batch[0]])
+    h = n // 2
     other = "sum" if reduce == "mean" else "mean"
     hint = (f" It does decompose as reduce={other!r}: pass that."
             if _close(whole, combined(first, second, h, n, other), args) else "")
@@ -49,8 +64,27 @@ def check_decomposes(gf, args, batch, reduce):
         + hint + " Compute per-row terms and end with their mean (or sum) over the rows."))
 
 
+def _check_aux(gf, path, values, h, n, reduce, args):
+    """One aux value: the workers add it over chunks as the loss, so it must decompose."""
+    if all(v is None for v in values):  # an empty subtree, as in JAX
+        return
+    try:
+        whole, first, second = (np.asarray(v, dtype=np.float64) for v in values)
+    except (TypeError, ValueError):  # not a number: a string, None
+        whole = first = None
+    if whole is not None and whole.shape == first.shape == second.shape and \
+            _close(whole, combined(first, second, h, n, reduce), args):
+        return
+    said = values[0] if whole is None else whole.tolist()
+    raise DecompositionError(at(_def_site(gf.fun), (
+        f"the aux value {path} of {gf.__name__} does not combine over rows as the loss "
+        f"does (reduce={reduce!r}): on {n} sample rows it is {said!r}, which its halves' "
+        "values do not give, so adding it up over chunks would be wrong. Pass "
+        "aux='chunks' to get each chunk's aux values in a list, and combine them yourself")))
+
+
 def _def_site(fun):
-    code = getattr(fun, "__code__", None)
+    code = getattr(inspect.unwrap(fun), "__code__", None)
     return (code.co_filename, code.co_firstlineno) if code else "<unknown location>"
 
 
@@ -60,7 +94,7 @@ def _rows(args, batch, rows):
 
 def _close(a, b, args):
     low = any(getattr(x, "dtype", np.float64) in (np.float16, np.float32) for x in leaves(args))
-    return np.isclose(a, b, rtol=1e-4 if low else 1e-9, atol=1e-6 if low else 1e-12)
+    return bool(np.allclose(a, b, rtol=1e-4 if low else 1e-9, atol=1e-6 if low else 1e-12))
 
 
 def _mixing_operation(gf, args, batch, n, h):

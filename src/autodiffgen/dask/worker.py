@@ -5,10 +5,13 @@ autodiffgen): autodiffgen.dask execs this file's text under a module name no pro
 import, so Dask's pickler sends the functions by value. Keep it self-contained: no imports
 from autodiffgen, no relative imports.
 
-A chunk's result is a Part: (total value, total gradients, rows, failures). Totals are sums
-over rows (a mean loss's value and gradients are multiplied by the chunk's rows), so parts
-combine by adding, in any grouping; `failures` lists (chunk index, message) for chunks no
-variant of the generated code served, which the client traces again.
+A chunk's result is a Part, a dict: "value", "aux" and "grads" are totals over rows (a
+mean loss's are multiplied by the chunk's rows), so parts combine by adding, in any
+grouping; "gathered" holds each chunk's own aux values by chunk index (aux="chunks");
+"rows" lists (chunk index, rows) for every chunk summed, which the client checks counts
+each chunk once; "failures" lists (chunk index, message) for chunks no variant of the
+generated code served, which the client traces again. The generated code takes and
+returns arrays and numbers only (the client's flat.py), so gradients are tuples here.
 """
 
 import sys
@@ -41,9 +44,10 @@ def other_path(module, error):
     return isinstance(error, kinds)
 
 
-def run_chunk(index, variants, layout, small, reduce, *chunks):
+def run_chunk(index, variants, layout, small, how, *chunks):
     """The Part of one chunk: the first variant that serves it runs on the call's
-    arguments, rebuilt from `layout` ("chunk", k) / ("small", k)."""
+    arguments, rebuilt from `layout` ("chunk", k) / ("small", k). `how` is (reduce, aux):
+    "mean" or "sum", and None, "reduce" or "chunks"."""
     args = [chunks[k] if where == "chunk" else small[k] for where, k in layout]
     rows = len(chunks[0])
     why = f"no generated code for {rows} rows"
@@ -52,49 +56,60 @@ def run_chunk(index, variants, layout, small, reduce, *chunks):
             continue
         module = module_of(variant["key"], variant["source"])
         try:
-            value, grads = getattr(module, variant["function"])(*args)
+            out, grads = getattr(module, variant["function"])(*args)
         except Exception as e:
             if not other_path(module, e):
                 raise
             why = str(e)
             continue
-        if reduce == "mean":
-            value, grads = value * rows, scaled(grads, rows)
-        return value, grads, rows, []
-    return None, None, 0, [(index, why)]
+        return _part(index, rows, out, grads, *how)
+    return part(failures=[(index, why)])
+
+
+def part(value=None, aux=None, grads=None, rows=(), gathered=None, failures=()):
+    return {"value": value, "aux": aux, "grads": grads, "rows": list(rows),
+            "gathered": gathered or {}, "failures": list(failures)}
+
+
+def _part(index, rows, out, grads, reduce, aux):
+    """The Part of a chunk the generated code ran on."""
+    value, aux_values = out if aux else (out, None)
+    if reduce == "mean":  # totals over rows: a mean times the rows
+        value, grads = value * rows, scaled(grads, rows)
+        if aux == "reduce":
+            aux_values = scaled(aux_values, rows)
+    if aux == "chunks":
+        return part(value, None, grads, [(index, rows)], {index: aux_values})
+    return part(value, aux_values, grads, [(index, rows)])
 
 
 def scaled(tree, k):
     """Each leaf times k, keeping its dtype (a float32 leaf stays float32)."""
-    if isinstance(tree, dict):
-        return {key: scaled(v, k) for key, v in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        return _same_sequence(tree, [scaled(v, k) for v in tree])
-    return tree * k
+    if isinstance(tree, tuple):
+        return tuple(scaled(v, k) for v in tree)
+    return None if tree is None else tree * k
 
 
 def added(a, b):
-    """Leafwise a + b over dicts, lists and tuples (namedtuples too)."""
-    if isinstance(a, dict):
-        return {key: added(v, b[key]) for key, v in a.items()}
-    if isinstance(a, (list, tuple)):
-        return _same_sequence(a, [added(x, y) for x, y in zip(a, b)])
-    return a + b
-
-
-def _same_sequence(like, items):
-    if isinstance(like, tuple) and hasattr(like, "_fields"):
-        return type(like)(*items)
-    return type(like)(items)
+    """Leafwise a + b over tuples (None, an empty aux value, stays None)."""
+    if isinstance(a, tuple):
+        return tuple(added(x, y) for x, y in zip(a, b))
+    return None if a is None else a + b
 
 
 def combine(*parts):
     """The Part of several Parts: one node of the tree reduction."""
-    value, grads, rows, failures = None, None, 0, []
-    for v, g, n, f in parts:
-        failures = failures + list(f)
-        if v is None:
+    total = part()
+    for p in parts:
+        total["rows"] += p["rows"]
+        total["failures"] += p["failures"]
+        total["gathered"].update(p["gathered"])
+        if p["value"] is None:
             continue
-        value, grads = (v, g) if value is None else (value + v, added(grads, g))
-        rows += n
-    return value, grads, rows, failures
+        if total["value"] is None:
+            total.update(value=p["value"], aux=p["aux"], grads=p["grads"])
+        else:
+            total.update(value=total["value"] + p["value"], grads=added(total["grads"],
+                                                                        p["grads"]),
+                         aux=None if p["aux"] is None else added(total["aux"], p["aux"]))
+    return total

@@ -185,6 +185,8 @@ def fit(values, ns, var="n"):
         raise NoFit
     if isinstance(first, np.ndarray):
         return _fit_array(values, ns, var)
+    if isinstance(first, SymArray):
+        return _fit_sym_array(values, ns, var)
     if isinstance(first, (int, np.integer)):
         return _fit_int(values, ns, var)
     if isinstance(first, (float, np.floating)):
@@ -318,6 +320,21 @@ def _fit_array(values, ns, var):
             and all((f == np.arange(f.size)).all() for f in flats):
         return SymArray("arange", shape, first.dtype)
     raise NoFit
+
+
+def _fit_sym_array(values, ns, var):
+    """SymArrays already formulas in another variable (a mask's count) that differ in n:
+    one whose shape and fill are formulas in both (np.full((count,), 1/n) of a sum over
+    the selected rows divided by len(x), in code made at several batch sizes)."""
+    first = values[0]
+    if any(v.kind != first.kind or v.dtype != first.dtype or len(v.shape) != len(first.shape)
+           for v in values):
+        raise NoFit
+    shape = tuple(fit([v.shape[d] for v in values], ns, var) for d in range(len(first.shape)))
+    fill = first.fill if first.kind == "arange" else fit([v.fill for v in values], ns, var)
+    if type(fill) in (Dim, Scale):
+        fill.cast = None  # np.full(..., dtype=) casts it
+    return SymArray(first.kind, shape, first.dtype, fill)
 
 
 class Batch:
