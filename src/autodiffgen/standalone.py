@@ -31,7 +31,7 @@ from . import pipeline
 from .cache.loader import load
 from .codegen.emitter import emit_module
 from .errors import function_name
-from .generalize.batch import LOWS, agrees, batch_of, grown
+from .generalize.batch import LOWS, _close, agrees, batch_of, grown  # (as agrees compares)
 from .generalize.unify import unify
 from .graph.size_formulas import Batch
 from .trace.count_sources import counted
@@ -234,14 +234,6 @@ def _emitted_agrees(request, general, args, n):
 def _emitted(graph):
     source, namespace, locs = emit_module([graph], True)
     return source, namespace, graph.name, locs
-
-
-def _close(mine, theirs):
-    mine, theirs = np.asarray(mine), np.asarray(theirs)
-    if mine.shape != theirs.shape or mine.dtype != theirs.dtype:
-        return False
-    tol = 1e-4 if mine.dtype.itemsize * 8 < 64 else 1e-9
-    return bool(np.allclose(mine, theirs, rtol=tol, atol=tol, equal_nan=True))
 
 
 def _row_bytes(args, path):

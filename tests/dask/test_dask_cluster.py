@@ -225,4 +225,4 @@ def test_a_chunk_given_up_with_its_workers_is_named_not_dropped(client):
     # or what every chunk reads, which waited there behind it
     assert re.match(r"autodiffgen.dask: (chunks? [\d and]+ \(rows \d+ to \d+.*\)|what every "
                     r"chunk reads \(.*\)) could not be computed: the worker processes running "
-                    r"task .* died 1 times \(distributed.KilledWorker\)", str(error)), error
+                    r"task .* died 1 time \(distributed.KilledWorker\)", str(error)), error

@@ -50,10 +50,11 @@ def computed(futures, timeout, chunks, sizes):
     except Exception as e:
         if type(e).__name__ != "KilledWorker":
             raise
+        deaths = e.allowed_failures + 1
         raise PartialSumError(
             f"autodiffgen.dask: {_lost(e.task, chunks, sizes)} could not be computed: the "
-            f"worker processes running task {e.task!r} died "
-            f"{e.allowed_failures + 1} times (distributed.KilledWorker), so Dask gave it "
+            f"worker processes running task {e.task!r} died {deaths} "
+            f"time{'s' * (deaths > 1)} (distributed.KilledWorker), so Dask gave it "
             "up. No value or gradient is returned (the other chunks' sums are not one). "
             "Dask runs a task lost with its worker again up to "
             "distributed.scheduler.allowed-failures times; look at the workers' logs "
@@ -62,8 +63,8 @@ def computed(futures, timeout, chunks, sizes):
 
 def _lost(key, chunks, sizes):
     """What the task `key` computed, as the user knows it: a chunk (its own task, or one
-    its data comes from), what every chunk reads, or a step of the sum (faults.py names
-    the call's tasks so: autodiffgen.dask's _run)."""
+    its data comes from), what every chunk reads, or a step of the sum (the keys
+    autodiffgen.dask's _run gives its tasks)."""
     text = str(key)
     if text.startswith("autodiffgen-chunk-"):
         return _chunks([int(text.split("-")[2])], sizes)
