@@ -249,3 +249,12 @@ def test_every_chunk_must_be_counted_once():
         counted_once([(0, 10), (1, 10), (2, 3), (2, 3)], (10, 10, 3))
     with pytest.raises(add.PartialSumError, match="chunk 0 .* other row counts"):
         counted_once([(0, 9), (1, 10), (2, 3)], (10, 10, 3))
+
+
+def test_a_module_the_worker_cannot_import_is_named():
+    """What a worker says when the generated code imports what it lacks (SciPy, a module
+    of custom primitives): run here on the worker's own function."""
+    module_of = add._WORKER["module_of"]
+    with pytest.raises(ImportError, match="imports 'not_on_this_worker', which this Dask "
+                       "worker cannot import: install it on the workers"):
+        module_of("test-missing", "import numpy as np\nimport not_on_this_worker\n")

@@ -25,7 +25,13 @@ def module_of(key, source):
     module = sys.modules.get(name)
     if module is None:
         module = types.ModuleType(name)
-        exec(compile(source, f"<autodiffgen generated {key}>", "exec"), module.__dict__)  # noqa: S102
+        try:
+            exec(compile(source, f"<autodiffgen generated {key}>", "exec"), module.__dict__)  # noqa: S102
+        except ImportError as e:  # SciPy, or the module of a custom primitive of the user's
+            raise ImportError(f"the generated code imports {e.name!r}, which this Dask worker "
+                              "cannot import: install it on the workers (the code calls "
+                              "it: SciPy, or a module of custom primitives of yours)",
+                              name=e.name) from e
         sys.modules[name] = module
     return module
 
