@@ -332,7 +332,8 @@ def parse(argv):
     p.add_argument("--jax", choices=("auto", "off"), default="auto",
                    help="time JAX when it is installed (auto, the default) or not (off)")
     p.add_argument("--size", choices=("full", "tiny"), default="full",
-                   help="the models' sizes: full (the benchmark) or tiny (the tests')")
+                   help="the models' sizes: full (the benchmark) or tiny (the tests'; "
+                        "the table's shapes still name the full ones)")
     return p.parse_args(argv)
 
 
