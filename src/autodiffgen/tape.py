@@ -44,7 +44,7 @@ def recorded(request):
     terms (the values are the ones eager NumPy computes): what a check compares the
     compiled code against (autodiffgen.dask's decomposition check)."""
     return tracer.trace(request.fun, list(request.args), request.argnums, request.names,
-                        eager=True)[0]
+                        eager=True, call=request.call)[0]
 
 
 def value_and_grad_now(fun, args, argnums, names, has_aux=False):

@@ -258,3 +258,31 @@ def test_a_module_the_worker_cannot_import_is_named():
     with pytest.raises(ImportError, match="imports 'not_on_this_worker', which this Dask "
                        "worker cannot import: install it on the workers"):
         module_of("test-missing", "import numpy as np\nimport not_on_this_worker\n")
+
+
+SCALE = 1.0
+
+
+@dataclasses.dataclass
+class Model:
+    w: np.ndarray
+
+    def predict(self, x):
+        return SCALE * (x @ self.w)  # a global read in a method of a parameter's class
+
+
+def model_loss(m, x, y):
+    return np.mean((m.predict(x) - y) ** 2)
+
+
+def test_what_a_parameters_method_reads_is_read_again_at_each_call():
+    global SCALE
+    p, x, y, X, Y = _setup()
+    vg, m = add.value_and_grad(model_loss), Model(p["w"])
+    for scale, traces in ((1.0, 1), (3.0, 2)):
+        SCALE = scale
+        value, g = vg(m, X, Y)
+        want_value, want = autodiffgen.value_and_grad(model_loss)(m, x, y)
+        _same((value, g.w), (want_value, want.w))
+        assert vg.traces == traces  # the module baked SCALE: a new one for the new value
+    SCALE = 1.0

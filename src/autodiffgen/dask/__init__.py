@@ -27,12 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..api import GradFunction
 from ..errors import ArgumentError, AutodiffgenError
 from ..tree import is_container, items, leaves, map_tree, structure_text
 from .check import DecompositionError, check_decomposes
 from .faults import PartialSumError, computed, counted_once
-from .flat import Calls, Flat
+from .flat import Calls, Flat, FlatGrad
 from .source import module_variant, still_holds, what_it_read
 
 __all__ = [
@@ -89,7 +88,7 @@ class Program:
     read besides the arguments (source.py)."""
 
     flat: Flat
-    gf: GradFunction
+    gf: FlatGrad
     variants: list
     reads: list
 
@@ -158,7 +157,7 @@ class DaskGradFunction:
             if not flat.argnums:
                 raise ArgumentError(f"argnums={self.calls.argnums}: the differentiated "
                                     "arguments hold no arrays or floats")
-            gf = GradFunction(flat.fun, flat.argnums, has_aux=self.has_aux)
+            gf = FlatGrad(flat, self.has_aux)
             sample = _sample(flat.args(args), flat.batch, arrays, self.timeout)
             reads = what_it_read(gf, sample)  # what the module bakes (draws refused)
             check_decomposes(gf, sample, flat.batch, self.reduce,

@@ -1,21 +1,25 @@
 """The loss as the workers see it: a function of arrays and numbers, one per argument.
 
 A worker runs generated NumPy code and nothing of the user's: no autodiffgen, no module
-of theirs. So the client differentiates `Flat.fun`, which takes each leaf of the small
+of theirs. So the client differentiates the loss as a function of each leaf of the small
 arguments (the parameters, as dicts, dataclasses, registered pytrees...) as a positional
-argument of its own, rebuilds the user's arguments from them on the client while it is
-traced, and returns the loss (and with has_aux, the aux values' leaves as a tuple). The
-generated module then reads and returns arrays and numbers only: a worker never needs a
-user's class, by reference or by value, and adds gradients as tuples. The client puts
-the user's structures back (`grads`, `aux`).
+argument of its own: its traces call the user's function itself (FlatGrad's Request.call,
+so what it reads besides its arguments is captured as in memory) on arguments rebuilt
+from the leaves on the client, and return the loss (and with has_aux, the aux values'
+leaves as a tuple). The generated module then reads and returns arrays and numbers only:
+a worker never needs a user's class, by reference or by value, and adds gradients as
+tuples. The client puts the user's structures back (`grads`, `aux`).
 """
 
+import dataclasses
 import functools
 import inspect
 import re
 
+from ..api import GradFunction
 from ..backward.reverse import split_aux
 from ..trace.arguments import Differentiated, single
+from ..trace.context import current_trace
 from ..tree import is_container, items, leaves, map_tree, step_text
 
 
@@ -34,7 +38,8 @@ class Flat:
         self.aux_like = None  # the aux values' structure, from the last call of `fun`
         self.names = _unique([n for i, name in enumerate(names) for n in (
             [name] if i in batch else _leaf_names(args[i], name))])
-        self.fun = self._flat_fun(fun)
+        self.user_fun = fun
+        self.fun = self._flat_fun(fun)  # for eager calls: the decomposition check
 
     def _span(self, i):
         return range(self.starts[i], self.starts[i] + self.sizes[i])
@@ -69,17 +74,43 @@ class Flat:
         """How the user would write each aux leaf: aux['acc'], aux[0], aux.count."""
         return [f"aux{path}" for path in _paths(self.aux_like)]
 
+    def call(self, run, flat_args):
+        """How a trace calls the user's function (`run`, as the trace sees it: a clone)
+        on the flat Boxes: its dataclass and registered-type arguments seen as the tracer
+        shows them (capture's pytree_argument: their methods are clones too)."""
+        args = self.unflat(flat_args)
+        recording = current_trace()
+        if recording is not None and recording.capture is not None:
+            args = [recording.capture.pytree_argument(a) for a in args]
+        return self._flat_out(run(*args))
+
+    def _flat_out(self, out):
+        if not self.has_aux:
+            return out
+        value, self.aux_like = split_aux(out, self.user_fun)  # its errors name the loss
+        return value, tuple(leaves(self.aux_like))
+
     def _flat_fun(self, fun):
         @functools.wraps(fun)
         def flat(*flat_args):
-            out = fun(*self.unflat(flat_args))
-            if not self.has_aux:
-                return out
-            value, self.aux_like = split_aux(out, fun)  # its errors name the user's function
-            return value, tuple(leaves(self.aux_like))
+            return self._flat_out(fun(*self.unflat(flat_args)))
         flat.__signature__ = inspect.Signature(
             [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in self.names])
         return flat
+
+
+class FlatGrad(GradFunction):
+    """value_and_grad of Flat.fun (its names and argnums) whose traces call the user's
+    function itself, through Flat.call: what it reads besides its arguments (a global
+    number, an attribute, a method's globals) is captured as for the in-memory grad."""
+
+    def __init__(self, flat, has_aux):
+        super().__init__(flat.fun, flat.argnums, has_aux=has_aux)
+        self.flat = flat
+
+    def request(self, args, standalone=False, pure=False, batch=True):
+        request = super().request(args, standalone, pure, batch)
+        return dataclasses.replace(request, fun=self.flat.user_fun, call=self.flat.call)
 
 
 class Calls(Differentiated):

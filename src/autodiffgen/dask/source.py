@@ -16,15 +16,16 @@ import hashlib
 from .. import pipeline
 from ..errors import TracingError, at
 from ..rules.random import DRAW
+from ..standalone import standalone_module
 from ..trace.reads import Check, same_contents, snapshot
 
 
 def module_variant(gf, args):
     """The standalone module of value_and_grad `gf` traced at `args` (a chunk's rows): it
     serves every row count and raises its GuardFailure on another path."""
-    source = gf.standalone_source(*args)
+    source, (entry,) = standalone_module([(gf, tuple(args))])
     key = hashlib.sha256(source.encode()).hexdigest()[:20]
-    return {"key": key, "source": source, "function": "value_and_grad", "rows": None}
+    return {"key": key, "source": source, "function": entry, "rows": None}
 
 
 def what_it_read(gf, args):
