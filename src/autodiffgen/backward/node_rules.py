@@ -11,7 +11,9 @@ take their primitive's kind (`rule_of`), from reverse mode's tables (rules/vjps.
 Some nodes take a rule that a look at the graph around them found (`graph_rules`):
 - a softmax, log-softmax or sigmoid differentiated whole (whole_rules.py): the root's
   rule gives z its cotangent at once, and its intermediates' rules never run;
-- `z - max(z)` before a (log-)softmax (shift_invariance.py): the max gets nothing.
+- `z - max(z)` before a (log-)softmax (shift_invariance.py): the max gets nothing;
+- a write whose zeros in its old array's cotangent no one reads (writes.py): the old
+  array gets the cotangent unzeroed.
 """
 
 from ..graph import Node
@@ -21,6 +23,7 @@ from ..trace.boxes import Box, result_dtype
 from .cotangent_sums import Block
 from .shift_invariance import dead_shifts
 from .whole_rules import whole_rules
+from .writes import unzeroed_writes
 
 
 class Step:
@@ -111,13 +114,27 @@ def rule_of(prim):
     return per_argument
 
 
-def graph_rules(order, seeded):
+def graph_rules(order, seeded, needs=None):
     """{node: its rule} for the nodes whose rule depends on the graph around them (see
     the module docstring): `order` is the backward's node order, `seeded` the nodes that
-    receive a cotangent from outside (the outputs)."""
+    receive a cotangent from outside (the outputs), `needs` those that need a cotangent
+    (None: not known, no write is given its cotangent unzeroed)."""
     found = {node: _first_argument_only for node in dead_shifts(order)}
     found.update((root, _whole(rule)) for root, rule in whole_rules(order, seeded).items())
+    if needs is not None:
+        found.update((node, _unzeroed) for node in unzeroed_writes(order, needs, found)
+                     if node not in found)
     return found
+
+
+def _unzeroed(step):
+    """A write's rule with its old array given the cotangent as it is (writes.py: no one
+    reads the zeros its written elements would get)."""
+    for i, parent in step.wanted():
+        if i == 0:
+            yield parent, step.g
+        else:
+            yield from _by_rule(step, i, parent)
 
 
 def _first_argument_only(step):

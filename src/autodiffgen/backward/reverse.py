@@ -181,8 +181,8 @@ def cotangents_of_outputs(trace, seeds, wrt, lookup):
         with _recording(trace, node):  # a sum is part of the backward pass (split_graphs)
             cots.add(node, seed)
     order = toposort(list(cots.sums))
-    found = graph_rules(order, set(cots.sums))  # softmax, sigmoid whole; z - max(z)
     needs = _needs_grad(order, set(wrt))
+    found = graph_rules(order, set(cots.sums), needs)  # softmax, sigmoid whole; z - max(z)
     result, cotangent_of = {}, {}
     for node in order:
         g = cots.pop(node)

@@ -74,8 +74,9 @@ class Loops:
                 self._carry_name(finals.get(j), graph.outputs[j], inner, step, self.base_name))
             carried.append(name)
             value = _value_text(self.arg_ast(init))
-            if inner in written:  # the loop updates it in place: an array of its own (the
-                value = f"np.copy({value})"  # first value's buffer may serve another value)
+            if inner in written and (node, j) not in self.plan.handed:  # the loop updates
+                value = f"np.copy({value})"  # it in place: an array of its own (the first
+                # value's buffer may serve another value), unless that dies here (the plan)
             lines.append((f"{name} = {value}", ""))
         stacks = []
         listed = self.pure or scan.exit  # (a `while` loop: the count is known at its end)
@@ -109,7 +110,8 @@ class Loops:
         inner_lines += [(f"{name}.append({_saved_text(step, value, graph, scan, written)})",
                          "") for name, value in saved] if listed else \
             [(f"{name}[{row}] = {render(step.arg_ast(value))}", "") for name, value in saved]
-        new = [render(step.arg_ast(v)) for v in graph.outputs[:scan.carries]]
+        new = [_outliving(step, v, render(step.arg_ast(v)), written)
+               for v in graph.outputs[:scan.carries]]
         changed = [(c, v) for c, v in zip(carried, new) if c != v]
         if changed:
             names, values = ", ".join(c for c, _ in changed), ", ".join(v for _, v in changed)
@@ -240,6 +242,20 @@ def _saved_text(step, value, graph, scan, written):
     carried = {o: i for i, o in zip(graph.inputs[1:1 + scan.carries], graph.outputs)}
     root = buffer_of(step.plan.into, value)
     if root.prim is None and root in written or carried.get(value) in written:
+        return f"np.copy({text})"
+    return _outliving(step, value, text, written)
+
+
+def _outliving(step, value, text, written):
+    """A view that outlives its step (saved in a list, carried into the next step), as
+    `text`, or a copy of it where it looks into an input's buffer the loop writes into:
+    this step wrote elsewhere (plan/memory.py), a later one may write where it looks
+    (`h[:, t + 1]`, kept while this step writes `h[:, t]`)."""
+    if type(value) is not Node or step.pure:
+        return text
+    base = viewed(value)
+    root = buffer_of(step.plan.into, base)
+    if base is not value and root.prim is None and root in written:
         return f"np.copy({text})"
     return text
 

@@ -33,25 +33,29 @@ import numpy as np
 from ..graph import Node, has_effect, is_guard, op, recomputed
 from ..passes.rewrite import clone, substitute
 from ..rules import elementwise_ufunc
-from ..rules.buffers import REDUCTIONS, VIEWS, _contraction, owns, ufunc_of
+from ..rules.buffers import REDUCTIONS, owns, ufunc_of
+from ..rules.regions import region
 from ..tree import leaves
 from .slots import Joins, joins_in_place, joins_last_use
+from .views import Views
 
 
 def reuse_plan(graph, last_use):
     """({statement index: the node whose buffer, or the join's Slot, that statement writes
     into}, last_use with the `del` of each buffer taken from the pool moved to the
-    statement that reuses it, the joins written in place: emit_slots.Joins)."""
+    statement that reuses it, the joins written in place: emit_slots.Joins, the loops'
+    carries that take their first value's buffer: `_handed`)."""
     kept = (set(graph.inputs) - graph.donated) | \
         {leaf for leaf in leaves(graph.outputs) if type(leaf) is Node}
-    viewed = _viewed_until(graph, kept)  # buffer -> the last statement a view of it is read
+    views = Views(graph, kept)
     users = {a for n in graph.nodes if op(n) is None for a in n.args  # a user's primitive
              if type(a) is Node}                                       # may keep a view
 
-    def free(arg, at=None):  # a buffer the graph owns, that nothing reads after it dies
-        # (nor a view of it, read later than `at`, the statement that would write into it)
+    def free(arg, at=None, box=None):  # a buffer the graph owns, that nothing reads after
+        # it dies (nor a view of it, read later than `at`, the statement that would write
+        # into it: but a view of elements apart from `box`, those it writes)
         return type(arg) is Node and arg not in kept and arg not in users \
-            and (arg not in viewed or at is not None and viewed[arg] < at) \
+            and views.done(arg, at, box) \
             and (owns(arg) or arg in graph.donated) and arg.shape != () \
             and arg not in joins.fixed
 
@@ -67,34 +71,37 @@ def reuse_plan(graph, last_use):
                     break
         elif op(node) in ("add_at", "setitem"):  # `x[index] += v` (passes/add_at.py), or
             x = node.args[0]                       # `x[index] = v`, in x's buffer
-            if any(x is d for d in last_use.get(i, ())) and free(x) and x is not node.args[1] \
-                    and x.shape == node.shape and x.dtype == node.dtype:
+            if any(x is d for d in last_use.get(i, ())) and x is not node.args[1] \
+                    and x.shape == node.shape and x.dtype == node.dtype \
+                    and free(x, i, region(node.params["index"], node.args, node.shape)):
                 plan[i] = x
+                views.inherit(x, node, i)
     shared = one_name(graph, plan)  # a chain in one buffer reads as one variable: kept
     plan = {i: b for i, b in plan.items() if worth(b, graph, n)
             or shared.get(b, b) is shared.get(graph.nodes[i])
             or shared.get(b) in graph.donated}  # the caller's array, updated in place
     plan, joins = joins_in_place(graph, plan, writes_out)
-    return (*_pooled(graph, joins_last_use(graph, last_use, joins), plan, free), joins)
+    handed = _handed(graph, last_use, free)
+    plan, last_use = _pooled(graph, joins_last_use(graph, last_use, joins), plan,
+                             lambda arg: free(arg) and arg not in handed)
+    return plan, last_use, joins, frozenset(handed.values())
 
 
-def _viewed_until(graph, kept):
-    """{buffer: the last statement that reads a view of it (x.T, x[0], a reshape), through
-    views of views}; a view that is an output holds its buffer to the end."""
-    last_read, end = {}, len(graph.nodes)
-    for j, node in enumerate(graph.nodes):
-        for a in node.args:
-            if type(a) is Node:
-                last_read[a] = j
-    until = {}
-    for j in range(len(graph.nodes) - 1, -1, -1):  # a view's own views first
-        node = graph.nodes[j]
-        if op(node) in VIEWS and node.args and type(node.args[0]) is Node \
-                and not _contraction(node):
-            read = end if node in kept else max(last_read.get(node, j), until.get(node, j))
-            base = node.args[0]
-            until[base] = max(until.get(base, -1), read)
-    return until
+def _handed(graph, last_use, free):
+    """{a loop's first value of a carry: (the scan node, the carry's number)}, for the
+    carries the loop updates in place (its body writes into them: `h[:, t, :] = v`) whose
+    first value is an array of the function's own that dies at the loop: the loop takes
+    its buffer, rather than a copy (codegen/loops.py), and the pool never hands it out."""
+    found = {}
+    for i, node in enumerate(graph.nodes):
+        if op(node) != "scan":
+            continue
+        dying = last_use.get(i, ())
+        for j, init in enumerate(node.args[:node.params["body"].carries]):
+            if any(init is d for d in dying) and sum(a is init for a in node.args) == 1 \
+                    and free(init, i):
+                found[init] = (node, j)
+    return found
 
 
 MIN_ELEMENTS = 4096  # the smallest buffer reused under another name (see the module doc)

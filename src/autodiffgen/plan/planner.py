@@ -45,6 +45,8 @@ class Plan:
     joins: Joins = field(default_factory=lambda: Joins({}, {}, {}, set(), set(), set()))
     inline: dict = field(default_factory=dict)  # `x.T` -> the node whose statement reads it
     contiguous: frozenset = frozenset()  # transposes copied C-ordered once (several readers)
+    handed: frozenset = frozenset()  # (scan node, carry number): the loop updates the
+    #                                  carry in its first value's buffer, not in a copy
 
 
 def plan(graph, pure=False):
@@ -55,9 +57,9 @@ def plan(graph, pure=False):
         graph = freeing_first(sunk(rematerialized(graph)))
     inline = inlined(graph)
     last_use = last_uses(graph, inline)
-    reuse, joins, contiguous = {}, Plan(graph).joins, frozenset()
+    reuse, joins, contiguous, handed = {}, Plan(graph).joins, frozenset(), frozenset()
     if not pure:
-        reuse, last_use, joins = reuse_plan(graph, last_use)
+        reuse, last_use, joins, handed = reuse_plan(graph, last_use)
         contiguous = frozenset(contiguous_transposes(graph))
     nodes = graph.nodes
     owner = one_name(graph, {i: b for i, b in reuse.items()
@@ -68,7 +70,7 @@ def plan(graph, pure=False):
     dels = _dels(nodes, last_use, into, owner, _frees(graph, into, last_use, reuse))
     return Plan(graph, into, in_place, owner, dels,
                 {nodes[i]: list(js) for i, js in joins.alloc.items()}, joins, inline,
-                contiguous)
+                contiguous, handed)
 
 
 def _dels(nodes, last_use, into, owner, frees):

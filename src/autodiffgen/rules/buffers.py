@@ -13,7 +13,8 @@ _OWNERS = {"matmul", "scatter_add", "add_at", "copy", "concatenate", "stack", "s
            "max", "min",
            "where", "clip", "astype", "tile", "repeat", "pad", "cumsum", "cumprod",
            "angle", "fftn", "ifftn", "rfftn", "irfftn", "eig_values", "eig_vectors",
-           "setitem", "loop_out"}  # (setitem: a copy, then the write; the caller's array a loop updated in place: rules/loops.py)
+           "setitem", "loop_out",  # (setitem: a copy, then the write; the caller's array a loop updated in place: rules/loops.py)
+           "zeros_like", "ones_like", "full_like"}  # (a buffer the user's writes fill)
 REDUCTIONS = {"sum", "mean", "max", "min", "prod"}  # take out= of their result's shape
 VIEWS = {"reshape", "transpose", "squeeze", "expand_dims", "getitem", "broadcast_to",
           "stop_gradient", "recompute_from", "einsum", "diagonal", "real", "imag",
