@@ -162,3 +162,43 @@ def test_the_cache_dies_with_its_function():
     del f
     gc.collect()
     assert alive() is None
+
+
+def test_a_call_served_by_code_traced_at_another_batch_size_is_a_hit(monkeypatch):
+    """No trace, and code this object ran (under another batch size's key): a hit, as for
+    its own key. Code another grad of f traced is this object's miss when it first runs
+    it, as an exact key's is (its counts read the same whether the other ran or not)."""
+    traces, loss = _count_traces(monkeypatch), _fresh()
+    rng = np.random.default_rng(5)
+    w = rng.normal(size=3)
+    first = grad(loss)
+    for rows, info in ((10, (0, 1, 1)), (7, (1, 1, 2)), (7, (2, 1, 2)), (5, (3, 1, 3))):
+        x = rng.normal(size=(rows, 3))
+        np.testing.assert_allclose(first(w, x), _expected(w, x), rtol=1e-12)
+        assert first.cache_info() == info, rows
+    assert len(traces) == 1
+    second = grad(loss)
+    for rows, info in ((6, (0, 1, 1)), (6, (1, 1, 1)), (10, (2, 1, 2)), (7, (3, 1, 3))):
+        x = rng.normal(size=(rows, 3))
+        np.testing.assert_allclose(second(w, x), _expected(w, x), rtol=1e-12)
+        assert second.cache_info() == info, rows
+    assert len(traces) == 1
+
+
+SCALE = 2.0  # read by `scaled`: its code has a guard, so each signature gets Variants
+
+
+def test_a_batch_size_served_by_guarded_code_is_a_hit(monkeypatch):
+    traces = _count_traces(monkeypatch)
+
+    def scaled(w, x):
+        return SCALE * np.sum(np.tanh(x @ w) ** 2)
+    rng = np.random.default_rng(6)
+    w = rng.normal(size=3)
+    first, second = grad(scaled), grad(scaled)
+    for g, counts in ((first, [(0, 1), (1, 1), (2, 1)]), (second, [(0, 1), (1, 1), (2, 1)])):
+        for rows, (hits, misses) in zip((10, 7, 7), counts):
+            x = rng.normal(size=(rows, 3))
+            np.testing.assert_allclose(g(w, x), SCALE * _expected(w, x), rtol=1e-12)
+            assert g.cache_info()[:2] == (hits, misses), rows
+    assert len(traces) == 1

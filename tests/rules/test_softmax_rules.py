@@ -1,7 +1,8 @@
 """Softmax and log-softmax differentiated whole (whole_rules.py): the backward is
-p * (g - sum(g * p)) and g - softmax * sum(g), on both engines, whenever nothing else
-reads the exp or its sum; checked against the tape, finite differences, forward mode
-and second derivatives, over several axes, dtypes and ways of writing it."""
+p * (g - sum(g * p)) and g - softmax * sum(g), on both engines (a softmax's exp or sum
+read elsewhere adds its own gradient); checked against the tape, finite differences,
+forward mode and second derivatives, over several axes, dtypes and ways of writing it.
+Its picks (a cross-entropy): test_softmax_picks.py."""
 
 import numpy as np
 import pytest
@@ -81,7 +82,7 @@ def test_the_0d_and_1d_cases():
         check_grads(lambda z, form=form: np.sum(form(z, None)) * z, np.array(0.7))
 
 
-def test_an_exp_read_elsewhere_keeps_the_primitive_rules():
+def test_an_exp_or_a_sum_read_elsewhere_adds_its_own_gradient():
     def f(z):
         e = np.exp(z)
         p = e / e.sum(axis=1, keepdims=True)

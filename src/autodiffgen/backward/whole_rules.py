@@ -1,50 +1,65 @@
-"""Softmax, log-softmax and sigmoid differentiated whole, as one would by hand.
+"""Softmax, log-softmax, a cross-entropy's pick and sigmoid differentiated whole, as one
+would by hand.
 
 Traced primitive by primitive, a softmax `p = e / sum(e)` with `e = exp(z)` gets the
 quotient rule's backward: g / t, then g * p negated and divided by t, summed, broadcast,
 added, times e (seven full-size operations); a log-softmax `z - log(sum(exp(z)))` a
-sum, a division, a multiplication by e and an add. Differentiated as one function of z:
+sum, a division, a multiplication by e and an add; a cross-entropy `log(p[rows, y])` a
+division by the picks, a scatter into zeros and then the softmax's. Differentiated as
+one function of z:
 
     softmax      p = exp(z) / sum(exp(z))          dz = p * (g - sum(g * p))
-    log-softmax  y = z - log(sum(exp(z)))         dz = g - (e / t) * sum(g)
+    log-softmax  y = z - log(sum(exp(z))), log(p)  dz = g - p * sum(g)
+    picked log   y = log(p[index])                 dz = S - p * sum(S),  S = g at index
 
-(sums over the softmax's axis, kept as size-1 axes), which is what a careful person
-writes: a product, a sum and two in-place updates. z is whatever the user exponentiates
-(usually `s - max(s)`, whose max then gets no gradient: shift_invariance.py). Likewise
-a sigmoid written out, `s = 1 / (1 + exp(-z))` (forms.sigmoid_of), is differentiated
-from its output, `dz = g * (s * (1 - s))`, so that its exp and sum need not be kept
-for the backward, as tanh's and scipy.special.expit's rules already do.
+(sums over the softmax's axes, kept as size-1 axes), which is what a careful person
+writes: a product, a sum and two in-place updates; for the pick `p * c` and `dz[rows, y]
++= g` (passes/add_at.py), the row sums of S being g itself when the index picks once per
+row, or g's sum for a softmax over every axis. p is any spelling of a normalized
+exponential (forms.softmax_of: divided or multiplied by the reciprocal, in place, the
+exp computed twice) of z shifted by anything constant along the axes, which then gets
+nothing from it (a max: no gradient of the max; shift_invariance.py for the log-softmax
+spelled with the shift). Likewise a sigmoid written out, `s = 1 / (1 + exp(-z))`
+(forms.sigmoid_of), is differentiated from its output, `dz = g * (s * (1 - s))`, so that
+its exp and sum need not be kept for the backward, as tanh's and scipy.special.expit's
+rules already do.
 
 `whole_rules` matches the forms in the backward's node order, the way shift_invariance
-does, and only when the intermediates (e, its sum, the log; the sigmoid's exp, negation
-and sum) are read by nothing else on
-the way to the output: then no cotangent reaches them except through the root, and
-replacing the root's rule (and theirs, which never run) by the whole one is exact. Both
-engines use it (the tape computes it on arrays), and it is written with NumPy-level
-operations, so second derivatives come from its own primitives' rules.
+does. The root's rule gives z the cotangent of every path from z to the root at once,
+and gives the intermediates (the exps, the sum, the shift, the pick) none: an
+intermediate another node also reads gets that node's cotangent alone, and its own rule
+passes it on, so the sum at z is exact whoever else reads them. (The log-softmax spelled
+`z - log(sum(exp(z)))` and the sigmoid are still matched only when nothing else reads
+their parts.) Both engines use it (the tape computes it on arrays), and it is written
+with NumPy-level operations, so second derivatives come from its own primitives' rules.
 """
 
 import numpy as np
 
-from ..graph import Node, op, users_of
-from ..graph.forms import sigmoid_of
+from ..graph import Node, Slot, op, users_of
+from ..graph.forms import sigmoid_of, softmax_of
+from ..rules.indexing import block_cotangent, scatter_add
 
 
 def whole_rules(order, seeded):
-    """{root node: rule(g, look) -> (z, dz)} for each softmax or log-softmax in `order`
-    (the backward's node order) whose intermediates nothing else reads. `seeded`: nodes
-    that receive a cotangent from outside (the outputs), which count as other readers."""
-    consumers = computed = None
+    """{root node: rule(g, look) -> (z, dz)} for each softmax, log-softmax, picked log of a
+    softmax or sigmoid in `order` (the backward's node order). `seeded`: nodes that receive
+    a cotangent from outside (the outputs), which count as other readers."""
+    consumers = None
+    computed = set(order)
     found = {}
     for node in order:
         name = op(node)
-        if name == "exp" and node not in seeded and type(node.args[0]) is Node:
+        if name == "log":
+            match = _picked_log(node, computed) or _log_of_softmax(node, computed)
+        elif name == "exp" and node not in seeded and type(node.args[0]) is Node:
             consumers = consumers if consumers is not None else users_of(order)
             match = _match(node, consumers, seeded)
-        elif name in ("divide", "reciprocal"):
-            consumers = consumers if consumers is not None else users_of(order)
-            computed = computed if computed is not None else set(order)
-            match = _sigmoid(node, computed, consumers, seeded)
+        elif name in ("divide", "multiply", "reciprocal"):
+            match = _softmax(node, computed)
+            if match is None and name != "multiply":
+                consumers = consumers if consumers is not None else users_of(order)
+                match = _sigmoid(node, computed, consumers, seeded)
         else:
             continue
         if match is not None:
@@ -53,6 +68,44 @@ def whole_rules(order, seeded):
     return found
 
 
+def _softmax(p, computed):
+    """The rule of p = softmax(z) over its axes, in any spelling (forms.softmax_of)."""
+    found = softmax_of(p, computed)
+    if found is None:
+        return None
+    z, axes, _ = found
+    return p, lambda g, look: (z, _softmax_vjp(g, look(p), axes))
+
+
+def _log_of_softmax(log, computed):
+    """log(p) of p = softmax(z): a log-softmax, dz = g - p * sum(g)."""
+    p = log.args[0]
+    found = softmax_of(p, computed) if type(p) is Node else None
+    if found is None or log.shape != p.shape or log.dtype != p.dtype:
+        return None
+    z, axes, _ = found
+    return log, lambda g, look: (z, g - look(p) * np.sum(g, axis=_axis(axes), keepdims=True))
+
+
+def _picked_log(log, computed):
+    """log(p[index]) of p = softmax(z): a cross-entropy's pick (see the module doc)."""
+    q = log.args[0]
+    if op(q) != "getitem" or q not in computed or type(q.args[0]) is not Node \
+            or log.shape != q.shape or log.dtype != q.dtype:
+        return None
+    p = q.args[0]
+    found = softmax_of(p, computed)
+    if found is None:
+        return None
+    z, axes, _ = found
+    index, arrays = q.params["index"], q.args[1:]
+    rows = "all" if len(axes) == len(p.shape) else \
+        _row_of_each_pick(index, arrays, p.shape, axes, q.shape)
+
+    def rule(g, look):
+        values = [look(a) if type(a) is Node else a for a in arrays]
+        return z, _picked_log_vjp(g, look(p), values, index, axes, rows)
+    return log, rule
 def _sigmoid(s, computed, consumers, seeded):
     """The rule of s = 1 / (1 + exp(-z)) from s alone, if nothing else reads its parts."""
     found = sigmoid_of(s, computed)
@@ -68,21 +121,18 @@ def _sigmoid(s, computed, consumers, seeded):
 
 
 def _match(e, consumers, seeded):
+    """The log-softmax z - log(sum(exp(z))), if nothing else reads its exp, sum and log."""
     z = e.args[0]
     if not np.issubdtype(z.dtype, np.floating) or e.shape != z.shape:
         return None
     users = consumers.get(e, [])
     sums = [t for t in users if op(t) == "sum" and t.params["keepdims"]
             and t.params["dtype"] is None and t.dtype == e.dtype]
-    if len(sums) != 1 or sums[0] in seeded:
+    if len(sums) != 1 or sums[0] in seeded or _only(users) is not sums[0]:
         return None
     t, axis = sums[0], sums[0].params["axis"]
     after = _only(consumers.get(t, []))
-    if op(after) == "divide" and after.args[0] is e and after.args[1] is t \
-            and len(users) == 2 and {id(u) for u in users} == {id(t), id(after)} \
-            and _like(after, e):
-        return after, lambda g, look: (z, _softmax_vjp(g, look(after), axis))
-    if op(after) == "log" and after not in seeded and _only(users) is t:
+    if op(after) == "log" and after not in seeded:
         root = _only(consumers.get(after, []))
         if op(root) == "subtract" and root.args[0] is z and root.args[1] is after \
                 and _like(root, e):
@@ -98,9 +148,52 @@ def _like(node, e):
     return node.shape == e.shape and node.dtype == e.dtype
 
 
-def _softmax_vjp(g, p, axis):
+def _softmax_vjp(g, p, axes):
     """p * (g - sum(g * p)): what reaches z from p = softmax(z)."""
-    return (g - np.sum(g * p, axis=axis, keepdims=True)) * p
+    return (g - np.sum(g * p, axis=_axis(axes), keepdims=True)) * p
+
+
+def _picked_log_vjp(g, p, arrays, index, axes, rows):
+    """What reaches z from log(p[index]), p = softmax(z), g its cotangent: S - p * sum(S)
+    for S = g scattered at the index (sums over the softmax's axes). By the quotient rule
+    it would be p * (G - sum(G * p)) for G = (g / p[index]) scattered; G * p is S, with no
+    division. sum(S) is g's sum when the softmax is over every axis (`rows` "all"), and g
+    itself, given the size-1 axes `rows`, when the index picks once in each row in order
+    ([np.arange(n), y]); else it is summed."""
+    picked = scatter_add(g, *arrays, **block_cotangent(p, *arrays, index=index))
+    if rows == "all":
+        total = np.sum(g) if np.shape(g) else g
+    elif rows is not None:
+        total = np.reshape(g, rows)
+    else:
+        total = np.sum(picked, axis=_axis(axes), keepdims=True)
+    return picked - p * total
+
+
+def _row_of_each_pick(index, arrays, shape, axes, picked):
+    """The shape of a row sum (size 1 at `axes`) when index = one np.arange over the one
+    axis not summed and an int or an int array for each of the others, picking `picked`
+    (one per row, in order), else None."""
+    items = index.items
+    rest = [k for k in range(len(shape)) if k not in axes]
+    if len(items) != len(shape) or len(rest) != 1 or picked != (shape[rest[0]],) or any(
+            type(i) is not int and (type(i) is not Slot or _kind(arrays[i.k - 1]) not in "iu")
+            for i in items):
+        return None
+    rows = items[rest[0]]
+    a = arrays[rows.k - 1] if type(rows) is Slot else None
+    if type(a) is not np.ndarray or a.shape != picked or a.dtype.kind not in "iu" \
+            or not np.array_equal(a, np.arange(len(a))):
+        return None
+    return tuple(1 if k in axes else d for k, d in enumerate(shape))
+
+
+def _kind(a):
+    return a.dtype.kind if type(a) is Node else np.asarray(a).dtype.kind
+
+
+def _axis(axes):
+    return axes[0] if len(axes) == 1 else axes
 
 
 def _sigmoid_vjp(g, s):

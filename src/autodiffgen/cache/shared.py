@@ -24,6 +24,10 @@ class Shared:
             return key, None
         return key, found[1]
 
+    def functions(self):
+        """The generated functions kept here (each entry's first item: entries.py's)."""
+        return [found[0] for _, found in self.entries.values()]
+
     def add(self, key, batch, entry):
         """Keep `entry` for calls of poly key `key` (if the graph was polymorphic)."""
         if key is not None and batch is not None:

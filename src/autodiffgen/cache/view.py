@@ -7,12 +7,13 @@ max_entries, max_variants), in `f.__dict__` as transforms._cached keeps jvp/vjp;
 GradFunction looks at them through a View, which keeps its own counts, so cache_info()
 reads the same whether or not another grad(f) ran before:
 
-- hits: calls answered by code this object had already used;
+- hits: calls answered by code this object had already used, under this signature or
+  another: a function traced at another batch size that serves this one (shared.py)
+  answers a call of a new signature without a trace;
 - misses: traces for this object's calls (a new signature, a guard variant), and calls
   answered by code new to this object that another grad of f traced (no trace then: a
-  signature, or a guard variant, when this object first runs it). Code loaded from the
-  disk cache, or served by a function traced at another batch size, is no miss, as
-  before.
+  signature, a batch size, or a guard variant, when this object first runs it). Code
+  loaded from the disk cache is neither, the first time.
 - entries: this object's signatures that the shared cache still keeps.
 
 cache_clear() empties the shared cache (every grad of f traces again) and this object's
@@ -68,21 +69,34 @@ class View:
             if entry is not None and key in store.entries:  # another thread's miss made it
                 self.hits += 1
                 return entry
-            existed, traces = key in store.entries, store.misses
+            ran, traces = self._ran(), store.misses  # (before this key's entry joins them)
             found = store.look_up(args, key)
-            new = existed and key in store.traced  # code another grad of f traced
-            entry = found
+            traced = store.misses - traces  # for this call
+            self.misses += traced
+            functions = found.functions if type(found) is Variants else (found,)
+            other = () if traced else _traced_here(store)  # code traced before, by any grad
+            # credited: code this object ran or traced, or loaded from the disk cache
+            seen = [f for f in functions if f in ran or f not in other]
             if type(found) is Variants:  # each variant counted when this object first uses it
-                entry = _Variants(found, self, () if new else found.functions)
+                entry = _Variants(found, self, seen, () if traced else ran)
             else:
-                self.misses += new
-            self.misses += store.misses - traces
+                entry = found
+                self.hits += found in ran  # (through another key: another batch size)
+                self.misses += not seen  # code new to this object that another grad traced
             self.entries[key] = entry
             self.entries.move_to_end(key)
             self.last = store.runner(args, key, entry)
             while len(self.entries) > max(store.max_entries, 1):
                 self.entries.popitem(last=False)
         return entry
+
+    def _ran(self):
+        """The generated functions this object's calls ran (or it traced), of the entries
+        it keeps."""
+        ran = set()
+        for entry in self.entries.values():
+            ran.update(entry.seen if type(entry) is _Variants else (entry,))
+        return ran
 
     def grow(self, variants, args, failure):
         """No variant's guards hold: the store traces the path (a miss of this object)."""
@@ -113,16 +127,19 @@ class View:
 class _Variants(Variants):
     """A View's handle on a shared Variants (the same lists): a variant traced for
     another grad of f counts as a miss when this object's call first runs it, as if this
-    object had traced it; a variant this object traces is counted by the store's grow."""
+    object had traced it; a variant this object traces is counted by the store's grow.
+    The first call, made by View._miss, is a hit if it runs a function of `ran` (code
+    this object ran under another key: a function traced at another batch size)."""
 
-    __slots__ = ("seen", "view")
+    __slots__ = ("ran", "seen", "view")
 
-    def __init__(self, shared, view, seen):
+    def __init__(self, shared, view, seen, ran):
         super().__init__(shared.functions, shared.sources, shared.key, view.grow)
-        self.view, self.seen = view, set(seen)
+        self.view, self.seen, self.ran = view, set(seen), ran
 
     def __call__(self, *args):
         failure = None
+        ran, self.ran = self.ran, ()  # the first call's only
         for function in self.functions:
             try:
                 out = function(*args)
@@ -132,8 +149,22 @@ class _Variants(Variants):
             if function not in self.seen:
                 self.seen.add(function)
                 self.view.misses += 1
+            elif function in ran:
+                self.view.hits += 1
             return out
         return self.grow(self, args, failure)
+
+
+def _traced_here(store):
+    """The functions the store's traces made (not loaded from the disk cache): each
+    traced key's entry, and the functions that serve other batch sizes (shared.py)."""
+    made = set()
+    for key in store.traced:
+        entry = store.entries.get(key)
+        made.update(entry.functions if type(entry) is Variants else
+                    (entry,) if entry is not None else ())
+    made.update(store.shared.functions())
+    return made
 
 
 def kept_with(fun, name, make, elsewhere=None):

@@ -27,7 +27,7 @@ from .._version import __version__
 from ..generated_helpers import HELPERS
 from ..graph import Node, op
 from ..graph.size_formulas import SymArray
-from ..plan.planner import Plan, plan
+from ..plan.planner import Plan, buffer_of, plan
 from ..plan.slots import Slot, subscript_ast
 from ..rules.buffers import ufunc_of
 from ..trace.count_sources import count_var
@@ -42,6 +42,7 @@ from .expressions import (
     copied,
     expression,
     literal_ast,
+    outer_product,
     render,
 )
 from .fallback import NumpyFallback, all_python_floats, twin_graph
@@ -289,7 +290,8 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
                 tree = expression(node, args, self.param_ast)
                 tree.keywords.append(ast.keyword("out", where))
                 return tree
-            return call_ast(f"np.{ufunc_of(node.prim)}", args, [ast.keyword("out", where)])
+            name = self.outer_into(node, out) or ufunc_of(node.prim)
+            return call_ast(f"np.{name}", args, [ast.keyword("out", where)])
         if node.prim.name == "astype" and node.args[0].python_number:
             # a Python number has no .astype: np.float32(t)
             return call_ast(render(literal_ast(node.params["dtype"])), args)
@@ -304,10 +306,30 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
                               args, self.param_ast)
         return expression(node, args, self.param_ast, self.scalar)
 
+    def outer_into(self, node, out):
+        """For an outer product (expressions.outer_product) written into `out`: np.dot
+        into a C-contiguous buffer, as its out= must be (one a matmul made, a row of a
+        loop's stack, a join's slot of leading rows), np.multiply into another; None for
+        any other node."""
+        if out is None or not outer_product(node):
+            return None
+        c_ordered = type(out) is Row or _leading(out) if type(out) in (Row, Slot) else \
+            op(buffer_of(self.plan.into, out)) == "matmul"
+        return "dot" if c_ordered else "multiply"
+
     def dels(self, node):
         """`del` of the values the plan ends after node's statement."""
         dead = sorted(self.names[n] for n in self.plan.dels.get(node, ()) if n not in self.reused)
         return [(f"del {', '.join(dead)}", "")] if dead else []
+
+
+def _leading(slot):
+    """A join's slot is C-contiguous in its buffer (np.empty's, C-ordered): indices, then
+    a range of one axis, then whole axes."""
+    items = slot.items
+    first = next((k for k, item in enumerate(items) if type(item) is tuple), len(items))
+    return all(type(items[k]) is tuple and items[k][0] == 0
+               and items[k][1] in (None, slot.base.shape[k]) for k in range(first + 1, len(items)))
 
 
 # (random: Python's, rules/pyrandom.py; not np.random)

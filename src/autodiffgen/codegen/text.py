@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from ..graph import Node
-from .expressions import filled_text, indexed_update, render
+from .expressions import filled_text, indexed_update, outer_product, render
 
 _SLOT = re.compile(r"_adg_slot_(\d+)_")
 _NUMBERS = (int, float, bool)
@@ -53,7 +53,8 @@ class Texts:
         first = {}
         same = tuple([first.setdefault(n, j) for j, n in enumerate(names)])
         key = (id(node.prim), in_place, out is not None,
-               out is None and emitter.numpy_on_numbers(node), same, tuple(constants))
+               out is None and emitter.numpy_on_numbers(node), same, tuple(constants),
+               outer_product(node), emitter.outer_into(node, out))  # np.dot or not
         known = self.known.get(key, False)
         if known is False:
             known = self.known[key] = _template(

@@ -1,6 +1,7 @@
 """Forms of the traced forward that more than one stage recognizes: the sigmoid
 1 / (1 + exp(-z)) as users write it (the whole rules of whole_rules.py differentiate
-it from its output; the stable-forms pass rewrites the log of it).
+it from its output; the stable-forms pass rewrites the log of it), and the softmax, a
+normalized exponential in any of its spellings (whole_rules.py).
 
 Each matcher takes the set of nodes it may look into (`computed`): what the caller
 may rewrite or has traced in this graph.
@@ -8,7 +9,7 @@ may rewrite or has traced in this graph.
 
 import numpy as np
 
-from . import Node, op
+from . import Node, constant_key, has_effect, op
 
 
 def sigmoid_of(s, computed):
@@ -43,3 +44,107 @@ def is_one(c):
     if type(c) is Node or isinstance(c, (bool, np.bool_)) or np.ndim(c) != 0:
         return False
     return isinstance(c, (int, float, np.number, np.ndarray)) and bool(c == 1)
+
+
+# ---- normalized exponentials: a softmax however it is spelled ------------------------------
+def softmax_of(p, computed):
+    """(z, axes, the sum node) for p = exp(z - c) / sum(exp(z - c), axes), else None.
+
+    The spellings: divided by the sum, or multiplied by its reciprocal (`1 / t`,
+    np.reciprocal); in place (`e /= t`, `e *= 1 / t` are traced as those); the sum with
+    keepdims, or without it over leading axes, or given its size-1 axes back (`t[:, None]`,
+    a reshape); the numerator and the sum's exp one node or two equal computations
+    (`np.exp(y - np.max(y)) / np.sum(np.exp(y - np.max(y)))`). The shift c is anything
+    constant along the axes (a max, a number, another input): exp(z - c) normalized does
+    not depend on it, so z is what it is differentiated in, and c gets nothing from it."""
+    if computed_op(p, computed, "divide"):
+        e, t = p.args
+    elif computed_op(p, computed, "multiply"):
+        e, t = _reciprocal_factor(p, computed)
+    else:
+        return None
+    t, axes = _denominator(t, computed, len(p.shape))
+    if not computed_op(e, computed, "exp") or t is None or t.params["dtype"] is not None \
+            or t.dtype != e.dtype or p.shape != e.shape or p.dtype != e.dtype \
+            or not np.issubdtype(e.dtype, np.floating):
+        return None
+    other = computed_op(t.args[0], computed, "exp")
+    if not other or not same_value(e.args[0], other.args[0]):
+        return None
+    return unshifted(e.args[0], axes, computed), axes, t
+
+
+def _reciprocal_factor(p, computed):
+    """(e, t) of p = e * (1 / t) or (1 / t) * e, e * reciprocal(t); (None, None) else."""
+    for e, r in (p.args, p.args[::-1]):
+        if computed_op(r, computed, "reciprocal"):
+            return e, r.args[0]
+        if computed_op(r, computed, "divide") and is_one(r.args[0]):
+            return e, r.args[1]
+    return None, None
+
+
+def _denominator(t, computed, ndim):
+    """(the sum, its sorted axes) of a denominator that broadcasts back along the axes it
+    summed: a sum with keepdims, or without over leading axes, or given its size-1 axes
+    back (`t[:, None]`, a reshape, expand_dims); (None, None) otherwise."""
+    if computed_op(t, computed, "sum"):
+        axes = _axes(t.params["axis"], ndim)
+        if axes is not None and (t.params["keepdims"] or axes == tuple(range(len(axes)))):
+            return t, axes
+        return None, None
+    inner = type(t) is Node and t in computed and len(t.args) == 1 \
+        and computed_op(t.args[0], computed, "sum")
+    if not inner or inner.params["keepdims"] or not (
+            op(t) in ("reshape", "expand_dims") or op(t) == "getitem" and all(
+                i is None or i == slice(None) for i in t.params["index"].items)):
+        return None, None
+    axes = _axes(inner.params["axis"], ndim)
+    if axes is None or len(t.shape) != ndim or t.shape != _with_ones(inner.shape, axes, ndim):
+        return None, None
+    return inner, axes
+
+
+def _with_ones(shape, axes, ndim):
+    """shape with size-1 axes put back at `axes` (as keepdims=True has it), or None."""
+    if len(shape) + len(axes) != ndim:
+        return None
+    rest = iter(shape)
+    return tuple(1 if k in axes else next(rest) for k in range(ndim))
+
+
+def _axes(axis, ndim):
+    """The axes a reduction's `axis` names, sorted and non-negative; None if out of range."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if any(not -ndim <= a < ndim for a in axes):
+        return None
+    return tuple(sorted({int(a) % ndim for a in axes}))
+
+
+def unshifted(s, axes, computed):
+    """z for s = z - c with c constant along `axes` (of size 1 there, as s's shape is
+    z's); s itself otherwise."""
+    if computed_op(s, computed, "subtract") and type(s.args[0]) is Node \
+            and s.args[0].shape == s.shape and s.args[0].dtype == s.dtype:
+        c = np.shape(s.args[1]) if type(s.args[1]) is not Node else s.args[1].shape
+        ones = (1,) * (len(s.shape) - len(c)) + tuple(c)
+        if len(ones) == len(s.shape) and all(ones[k] == 1 for k in axes):
+            return s.args[0]
+    return s
+
+
+def same_value(a, b, depth=4):
+    """a and b are one value: the same node, equal constants, or the same built-in step
+    (no random draw) of the same values, looked into `depth` steps deep."""
+    if a is b:
+        return True
+    if type(a) is not Node or type(b) is not Node:
+        return type(a) is not Node and type(b) is not Node and constant_key(a) == constant_key(b)
+    if depth == 0 or op(a) is None or a.prim is not b.prim or has_effect(a) \
+            or a.shape != b.shape or a.dtype != b.dtype or len(a.args) != len(b.args) \
+            or a.params.keys() != b.params.keys():
+        return False
+    return all(constant_key(a.params[k]) == constant_key(b.params[k]) for k in a.params) \
+        and all(same_value(x, y, depth - 1) for x, y in zip(a.args, b.args))

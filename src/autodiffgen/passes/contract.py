@@ -35,7 +35,8 @@ def contract(graph):
             swapped = _swapped_product(node, users, outputs, consumed | touched)
             if swapped is not None:
                 replace[node] = swapped
-                touched.update((node, node.args[0], *node.args[0].args))
+                touched.update(a for a in (node, node.args[0], *node.args[0].args)
+                               if type(a) is Node)
         if kind != "einsum" or len(node.args) < 2 or node in consumed \
                 or node.dtype not in BLAS_DTYPES \
                 or any(_dtype(a) != node.dtype for a in node.args):
@@ -138,7 +139,8 @@ def _swapped_product(node, users, outputs, consumed):
         return None  # (a contraction's own transpose: its plan has weighed the other way)
     product = node.args[0]
     if op(product) != "matmul" or product in outputs or len(users.get(product, ())) != 1 \
-            or any(len(_shape(x)) < 2 or x in consumed for x in product.args) \
+            or any(len(_shape(x)) < 2 or type(x) is Node and x in consumed
+                   for x in product.args) \
             or product in consumed:
         return None
     a, b = (_transposed(node, x) for x in product.args)
