@@ -286,3 +286,18 @@ def test_what_a_parameters_method_reads_is_read_again_at_each_call():
         _same((value, g.w), (want_value, want.w))
         assert vg.traces == traces  # the module baked SCALE: a new one for the new value
     SCALE = 1.0
+
+
+def tanh_layer(p, x, y):
+    return np.mean((np.tanh(x @ p["W"]) @ p["v"] - y) ** 2)
+
+
+def test_a_weight_as_long_as_the_sample_is_not_taken_for_data():
+    """W has 7 rows, as many as the sample would: the sample takes 8, so the module's
+    batch is the data's alone and serves every chunk."""
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=(60, 7)), rng.normal(size=60)
+    p = {"W": rng.normal(size=(7, 4)), "v": rng.normal(size=4)}
+    vg = add.value_and_grad(tanh_layer)
+    _same(vg(p, *_chunked(x, y, 20)), autodiffgen.value_and_grad(tanh_layer)(p, x, y))
+    assert (vg.traces, vg.retraces) == (1, 0)

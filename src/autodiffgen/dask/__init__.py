@@ -200,7 +200,7 @@ class DaskGradFunction:
         rows = [np.asarray(r) for r in _compute_all(chunk, self.timeout)]
         whole = _with_rows(flat_args, batch, rows)
         n = len(rows[0])
-        k = min(SAMPLE_ROWS, n)
+        k = _unlike(flat_args, batch, SAMPLE_ROWS, n)
         while True:
             variant = module_variant(program.gf, _with_rows(flat_args, batch,
                                                             [r[:k] for r in rows]))
@@ -305,12 +305,24 @@ def _kinds(tree):
 
 
 def _sample(args, batch, arrays, timeout):
-    """The arguments with the first SAMPLE_ROWS rows of each dask array, in memory."""
-    n = min(SAMPLE_ROWS, arrays[0].shape[0])
+    """The arguments with the first SAMPLE_ROWS rows of each dask array, in memory (or a
+    few more: see _unlike)."""
+    n = _unlike(args, batch, SAMPLE_ROWS, arrays[0].shape[0])
     if n < 2:
         raise ArgumentError("autodiffgen.dask needs at least 2 rows of data")
     rows = _compute_all([a[:n] for a in arrays], timeout)
     return _with_rows(args, batch, [np.asarray(r) for r in rows])
+
+
+def _unlike(args, batch, n, most):
+    """n, or the next row count up to `most` that no small argument's array has as its
+    leading size: traced at 7 rows, a (7, k) weight would look like data to the module
+    (its batch leaves are every array as long as the data: standalone.py), which then
+    serves only that weight's chunks of 7 rows."""
+    lengths = {np.shape(a)[0] for k, a in enumerate(args) if k not in batch and np.ndim(a)}
+    while n in lengths and n < most:
+        n += 1
+    return min(n, most)
 
 
 def _compute_all(xs, timeout, chunks=(), sizes=()):
