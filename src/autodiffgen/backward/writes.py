@@ -21,7 +21,7 @@ the same; the copies are gone.
 """
 
 from ..graph import Node, op
-from ..rules.regions import WHOLE, apart, region
+from ..rules.regions import Boxes, region
 from ..rules.vjps import BLOCKS, PIECES, has_vjp
 
 
@@ -34,7 +34,7 @@ def unzeroed_writes(order, needs, ruled=()):
     for node in forward:
         if op(node) == "setitem" and type(node.args[0]) is Node:
             takers[node.args[0]] = takers.get(node.args[0], 0) + 1
-    chains, found = {}, set()  # a write -> the Written of its chain up to it (None: read)
+    chains, found = {}, set()  # a write -> the Boxes of its chain up to it (None: read)
     for node in forward:
         if op(node) != "setitem":
             continue
@@ -54,67 +54,14 @@ def unzeroed_writes(order, needs, ruled=()):
 
 
 def _below(x, chains, needs, ruled, shared):
-    """The Written of what lies below a write into x: the chain's (a copy when another
+    """The Boxes of what lies below a write into x: the chain's (a copy when another
     write into x `shared` it), a fresh one when x is a root whose cotangent no one
     reads, None when it is read."""
     if type(x) is not Node:  # a constant: no cotangent at all
-        return Written()
+        return Boxes()
     if op(x) == "setitem":
         written = chains[x] if shared else chains.pop(x)
         return written.copy() if shared and written is not None else written
     read = x in needs and (x.prim is None or x in ruled or x.prim in PIECES
                            or x.prim in BLOCKS or has_vjp(x.prim))
-    return None if read else Written()
-
-
-class Written:
-    """The boxes of a chain's writes whose cotangent is read, grouped by their pattern
-    (each axis's item, its static positions left out): two boxes of one pattern are
-    apart exactly when their static positions differ, so a write is checked against the
-    thousands of one loop's in one lookup; boxes of other patterns one by one."""
-
-    __slots__ = ("groups",)
-
-    def __init__(self):
-        self.groups = {}  # pattern -> {the static positions of a box of that pattern}
-
-    def copy(self):
-        other = Written()
-        other.groups = {p: set(keys) for p, keys in self.groups.items()}
-        return other
-
-    def add(self, box):
-        pattern, key = _split(box)
-        self.groups.setdefault(pattern, set()).add(key)
-
-    def meets(self, box, shape):
-        """Whether `box` may share an element with a box written before."""
-        pattern, key = _split(box)
-        if key in self.groups.get(pattern, ()):
-            return True
-        for other, keys in self.groups.items():
-            if other == pattern:
-                continue  # (same pattern, other static positions: apart)
-            if not apart(box, _joined(other, ()), shape) and any(
-                    not apart(box, _joined(other, k), shape) for k in keys):
-                return True
-        return False
-
-
-_STATIC = ("static",)  # where a pattern had a static position
-
-
-def _split(box):
-    """(the box with its static positions as _STATIC, those positions)."""
-    pattern = tuple(_STATIC if type(a) is tuple and a[0] == "at" and a[1] is None else a
-                    for a in box)
-    key = tuple(a[2] for a in box if type(a) is tuple and a[0] == "at" and a[1] is None)
-    return pattern, key
-
-
-def _joined(pattern, key):
-    """The box of `pattern` with static positions `key` (none: each of them the whole
-    axis, which meets what any position would)."""
-    positions = iter(key)
-    return tuple((("at", None, next(positions)) if key else WHOLE) if a is _STATIC
-                 else a for a in pattern)
+    return None if read else Boxes()

@@ -194,3 +194,69 @@ def _meet(a, b):
         return max(a.start, b.start) < min(a.stop, b.stop)
     shorter, longer = (a, b) if len(a) <= len(b) else (b, a)
     return any(i in longer for i in shorter)
+
+
+class Boxes:
+    """Boxes of one array, each with a number (`stamp`: the last statement a view of it
+    is read at), grouped by their pattern (each axis's item, its static positions left
+    out): two boxes of one pattern are apart exactly when their static positions differ,
+    so a box is checked against the thousands of one loop's in one lookup; boxes of
+    other patterns one by one."""
+
+    __slots__ = ("groups",)
+
+    def __init__(self):
+        self.groups = {}  # pattern -> {static positions of a box of it: its largest stamp}
+
+    def copy(self):
+        other = Boxes()
+        other.groups = {p: dict(keys) for p, keys in self.groups.items()}
+        return other
+
+    def add(self, box, stamp=0):
+        pattern, key = _split(box)
+        keys = self.groups.setdefault(pattern, {})
+        keys[key] = max(keys.get(key, stamp), stamp)
+
+    def update(self, other):
+        """Every box of `other` added (`other` is left as it is)."""
+        for pattern, keys in other.groups.items():
+            mine = self.groups.setdefault(pattern, {})
+            for key, stamp in keys.items():
+                mine[key] = max(mine.get(key, stamp), stamp)
+
+    def __len__(self):
+        return sum(len(keys) for keys in self.groups.values())
+
+    def meets(self, box, shape, since=0):
+        """Whether `box` may share an element with a box of stamp `since` or more."""
+        pattern, key = _split(box)
+        if self.groups.get(pattern, {}).get(key, since - 1) >= since:
+            return True
+        for other, keys in self.groups.items():
+            if other == pattern:
+                continue  # (same pattern, other static positions: apart)
+            if not apart(box, _joined(other, ()), shape) and any(
+                    stamp >= since and not apart(box, _joined(other, k), shape)
+                    for k, stamp in keys.items()):
+                return True
+        return False
+
+
+_STATIC = ("static",)  # where a pattern had a static position
+
+
+def _split(box):
+    """(the box with its static positions as _STATIC, those positions)."""
+    pattern = tuple(_STATIC if type(a) is tuple and a[0] == "at" and a[1] is None else a
+                    for a in box)
+    key = tuple(a[2] for a in box if type(a) is tuple and a[0] == "at" and a[1] is None)
+    return pattern, key
+
+
+def _joined(pattern, key):
+    """The box of `pattern` with static positions `key` (none: each of them the whole
+    axis, which meets what any position would)."""
+    positions = iter(key)
+    return tuple((("at", None, next(positions)) if key else WHOLE) if a is _STATIC
+                 else a for a in pattern)
