@@ -21,8 +21,10 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("autodiffgen.dask needs Dask: pip install 'autodiffgen[dask]'") from e
 
+import logging
 import os
 import uuid
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +32,7 @@ import numpy as np
 from ..errors import ArgumentError, AutodiffgenError
 from ..tree import is_container, items, leaves, map_tree, structure_text
 from .check import DecompositionError, check_decomposes
+from .chunking import Plan, advice, planned, too_small
 from .faults import PartialSumError, computed, counted_once
 from .flat import Calls, Flat, FlatGrad
 from .source import module_variant, still_holds, what_it_read
@@ -45,6 +48,7 @@ __all__ = [
 
 SAMPLE_ROWS = 7  # the decomposition check's sample: halves of 3 and 4 rows
 MAX_VARIANTS = 8
+LOG = logging.getLogger("autodiffgen")
 
 
 class RetraceError(AutodiffgenError, RuntimeError):
@@ -66,19 +70,21 @@ _WORKER = _worker_namespace()
 
 
 def value_and_grad(fun, argnums=0, reduce="mean", fan_in=8, timeout=None, *,
-                   has_aux=False, aux="reduce"):
+                   has_aux=False, aux="reduce", chunks="auto"):
     """value_and_grad over Dask arrays chunked by rows; `reduce` says how the loss combines
     over rows: "mean" (weighted by each chunk's rows) or "sum". With has_aux=True, `fun`
     returns (loss, aux) and the call ((value, aux), grads): `aux="reduce"` combines each
-    aux value over rows as the loss is, `aux="chunks"` gives a list of each chunk's."""
-    return DaskGradFunction(fun, argnums, reduce, fan_in, timeout, True, has_aux, aux)
+    aux value over rows as the loss is, `aux="chunks"` gives a list of each chunk's.
+    `chunks="auto"` merges row chunks too small to pay for their tasks (chunking.py, said
+    on the `autodiffgen` logger); `chunks="keep"` runs the user's, warning if too small."""
+    return DaskGradFunction(fun, argnums, reduce, fan_in, timeout, True, has_aux, aux, chunks)
 
 
 def grad(fun, argnums=0, reduce="mean", fan_in=8, timeout=None, *, has_aux=False,
-         aux="reduce"):
+         aux="reduce", chunks="auto"):
     """grad over Dask arrays chunked by rows (see value_and_grad); with has_aux=True it
     returns (grads, aux)."""
-    return DaskGradFunction(fun, argnums, reduce, fan_in, timeout, False, has_aux, aux)
+    return DaskGradFunction(fun, argnums, reduce, fan_in, timeout, False, has_aux, aux, chunks)
 
 
 @dataclass(eq=False)
@@ -97,11 +103,16 @@ class DaskGradFunction:
     """A loss of small arguments and row-chunked Dask arrays, differentiated per chunk."""
 
     def __init__(self, fun, argnums, reduce, fan_in, timeout, with_value, has_aux=False,
-                 aux="reduce"):
+                 aux="reduce", chunks="auto"):
         if reduce not in ("mean", "sum"):
             raise ArgumentError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
         if aux not in ("reduce", "chunks"):
             raise ArgumentError(f"aux must be 'reduce' or 'chunks', got {aux!r}")
+        if chunks not in ("auto", "keep"):
+            raise ArgumentError(f"chunks must be 'auto' or 'keep', got {chunks!r}")
+        self.chunks = chunks
+        self.plan = None  # the last call's chunking.Plan (the row chunks it ran)
+        self._said = set()  # (the user's chunks, the plan's): said on the logger once
         self.calls = Calls(fun, argnums)
         self.fun, self.reduce, self.with_value = fun, reduce, with_value
         self.has_aux, self.aux = bool(has_aux), aux
@@ -114,7 +125,7 @@ class DaskGradFunction:
         args, names = self.calls.bound(args, kwargs)
         batch = [i for i, a in enumerate(args) if isinstance(a, da.Array)]
         self._check_args(args, batch)
-        arrays = _aligned([args[i] for i in batch])
+        arrays = self._chunked(_aligned([args[i] for i in batch]))
         program = self._program(args, names, batch, arrays)
         flat_args = program.flat.args(args)
         small = [a for k, a in enumerate(flat_args) if k not in program.flat.batch]
@@ -136,6 +147,26 @@ class DaskGradFunction:
                                f"{total['failures'][0][1]}")
         counted_once(total["rows"], sizes)
         return self._result(program.flat, total)
+
+    def _chunked(self, arrays):
+        """The arrays in the row chunks chunking.py plans for this cluster: merged when
+        chunks="auto" and the user's are too small to pay for their tasks (never with
+        aux="chunks", whose list is the user's chunks'). Said once per chunking."""
+        sizes = arrays[0].chunks[0]
+        row_bytes = sum(a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in arrays)
+        plan = planned(sizes, row_bytes, *_workers())
+        keep = self.chunks == "keep" or (self.has_aux and self.aux == "chunks")
+        new = (sizes, plan.rows) not in self._said
+        self._said.add((sizes, plan.rows))
+        if keep or plan.kept:
+            self.plan = Plan(sizes, True, plan.target)
+            if self.chunks == "keep" and new and too_small(sizes, row_bytes):
+                warnings.warn(advice(sizes, row_bytes, self.plan), stacklevel=3)
+            return arrays
+        if new:
+            LOG.info(advice(sizes, row_bytes, plan))
+        self.plan = plan
+        return [a.rechunk((plan.rows,) + a.chunks[1:]) for a in arrays]
 
     def _check_args(self, args, batch):
         if not batch:
@@ -323,6 +354,18 @@ def _unlike(args, batch, n, most):
     while n in lengths and n < most:
         n += 1
     return min(n, most)
+
+
+def _workers():
+    """(workers, the smallest worker's memory limit or None) of the distributed client,
+    or (1, None) on Dask's default scheduler."""
+    try:
+        from distributed import default_client
+        info = default_client().scheduler_info()["workers"].values()
+    except (ImportError, ValueError):
+        return 1, None
+    limits = [w.get("memory_limit") for w in info if w.get("memory_limit")]
+    return max(1, len(info)), (min(limits) if limits else None)
 
 
 def _compute_all(xs, timeout, chunks=(), sizes=()):

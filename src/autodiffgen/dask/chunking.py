@@ -1,0 +1,87 @@
+"""How many rows each task takes: the user's row chunks, or merged ones that pay for their tasks.
+
+Every call pays Dask and the client a fixed cost, and every chunk a task's cost
+(benchmarks/dask_scaling.py measured about 20-25 ms a call and 3 ms a chunk). A chunk of
+125k rows of 16 float64 features is computed in about 4 ms, so its task costs as much as
+its arithmetic. `planned` merges consecutive row chunks (never splits one) into as few
+tasks as keep every worker busy, no chunk larger than a worker's memory allows with a few
+copies of it in flight; `advice` says so in words for the `autodiffgen` logger. Pure
+functions of sizes, so the decision is tested without a cluster or a clock.
+"""
+
+import math
+from dataclasses import dataclass
+
+PER_CHUNK_SECONDS = 0.003  # a task's cost, measured (module docstring)
+BYTES_PER_SECOND = 3.9e9  # a NumPy loss's reading speed on one core, measured likewise
+IN_FLIGHT = 6  # copies of a chunk a worker may hold: its input, rechunked, temporaries
+MAX_CHUNK_BYTES = 256 * 2**20  # the cap when no worker states a memory limit
+MIN_CHUNK_BYTES = 64 * 2**20  # a chunk under this pays its task a fifth of its arithmetic
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The row chunks to run (`rows`), and whether they are the user's own (`kept`)."""
+
+    rows: tuple
+    kept: bool
+    target: int  # the rows per chunk aimed at
+
+
+def planned(sizes, row_bytes, workers=1, memory_limit=None):
+    """The row chunks for `sizes` (the user's), `row_bytes` a row's bytes across every
+    chunked argument: merged up to `target` rows when the user's are smaller than what
+    pays for a task, so each worker runs a few large chunks instead of many small ones."""
+    sizes = tuple(int(n) for n in sizes)
+    rows = sum(sizes)
+    target = target_rows(rows, row_bytes, workers, memory_limit)
+    if len(sizes) <= 1 or max(sizes) >= target or len(sizes) <= workers:
+        return Plan(sizes, True, target)
+    merged = _merged(sizes, target)
+    return Plan(merged, merged == sizes, target)
+
+
+def target_rows(rows, row_bytes, workers=1, memory_limit=None):
+    """Rows per chunk: the data split evenly into the fewest chunks that give every worker
+    one, none past the memory cap (the worker's limit over IN_FLIGHT, else MAX_CHUNK_BYTES)."""
+    cap = MAX_CHUNK_BYTES if not memory_limit else memory_limit // IN_FLIGHT
+    cap_rows = max(1, cap // max(1, int(row_bytes)))
+    workers = max(1, int(workers))
+    per_worker = math.ceil(rows / workers)
+    tasks = workers * math.ceil(per_worker / cap_rows)  # a multiple of the workers: even
+    return max(1, math.ceil(rows / tasks))
+
+
+def _merged(sizes, target):
+    """Consecutive chunks grouped while the group stays at most `target` rows (a chunk
+    larger than that alone), so no row moves past another and no chunk is split."""
+    out, group = [], 0
+    for n in sizes:
+        if group and group + n > target:
+            out.append(group)
+            group = 0
+        group += n
+    out.append(group)
+    return tuple(out)
+
+
+def too_small(sizes, row_bytes):
+    """Whether the median chunk is so small its task costs a fifth of its arithmetic or more."""
+    ordered = sorted(sizes)
+    median = ordered[len(ordered) // 2] * row_bytes
+    return len(sizes) > 1 and median < MIN_CHUNK_BYTES
+
+
+def advice(sizes, row_bytes, plan):
+    """What the logger says: the chunks chosen, or why the user's cost their tasks."""
+    mb = row_bytes / 2**20
+    theirs = f"{len(sizes)} chunks of about {max(sizes):,} rows ({max(sizes) * mb:.1f} MB)"
+    seconds = len(sizes) * PER_CHUNK_SECONDS
+    compute = sum(sizes) * row_bytes / BYTES_PER_SECOND
+    if not plan.kept:
+        return (f"autodiffgen.dask: {theirs} merged into {len(plan.rows)} of about "
+                f"{max(plan.rows):,} rows ({max(plan.rows) * mb:.1f} MB): each task costs "
+                f"about {1000 * PER_CHUNK_SECONDS:.0f} ms; chunks='keep' runs yours")
+    return (f"autodiffgen.dask: {theirs} cost about {1000 * seconds:.0f} ms of tasks for "
+            f"about {1000 * compute:.0f} ms of arithmetic; chunks of about "
+            f"{plan.target:,} rows would pay for theirs (chunks='auto' merges them)")

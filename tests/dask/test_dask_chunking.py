@@ -1,0 +1,88 @@
+"""The chunking policy's decisions (chunking.py), without a cluster or a clock; and that a
+merged call computes the gradient of the user's chunks, on Dask's default scheduler."""
+
+import logging
+import warnings
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+
+import autodiffgen
+import autodiffgen.dask as add
+from autodiffgen.dask.chunking import IN_FLIGHT, MAX_CHUNK_BYTES, planned, target_rows
+
+ROW = 17 * 8  # 16 float64 features and a float64 label
+
+
+def test_small_chunks_merge_into_one_per_worker():
+    plan = planned((125_000,) * 32, ROW, workers=2, memory_limit=4 * 2**30)
+    assert not plan.kept
+    assert plan.rows == (2_000_000, 2_000_000)
+
+
+def test_memory_limit_caps_the_merged_chunk():
+    limit = 512 * 2**20
+    plan = planned((125_000,) * 32, ROW, workers=2, memory_limit=limit)
+    assert max(plan.rows) * ROW <= limit // IN_FLIGHT
+    assert sum(plan.rows) == 4_000_000
+    assert len(plan.rows) % 2 == 0  # as many chunks on each worker
+
+
+def test_without_a_limit_the_cap_is_max_chunk_bytes():
+    rows = target_rows(10_000_000, ROW, workers=1)
+    assert rows * ROW <= MAX_CHUNK_BYTES
+
+
+def test_large_or_few_chunks_are_kept():
+    assert planned((2_000_000, 2_000_000), ROW, workers=2).kept
+    assert planned((100, 100), ROW, workers=2).kept  # no more chunks than workers
+    assert planned((1000,), ROW).kept
+
+
+def test_merging_keeps_row_order_and_never_splits():
+    plan = planned((3, 5, 2, 7, 1, 4, 6), 8, workers=2, memory_limit=None)
+    assert sum(plan.rows) == 28
+    assert plan.rows == (10, 12, 6)  # 14 rows a worker: 3+5+2 | 7+1+4 | 6
+
+
+def _data(rows=1000, chunk=100):
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((rows, 4)), (rng.random(rows) < 0.5).astype(float)
+    return x, y, da.from_array(x, chunks=(chunk, 4)), da.from_array(y, chunks=chunk)
+
+
+def loss(w, x, y):
+    z = x @ w
+    return np.mean(np.logaddexp(0.0, z) - y * z)
+
+
+def test_auto_merges_says_so_and_keeps_the_gradient(caplog):
+    x, y, X, Y = _data()
+    w = np.linspace(-1.0, 1.0, 4)
+    vg = add.value_and_grad(loss)
+    with caplog.at_level(logging.INFO, logger="autodiffgen"):
+        value, g = vg(w, X, Y)
+    assert vg.plan.rows == (1000,) and not vg.plan.kept
+    assert "10 chunks of about 100 rows" in caplog.text and "merged into 1" in caplog.text
+    want_value, want = autodiffgen.value_and_grad(loss)(w, x, y)
+    np.testing.assert_allclose(value, want_value, rtol=1e-12)
+    np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-15)
+
+
+def test_keep_runs_the_users_chunks_and_warns_once():
+    _, _, X, Y = _data()
+    w = np.zeros(4)
+    vg = add.grad(loss, chunks="keep")
+    with pytest.warns(UserWarning, match="chunks='auto' merges them"):
+        vg(w, X, Y)
+    assert vg.plan.rows == (100,) * 10 and vg.plan.kept
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        vg(w, X, Y)  # said once
+
+
+def test_chunks_option_is_checked():
+    with pytest.raises(autodiffgen.errors.ArgumentError, match="chunks must be"):
+        add.grad(loss, chunks=1000)
