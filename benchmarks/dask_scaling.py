@@ -10,6 +10,11 @@ rows persisted on the workers (the data is made once, not timed). Each is the be
 REPEATS calls after a first (tracing) call; the in-memory process runs on one core. Efficiency per worker = in-memory time /
 (workers x Dask time): 1.0 is a perfect split. The client's peak memory (its maximum
 resident set) shows the data never comes to the client.
+
+Each cluster times the user's chunks (chunks="keep") and the chunking policy's
+(chunks="auto": merged to one chunk per worker, capped by its memory), interleaved round
+by round. Per call: the time of a gradient of one 1000-row chunk per worker. Per chunk:
+(keep - auto) / (keep's chunks - auto's), the cost each extra task adds.
 """
 
 import argparse
@@ -60,6 +65,20 @@ def best_time(call):
     return min(times)
 
 
+def best_times(calls):
+    """The best of REPEATS timings of each call, taken in interleaved rounds (a machine
+    shared with others slows each alike)."""
+    for call in calls:
+        call()  # the first call traces and compiles
+    times = [[] for _ in calls]
+    for _ in range(REPEATS):
+        for call, kept in zip(calls, times):
+            start = time.perf_counter()
+            call()
+            kept.append(time.perf_counter() - start)
+    return [min(t) for t in times]
+
+
 def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -77,7 +96,10 @@ def in_memory(rows):
 
 
 def on_dask(rows, workers):
-    """The Dask gradient's time with `workers` single-threaded worker processes."""
+    """The Dask gradient's time with `workers` single-threaded worker processes, with the
+    user's chunks and with chunks="auto" (and how many that ran), and the time of a call
+    on one tiny chunk per worker (the per-call cost)."""
+    import dask.array as da
     from dask.distributed import Client, LocalCluster, wait
 
     import autodiffgen.dask as add
@@ -86,10 +108,16 @@ def on_dask(rows, workers):
                       dashboard_address=None) as cluster, Client(cluster):
         X, Y = dataset(rows)
         X, Y = X.persist(), Y.persist()
-        wait([X, Y])
-        vg = add.value_and_grad(loss, timeout=600)
+        tiny = [a.persist() for a in (da.ones((1000 * workers, FEATURES), chunks=1000),
+                                      da.ones(1000 * workers, chunks=1000))]
+        wait([X, Y, *tiny])
+        keep, auto, small = (add.value_and_grad(loss, timeout=600, chunks=c)
+                             for c in ("keep", "auto", "keep"))
         p = params()
-        return best_time(lambda: vg(p, X, Y))
+        seconds = best_times([lambda: keep(p, X, Y), lambda: auto(p, X, Y),
+                              lambda: small(p, *tiny)])
+        return {"keep": seconds[0], "auto": seconds[1], "per_call": seconds[2],
+                "chunks": (len(keep.plan.rows), len(auto.plan.rows))}
 
 
 def main():
@@ -101,21 +129,25 @@ def main():
     if options.in_memory:
         print(json.dumps(in_memory(options.in_memory)))
         return
-    header = "| rows | in memory | " + " | ".join(
-        f"{w} worker{'s' * (w > 1)} (efficiency)" for w in options.workers) + " |"
-    print(header)
-    print("|" + "---|" * (2 + len(options.workers)))
+    print("| rows | in memory | workers | user's chunks (efficiency) | chunks=\"auto\" "
+          "(efficiency) | per call | per chunk |")
+    print("|---|---:|---:|---|---|---:|---:|")
     peaks = []
     for rows in options.rows:
         out = subprocess.run([sys.executable, __file__, "--in-memory", str(rows)],
                              capture_output=True, text=True, check=True, env=ONE_THREAD)
         memory = json.loads(out.stdout)
-        cells = [f"{rows:,}", f"{1000 * memory['seconds']:.1f} ms"]
-        for w in options.workers:
-            seconds = on_dask(rows, w)
-            cells.append(f"{1000 * seconds:.1f} ms ({memory['seconds'] / (w * seconds):.2f})")
         peaks.append((rows, memory["peak_mb"]))
-        print("| " + " | ".join(cells) + " |", flush=True)
+        for w in options.workers:
+            t = on_dask(rows, w)
+            (n_keep, n_auto), per_chunk = t["chunks"], "-"
+            if n_keep > n_auto:
+                per_chunk = f"{1000 * (t['keep'] - t['auto']) / (n_keep - n_auto):.2f} ms"
+            cells = [f"{rows:,}", f"{1000 * memory['seconds']:.1f} ms", str(w)] + [
+                f"{1000 * t[k]:.1f} ms, {n} chunks ({memory['seconds'] / (w * t[k]):.2f})"
+                for k, n in (("keep", n_keep), ("auto", n_auto))] + [
+                f"{1000 * t['per_call']:.1f} ms", per_chunk]
+            print("| " + " | ".join(cells) + " | " + os.getloadavg().__repr__(), flush=True)
     print(f"\npeak memory of the Dask client (this process, every run): {peak_mb():.0f} MB")
     for rows, mb in peaks:
         print(f"peak memory of the in-memory process at {rows:,} rows: {mb:.0f} MB")

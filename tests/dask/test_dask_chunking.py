@@ -1,5 +1,5 @@
 """The chunking policy's decisions (chunking.py), without a cluster or a clock; and that a
-merged call computes the gradient of the user's chunks, on Dask's default scheduler."""
+grouped call computes the gradient of the user's chunks, on Dask's default scheduler."""
 
 import logging
 import warnings
@@ -41,10 +41,16 @@ def test_large_or_few_chunks_are_kept():
     assert planned((1000,), ROW).kept
 
 
-def test_merging_keeps_row_order_and_never_splits():
+def test_grouping_keeps_row_order_and_never_splits():
     plan = planned((3, 5, 2, 7, 1, 4, 6), 8, workers=2, memory_limit=None)
-    assert sum(plan.rows) == 28
-    assert plan.rows == (10, 12, 6)  # 14 rows a worker: 3+5+2 | 7+1+4 | 6
+    assert plan.groups == ((0, 1, 2), (3, 4, 5), (6,))  # 14 rows a task: 3+5+2 | 7+1+4 | 6
+    assert plan.rows == (10, 12, 6)
+
+
+def test_chunks_on_a_worker_are_grouped_with_that_workers_only():
+    homes = ["a", "b"] * 4
+    plan = planned((100,) * 8, 8, workers=2, homes=homes)
+    assert plan.groups == ((0, 2, 4, 6), (1, 3, 5, 7))
 
 
 def _data(rows=1000, chunk=100):
@@ -58,14 +64,14 @@ def loss(w, x, y):
     return np.mean(np.logaddexp(0.0, z) - y * z)
 
 
-def test_auto_merges_says_so_and_keeps_the_gradient(caplog):
+def test_auto_groups_says_so_and_keeps_the_gradient(caplog):
     x, y, X, Y = _data()
     w = np.linspace(-1.0, 1.0, 4)
     vg = add.value_and_grad(loss)
     with caplog.at_level(logging.INFO, logger="autodiffgen"):
         value, g = vg(w, X, Y)
-    assert vg.plan.rows == (1000,) and not vg.plan.kept
-    assert "10 chunks of about 100 rows" in caplog.text and "merged into 1" in caplog.text
+    assert vg.plan.groups == (tuple(range(10)),) and not vg.plan.kept
+    assert "10 chunks of about 100 rows" in caplog.text and "run as 1 tasks" in caplog.text
     want_value, want = autodiffgen.value_and_grad(loss)(w, x, y)
     np.testing.assert_allclose(value, want_value, rtol=1e-12)
     np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-15)
@@ -75,7 +81,7 @@ def test_keep_runs_the_users_chunks_and_warns_once():
     _, _, X, Y = _data()
     w = np.zeros(4)
     vg = add.grad(loss, chunks="keep")
-    with pytest.warns(UserWarning, match="chunks='auto' merges them"):
+    with pytest.warns(UserWarning, match="chunks='auto' groups them"):
         vg(w, X, Y)
     assert vg.plan.rows == (100,) * 10 and vg.plan.kept
     with warnings.catch_warnings():

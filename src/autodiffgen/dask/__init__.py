@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import ArgumentError, AutodiffgenError
 from ..tree import is_container, items, leaves, map_tree, structure_text
 from .check import DecompositionError, check_decomposes
-from .chunking import Plan, advice, planned, too_small
+from .chunking import advice, kept, planned, too_small
 from .faults import PartialSumError, computed, counted_once
 from .flat import Calls, Flat, FlatGrad
 from .source import module_variant, still_holds, what_it_read
@@ -125,14 +125,15 @@ class DaskGradFunction:
         args, names = self.calls.bound(args, kwargs)
         batch = [i for i, a in enumerate(args) if isinstance(a, da.Array)]
         self._check_args(args, batch)
-        arrays = self._chunked(_aligned([args[i] for i in batch]))
+        arrays = _aligned([args[i] for i in batch])
         program = self._program(args, names, batch, arrays)
         flat_args = program.flat.args(args)
         small = [a for k, a in enumerate(flat_args) if k not in program.flat.batch]
         layout = _layout(len(flat_args), program.flat.batch)
         chunks = list(zip(*(a.to_delayed().ravel() for a in arrays)))
         sizes = arrays[0].chunks[0]
-        total = self._run(program, layout, small, chunks, range(len(chunks)), sizes)
+        plan = self._planned(arrays, chunks)
+        total = self._run(program, layout, small, chunks, plan.groups, sizes)
         for _ in range(MAX_VARIANTS):
             if not total["failures"]:
                 break
@@ -140,7 +141,7 @@ class DaskGradFunction:
             self._retrace(program, flat_args, chunks[failed[0]], total["failures"][0][1])
             total["failures"] = []
             total = _WORKER["combine"](total, self._run(program, layout, small, chunks,
-                                                        failed, sizes))
+                                                        [(i,) for i in failed], sizes))
         if total["failures"]:
             raise RetraceError(f"chunks {[i for i, _ in total['failures']]} took paths no "
                                f"traced code serves after {MAX_VARIANTS} retraces: "
@@ -148,25 +149,23 @@ class DaskGradFunction:
         counted_once(total["rows"], sizes)
         return self._result(program.flat, total)
 
-    def _chunked(self, arrays):
-        """The arrays in the row chunks chunking.py plans for this cluster: merged when
-        chunks="auto" and the user's are too small to pay for their tasks (never with
-        aux="chunks", whose list is the user's chunks'). Said once per chunking."""
+    def _planned(self, arrays, chunks):
+        """The tasks chunking.py plans for this cluster: the user's chunks grouped when
+        chunks="auto" and they are too small to pay for their tasks (never with
+        aux="chunks", whose list is the user's chunks'). Said once per plan."""
         sizes = arrays[0].chunks[0]
         row_bytes = sum(a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in arrays)
-        plan = planned(sizes, row_bytes, *_workers())
         keep = self.chunks == "keep" or (self.has_aux and self.aux == "chunks")
+        plan = kept(sizes) if keep else planned(sizes, row_bytes, *_workers(chunks))
         new = (sizes, plan.rows) not in self._said
         self._said.add((sizes, plan.rows))
-        if keep or plan.kept:
-            self.plan = Plan(sizes, True, plan.target)
-            if self.chunks == "keep" and new and too_small(sizes, row_bytes):
-                warnings.warn(advice(sizes, row_bytes, self.plan), stacklevel=3)
-            return arrays
-        if new:
+        if new and self.chunks == "keep" and too_small(sizes, row_bytes):
+            target = planned(sizes, row_bytes, *_workers(())).target
+            warnings.warn(advice(sizes, row_bytes, kept(sizes, target)), stacklevel=3)
+        elif new and not plan.kept:
             LOG.info(advice(sizes, row_bytes, plan))
         self.plan = plan
-        return [a.rechunk((plan.rows,) + a.chunks[1:]) for a in arrays]
+        return plan
 
     def _check_args(self, args, batch):
         if not batch:
@@ -198,8 +197,9 @@ class DaskGradFunction:
             self.traces += 1
         return program
 
-    def _run(self, program, layout, small, chunks, indices, sizes):
-        """The Part of the chunks at `indices`: one task per chunk, then a tree reduction."""
+    def _run(self, program, layout, small, chunks, groups, sizes):
+        """The Part of the chunks in `groups` (of chunk indices): one task per group, then
+        a tree reduction. A task is named after its group's first chunk (faults.py)."""
         # one key each for the sources and the small arguments, shared by every task (sent
         # to a worker once); keys not from hashing the values: each call is computed anew
         # (named as faults.py reads them: a task given up names what it cost)
@@ -207,11 +207,11 @@ class DaskGradFunction:
         v = dask.delayed(variants, name="autodiffgen-sources-" + "-".join(
             variant["key"] for variant in variants))
         s = dask.delayed(small, name=f"autodiffgen-arguments-{token}")
-        run, combine = (dask.delayed(_WORKER[name], pure=False) for name in ("run_chunk",
+        run, combine = (dask.delayed(_WORKER[name], pure=False) for name in ("run_chunks",
                                                                              "combine"))
         how = (self.reduce, self.aux if self.has_aux else None)
-        parts = [run(i, v, layout, s, how, *chunks[i],
-                     dask_key_name=f"autodiffgen-chunk-{i}-{token}") for i in indices]
+        parts = [run(g, v, layout, s, how, *(block for i in g for block in chunks[i]),
+                     dask_key_name=f"autodiffgen-chunk-{g[0]}-{token}") for g in groups]
         level = 0
         while len(parts) > 1:
             parts = [combine(*parts[k:k + self.fan_in],
@@ -356,16 +356,21 @@ def _unlike(args, batch, n, most):
     return min(n, most)
 
 
-def _workers():
-    """(workers, the smallest worker's memory limit or None) of the distributed client,
-    or (1, None) on Dask's default scheduler."""
+def _workers(chunks):
+    """(workers, the smallest worker's memory limit or None, the worker holding each
+    chunk's first block or None) of the distributed client; (1, None, None) on Dask's
+    default scheduler."""
     try:
         from distributed import default_client
-        info = default_client().scheduler_info()["workers"].values()
+        client = default_client()
     except (ImportError, ValueError):
-        return 1, None
+        return 1, None, None
+    info = client.scheduler_info()["workers"].values()
     limits = [w.get("memory_limit") for w in info if w.get("memory_limit")]
-    return max(1, len(info)), (min(limits) if limits else None)
+    keys = [blocks[0].key for blocks in chunks]
+    where = client.who_has(keys) if keys else {}
+    homes = [min(where.get(k) or [None], key=str) for k in keys]
+    return max(1, len(info)), (min(limits) if limits else None), homes
 
 
 def _compute_all(xs, timeout, chunks=(), sizes=()):

@@ -3,9 +3,11 @@
 Every call pays Dask and the client a fixed cost, and every chunk a task's cost
 (benchmarks/dask_scaling.py measured about 20-25 ms a call and 3 ms a chunk). A chunk of
 125k rows of 16 float64 features is computed in about 4 ms, so its task costs as much as
-its arithmetic. `planned` merges consecutive row chunks (never splits one) into as few
-tasks as keep every worker busy, no chunk larger than a worker's memory allows with a few
-copies of it in flight; `advice` says so in words for the `autodiffgen` logger. Pure
+its arithmetic. `planned` groups row chunks (never splits one, never copies one: a task
+runs the generated code on each chunk of its group in turn and adds the sums) into as few
+tasks as keep every worker busy, no group larger than a worker's memory allows with a few
+copies in flight; chunks already on a worker (persisted) are grouped with that worker's
+only, so no chunk moves. `advice` says so in words for the `autodiffgen` logger. Pure
 functions of sizes, so the decision is tested without a cluster or a clock.
 """
 
@@ -21,24 +23,36 @@ MIN_CHUNK_BYTES = 64 * 2**20  # a chunk under this pays its task a fifth of its 
 
 @dataclass(frozen=True)
 class Plan:
-    """The row chunks to run (`rows`), and whether they are the user's own (`kept`)."""
+    """The chunks each task runs (`groups`, of chunk indices), their rows (`rows`),
+    whether they are the user's chunks one a task (`kept`), the rows a task aimed at."""
 
+    groups: tuple
     rows: tuple
     kept: bool
-    target: int  # the rows per chunk aimed at
+    target: int
 
 
-def planned(sizes, row_bytes, workers=1, memory_limit=None):
-    """The row chunks for `sizes` (the user's), `row_bytes` a row's bytes across every
-    chunked argument: merged up to `target` rows when the user's are smaller than what
-    pays for a task, so each worker runs a few large chunks instead of many small ones."""
+def kept(sizes, target=0):
+    """The plan of one task per chunk of the user's."""
     sizes = tuple(int(n) for n in sizes)
-    rows = sum(sizes)
-    target = target_rows(rows, row_bytes, workers, memory_limit)
-    if len(sizes) <= 1 or max(sizes) >= target or len(sizes) <= workers:
-        return Plan(sizes, True, target)
-    merged = _merged(sizes, target)
-    return Plan(merged, merged == sizes, target)
+    return Plan(tuple((i,) for i in range(len(sizes))), sizes, True, target)
+
+
+def planned(sizes, row_bytes, workers=1, memory_limit=None, homes=None):
+    """The tasks for chunks of `sizes` rows (the user's), `row_bytes` a row's bytes across
+    every chunked argument, `homes` the worker holding each chunk (None: not computed yet):
+    grouped up to `target` rows when the user's chunks are smaller than what pays for a
+    task, so each worker runs a few large tasks instead of many small ones."""
+    sizes = tuple(int(n) for n in sizes)
+    target = target_rows(sum(sizes), row_bytes, workers, memory_limit)
+    if len(sizes) <= workers or max(sizes) >= target:
+        return kept(sizes, target)
+    homes = homes or [None] * len(sizes)
+    groups = tuple(g for home in dict.fromkeys(homes) for g in _grouped(
+        [i for i in range(len(sizes)) if homes[i] == home], sizes, target))
+    if len(groups) == len(sizes):
+        return kept(sizes, target)
+    return Plan(groups, tuple(sum(sizes[i] for i in g) for g in groups), False, target)
 
 
 def target_rows(rows, row_bytes, workers=1, memory_limit=None):
@@ -52,17 +66,17 @@ def target_rows(rows, row_bytes, workers=1, memory_limit=None):
     return max(1, math.ceil(rows / tasks))
 
 
-def _merged(sizes, target):
-    """Consecutive chunks grouped while the group stays at most `target` rows (a chunk
-    larger than that alone), so no row moves past another and no chunk is split."""
-    out, group = [], 0
-    for n in sizes:
-        if group and group + n > target:
-            out.append(group)
-            group = 0
-        group += n
-    out.append(group)
-    return tuple(out)
+def _grouped(indices, sizes, target):
+    """The chunks at `indices`, in order, grouped while a group stays at most `target` rows
+    (a chunk larger than that alone)."""
+    out, group, rows = [], [], 0
+    for i in indices:
+        if group and rows + sizes[i] > target:
+            out.append(tuple(group))
+            group, rows = [], 0
+        group.append(i)
+        rows += sizes[i]
+    return out + [tuple(group)] if group else out
 
 
 def too_small(sizes, row_bytes):
@@ -79,9 +93,9 @@ def advice(sizes, row_bytes, plan):
     seconds = len(sizes) * PER_CHUNK_SECONDS
     compute = sum(sizes) * row_bytes / BYTES_PER_SECOND
     if not plan.kept:
-        return (f"autodiffgen.dask: {theirs} merged into {len(plan.rows)} of about "
+        return (f"autodiffgen.dask: {theirs} run as {len(plan.rows)} tasks of about "
                 f"{max(plan.rows):,} rows ({max(plan.rows) * mb:.1f} MB): each task costs "
                 f"about {1000 * PER_CHUNK_SECONDS:.0f} ms; chunks='keep' runs yours")
     return (f"autodiffgen.dask: {theirs} cost about {1000 * seconds:.0f} ms of tasks for "
             f"about {1000 * compute:.0f} ms of arithmetic; chunks of about "
-            f"{plan.target:,} rows would pay for theirs (chunks='auto' merges them)")
+            f"{plan.target:,} rows would pay for theirs (chunks='auto' groups them)")

@@ -72,6 +72,14 @@ def run_chunk(index, variants, layout, small, how, *chunks):
     return part(failures=[(index, why)])
 
 
+def run_chunks(indices, variants, layout, small, how, *chunks):
+    """The Part of a group of chunks (their blocks in order, as many for each), each run
+    alone and added: a task's cost paid once for several chunks, none of them copied."""
+    k = len(chunks) // len(indices)
+    return combine(*(run_chunk(i, variants, layout, small, how, *chunks[j * k:(j + 1) * k])
+                     for j, i in enumerate(indices)))
+
+
 def part(value=None, aux=None, grads=None, rows=(), gathered=None, failures=()):
     return {"value": value, "aux": aux, "grads": grads, "rows": list(rows),
             "gathered": gathered or {}, "failures": list(failures)}
