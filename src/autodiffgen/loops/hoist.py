@@ -193,7 +193,8 @@ def hoisted_sums(graph, loop):
     found = {}
     for j in range(body.carries):
         carry, out = inner.inputs[1 + j], inner.outputs[j]
-        if type(out) is Node and out not in inner.outputs[body.carries:]:
+        if type(out) is Node and out not in inner.outputs[body.carries:] \
+                and not users.get(out):  # (a step reading its running sum keeps it)
             terms = _chain(out, carry, t, inner, body, users)
             if terms:
                 found[j] = terms

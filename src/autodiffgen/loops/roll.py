@@ -271,7 +271,9 @@ def _with_loop(graph, parts, outer, after, body, into):
 def spliced(graph, dead, steps, made, args, replace_by):
     """The graph without the nodes `dead`, the loop's nodes `made` where the last of
     `steps` was (after every value it reads, `args`), then `replace_by` substituted."""
-    at = max(i for i, n in enumerate(graph.nodes) if n in steps)
+    at = max((i for i, n in enumerate(graph.nodes) if n in steps), default=None)
+    if at is None:  # (each value of its steps is read again outside them)
+        raise Unproven("none of its steps' values is left to the loop")
     seen = set(graph.inputs)
     nodes = []
     for i, node in enumerate(graph.nodes):

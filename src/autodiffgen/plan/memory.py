@@ -9,7 +9,11 @@ training step's params and state), a saved value, an output, a constant, or an a
 some view still looks into.
 
 A dense value plus a scatter (passes/add_at.py) is updated at the index in the dense
-value's buffer when that dies there: `p[rows, y] += v`.
+value's buffer when that dies there: `p[rows, y] += v`; a write `h[:, t, :] = v` likewise,
+in h's buffer, even while views of other elements of h are still to be read (views.py:
+`h[:, t - 1, :]`, saved for the backward). A loop whose body writes into a carry takes
+the buffer of the carry's first value when that dies at the loop (`_handed`), rather
+than a copy of it.
 
 Beyond the operand dying at the statement, a buffer dead earlier in the function serves
 any later result of its shape and dtype (`np.matmul(h, W, out=add_3)`, `np.sum(e, axis=1,

@@ -86,8 +86,8 @@ def _setitem_fill(x, v, *arrays, index):
 
 
 def _setitem_vjp(i, g, ans, x, v, *arrays, index):
-    if i == 0:  # the elements written over get nothing from the old value
-        return setitem(g, 0.0, *arrays, index=index)
+    if i == 0:  # the elements written over get nothing from the old value (unless no one
+        return setitem(g, 0.0, *arrays, index=index)  # reads them: backward/writes.py)
     if i == 1:
         return _kept_writes(g, x, arrays, shifted(index, -1))
     return None
