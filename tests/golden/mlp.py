@@ -47,14 +47,14 @@ def mlp_loss_value_and_grad(params, x, y):
     mlp_loss = -mean
     # backward
     # saved by the forward: h, h_1, exp, sum_1
-    g_shifted = exp / sum_1               # grad of subtract, golden_models.py:14
+    g_logits = exp / sum_1                # grad of subtract, golden_models.py:14
     del exp
-    g_shifted *= np.float32(1.0 / n)
-    g_shifted[rows, y] += np.float32(-1.0 / n)
-    g_params_b3 = np.sum(g_shifted, axis=0)  # grad of add, golden_models.py:12
-    g_h_1 = g_shifted @ params_W3.T       # grad of matmul
-    g_params_W3 = h_1.T @ g_shifted
-    del g_shifted
+    g_logits *= np.float32(1.0 / n)
+    g_logits[rows, y] += np.float32(-1.0 / n)
+    g_params_b3 = np.sum(g_logits, axis=0)  # grad of add, golden_models.py:12
+    g_h_1 = g_logits @ params_W3.T        # grad of matmul
+    g_params_W3 = h_1.T @ g_logits
+    del g_logits
     dmaximum = h_1 > 0.0                  # grad of maximum, golden_models.py:11
     del h_1
     g_add = np.multiply(g_h_1, dmaximum, out=g_h_1)

@@ -50,14 +50,14 @@ def step_loss_train_step(params, state, hyper, x, y):
     step_loss = -mean
     # backward
     # saved by the forward: h, exp, sum_1
-    g_shifted = exp / sum_1               # grad of subtract, golden_models.py:98
+    g_logits = exp / sum_1                # grad of subtract, golden_models.py:98
     del exp
-    g_shifted *= np.float64(0.0625)
-    g_shifted[indices, y] += np.float64(-0.0625)
-    g_params_b2 = np.sum(g_shifted, axis=0)  # grad of add, golden_models.py:96
-    g_h = g_shifted @ params_W2.T         # grad of matmul
-    g_params_W2 = h.T @ g_shifted
-    del g_shifted
+    g_logits *= np.float64(0.0625)
+    g_logits[indices, y] += np.float64(-0.0625)
+    g_params_b2 = np.sum(g_logits, axis=0)  # grad of add, golden_models.py:96
+    g_h = g_logits @ params_W2.T          # grad of matmul
+    g_params_W2 = h.T @ g_logits
+    del g_logits
     dmaximum = h > 0.0                    # grad of maximum, golden_models.py:95
     del h
     g_add = g_h * dmaximum

@@ -1,11 +1,11 @@
-"""graph/forms.py's softmax: which traced spellings are a normalized exponential of which
-value over which axes, and which only look like one."""
+"""graph/forms.py's softmax and log-softmax: which traced spellings are a normalized
+exponential (or its log) of which value over which axes, and which only look like one."""
 
 import numpy as np
 import pytest
 from graph_helpers import traced
 
-from autodiffgen.graph.forms import same_value, softmax_of
+from autodiffgen.graph.forms import log_softmax_of, same_value, softmax_of
 
 RNG = np.random.default_rng(3)
 W = RNG.normal(size=(4, 5))
@@ -91,3 +91,41 @@ def test_same_value_looks_into_steps_and_constants():
     assert same_value(np.array([1.0, 2.0]), np.array([1.0, 2.0]))
     assert not same_value(np.array([1.0, 2.0]), np.array([1.0, 3.0]))
     assert not same_value(first, 1.0)
+
+
+def log_softmaxes(f, z):
+    """(z's node is the one found, axes) of each log-softmax in f's forward."""
+    graph = traced(lambda z: np.sum(f(z) * W[:z.shape[0], :z.shape[1]]), z)
+    computed = set(graph.nodes)
+    return [(m[0] is graph.inputs[0], m[1]) for m in
+            (log_softmax_of(n, computed) for n in graph.nodes if n.grad_of is None)
+            if m is not None]
+
+
+def _shifted(z):
+    s = z - z.max(axis=1, keepdims=True)
+    return s - np.log(np.sum(np.exp(s), axis=1, keepdims=True))
+
+
+def _logsumexp(z):
+    m = np.max(z, axis=0, keepdims=True)
+    return z - (m + np.log(np.sum(np.exp(z - m), axis=0, keepdims=True)))
+
+
+LOG_SOFTMAXES = {
+    "shifted": (_shifted, [(True, (1,))]),
+    "plain": (lambda z: z - np.log(np.exp(z).sum(axis=-1, keepdims=True)), [(True, (1,))]),
+    "less its logsumexp": (_logsumexp, [(True, (0,))]),
+    "the sum's axis given back": (
+        lambda z: z - np.log(np.exp(z).sum(axis=1))[:, None], []),  # log, then the axis
+    "another shift in the exp": (
+        lambda z: (z - np.max(z)) - np.log(np.sum(np.exp(z - np.min(z)))), []),
+    "a logsumexp of another shift": (
+        lambda z: z - (np.max(z) + np.log(np.sum(np.exp(z - np.min(z))))), []),
+}
+
+
+@pytest.mark.parametrize("name", LOG_SOFTMAXES)
+def test_log_softmaxes(name):
+    f, expected = LOG_SOFTMAXES[name]
+    assert log_softmaxes(f, RNG.normal(size=(4, 5))) == expected

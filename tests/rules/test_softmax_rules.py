@@ -36,10 +36,22 @@ def log_softmax_plain(z, axis=-1):
     return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
 
 
+def log_softmax_logsumexp(z, axis=-1):  # z less its logsumexp, written out
+    m = np.max(z, axis=axis, keepdims=True)
+    return z - (m + np.log(np.sum(np.exp(z - m), axis=axis, keepdims=True)))
+
+
+def softmax_exp_twice(z, axis=-1):
+    return np.exp(z - np.max(z, axis=axis, keepdims=True)) / np.sum(
+        np.exp(z - np.max(z, axis=axis, keepdims=True)), axis=axis, keepdims=True)
+
+
 FORMS = {
     "softmax_shifted": softmax_shifted, "softmax_plain": softmax_plain,
+    "softmax_exp_twice": softmax_exp_twice,
     "nn.softmax": lambda z, axis=-1: nn.softmax(z, axis=axis),
     "log_softmax_shifted": log_softmax_shifted, "log_softmax_plain": log_softmax_plain,
+    "log_softmax_logsumexp": log_softmax_logsumexp,
     "nn.log_softmax": lambda z, axis=-1: nn.log_softmax(z, axis=axis),
 }
 

@@ -9,9 +9,9 @@ take their primitive's kind (`rule_of`), from reverse mode's tables (rules/vjps.
 - by_blocks (BLOCKS: getitem): argument 0 gets a Block, a scatter_add that
   cotangent_sums.py adds without making it array-sized.
 Some nodes take a rule that a look at the graph around them found (`graph_rules`):
-- a softmax, log-softmax or sigmoid differentiated whole (whole_rules.py): the root's
-  rule gives z its cotangent at once, and its intermediates' rules never run;
-- `z - max(z)` before a (log-)softmax (shift_invariance.py): the max gets nothing;
+- a softmax, log-softmax, a cross-entropy's pick or a sigmoid differentiated whole
+  (whole_rules.py): the root's rule gives z its cotangent at once (a max shifted out of
+  z gets nothing), and its intermediates' rules never run;
 - a write whose zeros in its old array's cotangent no one reads (writes.py): the old
   array gets the cotangent unzeroed.
 """
@@ -21,7 +21,6 @@ from ..rules import unbroadcast
 from ..rules.vjps import BLOCKS, PIECES, SOLE_VJPS, missing_rule, vjp_rule
 from ..trace.boxes import Box, result_dtype
 from .cotangent_sums import Block
-from .shift_invariance import dead_shifts
 from .whole_rules import whole_rules
 from .writes import unzeroed_writes
 
@@ -119,8 +118,7 @@ def graph_rules(order, seeded, needs=None):
     the module docstring): `order` is the backward's node order, `seeded` the nodes that
     receive a cotangent from outside (the outputs), `needs` those that need a cotangent
     (None: not known, no write is given its cotangent unzeroed)."""
-    found = {node: _first_argument_only for node in dead_shifts(order)}
-    found.update((root, _whole(rule)) for root, rule in whole_rules(order, seeded).items())
+    found = {root: _whole(rule) for root, rule in whole_rules(order, seeded).items()}
     if needs is not None:
         found.update((node, _unzeroed) for node in unzeroed_writes(order, needs, found)
                      if node not in found)
@@ -135,10 +133,6 @@ def _unzeroed(step):
             yield parent, step.g
         else:
             yield from _by_rule(step, i, parent)
-
-
-def _first_argument_only(step):
-    return per_argument(step, (0,))
 
 
 def _whole(rule):

@@ -17,27 +17,27 @@ writes: a product, a sum and two in-place updates; for the pick `p * c` and `dz[
 += g` (passes/add_at.py), the row sums of S being g itself when the index picks once per
 row, or g's sum for a softmax over every axis. p is any spelling of a normalized
 exponential (forms.softmax_of: divided or multiplied by the reciprocal, in place, the
-exp computed twice) of z shifted by anything constant along the axes, which then gets
-nothing from it (a max: no gradient of the max; shift_invariance.py for the log-softmax
-spelled with the shift). Likewise a sigmoid written out, `s = 1 / (1 + exp(-z))`
-(forms.sigmoid_of), is differentiated from its output, `dz = g * (s * (1 - s))`, so that
-its exp and sum need not be kept for the backward, as tanh's and scipy.special.expit's
-rules already do.
+exp computed twice), the log-softmax `s - log(sum(exp(s)))` or `z - (c + log(sum(exp(z -
+c))))` (forms.log_softmax_of), of z shifted by anything constant along the axes, which
+then gets nothing from it: exactly zero, so the max of `z - max(z)` costs no backward
+work. Likewise a sigmoid written out, `s = 1 / (1 + exp(-z))` (forms.sigmoid_of), is
+differentiated from its output, `dz = g * (s * (1 - s))`, so that its exp and sum need
+not be kept for the backward, as tanh's and scipy.special.expit's rules already do.
 
-`whole_rules` matches the forms in the backward's node order, the way shift_invariance
-does. The root's rule gives z the cotangent of every path from z to the root at once,
-and gives the intermediates (the exps, the sum, the shift, the pick) none: an
-intermediate another node also reads gets that node's cotangent alone, and its own rule
-passes it on, so the sum at z is exact whoever else reads them. (The log-softmax spelled
-`z - log(sum(exp(z)))` and the sigmoid are still matched only when nothing else reads
-their parts.) Both engines use it (the tape computes it on arrays), and it is written
-with NumPy-level operations, so second derivatives come from its own primitives' rules.
+`whole_rules` matches the forms in the backward's node order. The root's rule gives z
+the cotangent of every path from z to the root at once, and gives the intermediates (the
+exps, the sum, the shift, the pick) none: an intermediate another node also reads gets
+that node's cotangent alone, and its own rule passes it on, so the sum at z is exact
+whoever else reads them. (The sigmoid is matched only when nothing else reads its parts,
+which then need not be kept.) Both engines use it (the tape computes it on arrays), and
+it is written with NumPy-level operations, so second derivatives come from its own
+primitives' rules.
 """
 
 import numpy as np
 
 from ..graph import Node, Slot, op, users_of
-from ..graph.forms import sigmoid_of, softmax_of
+from ..graph.forms import log_softmax_of, sigmoid_of, softmax_of
 from ..rules.indexing import block_cotangent, scatter_add
 
 
@@ -52,9 +52,8 @@ def whole_rules(order, seeded):
         name = op(node)
         if name == "log":
             match = _picked_log(node, computed) or _log_of_softmax(node, computed)
-        elif name == "exp" and node not in seeded and type(node.args[0]) is Node:
-            consumers = consumers if consumers is not None else users_of(order)
-            match = _match(node, consumers, seeded)
+        elif name == "subtract":
+            match = _log_softmax(node, computed)
         elif name in ("divide", "multiply", "reciprocal"):
             match = _softmax(node, computed)
             if match is None and name != "multiply":
@@ -73,8 +72,17 @@ def _softmax(p, computed):
     found = softmax_of(p, computed)
     if found is None:
         return None
-    z, axes, _ = found
+    z, axes = found
     return p, lambda g, look: (z, _softmax_vjp(g, look(p), axes))
+
+
+def _log_softmax(y, computed):
+    """The rule of y = z - log(sum(exp(z))), shifted or not (forms.log_softmax_of)."""
+    found = log_softmax_of(y, computed)
+    if found is None:
+        return None
+    z, axes, e, t = found
+    return y, lambda g, look: (z, _log_softmax_vjp(g, look(e), look(t), axes))
 
 
 def _log_of_softmax(log, computed):
@@ -83,7 +91,7 @@ def _log_of_softmax(log, computed):
     found = softmax_of(p, computed) if type(p) is Node else None
     if found is None or log.shape != p.shape or log.dtype != p.dtype:
         return None
-    z, axes, _ = found
+    z, axes = found
     return log, lambda g, look: (z, g - look(p) * np.sum(g, axis=_axis(axes), keepdims=True))
 
 
@@ -97,7 +105,7 @@ def _picked_log(log, computed):
     found = softmax_of(p, computed)
     if found is None:
         return None
-    z, axes, _ = found
+    z, axes = found
     index, arrays = q.params["index"], q.args[1:]
     rows = "all" if len(axes) == len(p.shape) else \
         _row_of_each_pick(index, arrays, p.shape, axes, q.shape)
@@ -106,6 +114,8 @@ def _picked_log(log, computed):
         values = [look(a) if type(a) is Node else a for a in arrays]
         return z, _picked_log_vjp(g, look(p), values, index, axes, rows)
     return log, rule
+
+
 def _sigmoid(s, computed, consumers, seeded):
     """The rule of s = 1 / (1 + exp(-z)) from s alone, if nothing else reads its parts."""
     found = sigmoid_of(s, computed)
@@ -118,30 +128,6 @@ def _sigmoid(s, computed, consumers, seeded):
                    for v in parts):
         return None
     return s, lambda g, look: (z, _sigmoid_vjp(g, look(s)))
-
-
-def _match(e, consumers, seeded):
-    """The log-softmax z - log(sum(exp(z))), if nothing else reads its exp, sum and log."""
-    z = e.args[0]
-    if not np.issubdtype(z.dtype, np.floating) or e.shape != z.shape:
-        return None
-    users = consumers.get(e, [])
-    sums = [t for t in users if op(t) == "sum" and t.params["keepdims"]
-            and t.params["dtype"] is None and t.dtype == e.dtype]
-    if len(sums) != 1 or sums[0] in seeded or _only(users) is not sums[0]:
-        return None
-    t, axis = sums[0], sums[0].params["axis"]
-    after = _only(consumers.get(t, []))
-    if op(after) == "log" and after not in seeded:
-        root = _only(consumers.get(after, []))
-        if op(root) == "subtract" and root.args[0] is z and root.args[1] is after \
-                and _like(root, e):
-            return root, lambda g, look: (z, _log_softmax_vjp(g, look(e), look(t), axis))
-    return None
-
-
-def _only(users):
-    return users[0] if len(users) == 1 else None
 
 
 def _like(node, e):
@@ -201,6 +187,6 @@ def _sigmoid_vjp(g, s):
     return g * (s * (1 - s))
 
 
-def _log_softmax_vjp(g, e, t, axis):
+def _log_softmax_vjp(g, e, t, axes):
     """g - softmax(z) * sum(g), the softmax computed again as e / t (both kept)."""
-    return g - (e / t) * np.sum(g, axis=axis, keepdims=True)
+    return g - (e / t) * np.sum(g, axis=_axis(axes), keepdims=True)

@@ -48,7 +48,7 @@ def is_one(c):
 
 # ---- normalized exponentials: a softmax however it is spelled ------------------------------
 def softmax_of(p, computed):
-    """(z, axes, the sum node) for p = exp(z - c) / sum(exp(z - c), axes), else None.
+    """(z, axes) for p = exp(z - c) / sum(exp(z - c), axes), else None.
 
     The spellings: divided by the sum, or multiplied by its reciprocal (`1 / t`,
     np.reciprocal); in place (`e /= t`, `e *= 1 / t` are traced as those); the sum with
@@ -64,14 +64,38 @@ def softmax_of(p, computed):
     else:
         return None
     t, axes = _denominator(t, computed, len(p.shape))
-    if not computed_op(e, computed, "exp") or t is None or t.params["dtype"] is not None \
-            or t.dtype != e.dtype or p.shape != e.shape or p.dtype != e.dtype \
-            or not np.issubdtype(e.dtype, np.floating):
+    if not computed_op(e, computed, "exp") or t is None or t.dtype != e.dtype \
+            or p.shape != e.shape or p.dtype != e.dtype or not np.issubdtype(e.dtype, np.floating):
         return None
     other = computed_op(t.args[0], computed, "exp")
     if not other or not same_value(e.args[0], other.args[0]):
         return None
-    return unshifted(e.args[0], axes, computed), axes, t
+    return unshifted(e.args[0], axes, computed), axes
+
+
+def log_softmax_of(y, computed):
+    """(z, axes, e, t) for y = s - log(t), t = sum(e, axes), e = exp(s), s = z - c (c
+    constant along the axes, as softmax_of's), or y = z - (c + log(t)) with e = exp(z - c)
+    (a logsumexp subtracted); e / t is the softmax. Else None."""
+    if not computed_op(y, computed, "subtract") or type(y.args[0]) is not Node:
+        return None
+    a, b = y.args
+    c = None
+    if computed_op(b, computed, "add"):
+        c, b = b.args if computed_op(b.args[1], computed, "log") else b.args[::-1]
+    t = b.args[0] if computed_op(b, computed, "log") else None
+    total, axes = _denominator(t, computed, len(y.shape))
+    e = total is not None and computed_op(total.args[0], computed, "exp")
+    if not e or total.dtype != e.dtype or not (y.shape == a.shape == e.shape) \
+            or not (y.dtype == a.dtype == e.dtype) or not np.issubdtype(e.dtype, np.floating):
+        return None
+    s = e.args[0]
+    if c is None:
+        return (unshifted(a, axes, computed), axes, e, t) if same_value(a, s) else None
+    if unshifted(s, axes, computed) is s or not same_value(s.args[0], a) \
+            or not same_value(s.args[1], c):
+        return None
+    return a, axes, e, t
 
 
 def _reciprocal_factor(p, computed):
