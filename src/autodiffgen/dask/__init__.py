@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import ArgumentError, AutodiffgenError
 from ..tree import is_container, items, leaves, map_tree, structure_text
 from .check import DecompositionError, check_decomposes
-from .chunking import advice, kept, planned, too_small
+from .chunking import advice, kept, planned, target_rows, too_small
 from .faults import PartialSumError, computed, counted_once
 from .flat import Calls, Flat, FlatGrad
 from .source import module_variant, still_holds, what_it_read
@@ -41,6 +41,7 @@ __all__ = [
     "DecompositionError",
     "PartialSumError",
     "RetraceError",
+    "from_npy",
     "grad",
     "scipy_objective",
     "value_and_grad",
@@ -371,6 +372,21 @@ def _workers(chunks):
     where = client.who_has(keys) if keys else {}
     homes = [min(where.get(k) or [None], key=str) for k in keys]
     return max(1, len(info)), (min(limits) if limits else None), homes
+
+
+def from_npy(path, rows=None):
+    """A dask array of the .npy file at `path`, read from disk chunk by chunk on the
+    workers (never whole: see worker.py's NpyRows), `rows` rows a chunk; by default as many
+    as chunking.py allows a worker's memory limit (or MAX_CHUNK_BYTES)."""
+    header = np.load(path, mmap_mode="r")
+    shape, dtype = header.shape, header.dtype
+    del header
+    if rows is None:
+        row_bytes = dtype.itemsize * int(np.prod(shape[1:]))
+        rows = target_rows(shape[0], row_bytes, *_workers(())[:2])
+    source = _WORKER["NpyRows"](os.path.abspath(path), shape, dtype)
+    return da.from_array(source, chunks=(int(rows),) + tuple(shape[1:]), asarray=False,
+                         name=f"npy-{uuid.uuid4().hex[:16]}")
 
 
 def _compute_all(xs, timeout, chunks=(), sizes=()):

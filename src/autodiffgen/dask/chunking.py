@@ -97,5 +97,5 @@ def advice(sizes, row_bytes, plan):
                 f"{max(plan.rows):,} rows ({max(plan.rows) * mb:.1f} MB): each task costs "
                 f"about {1000 * PER_CHUNK_SECONDS:.0f} ms; chunks='keep' runs yours")
     return (f"autodiffgen.dask: {theirs} cost about {1000 * seconds:.0f} ms of tasks for "
-            f"about {1000 * compute:.0f} ms of arithmetic; chunks of about "
+            f"about {1000 * compute:.1f} ms of arithmetic; chunks of about "
             f"{plan.target:,} rows would pay for theirs (chunks='auto' groups them)")

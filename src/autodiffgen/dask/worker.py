@@ -127,3 +127,19 @@ def combine(*parts):
                                                                         p["grads"]),
                          aux=None if p["aux"] is None else added(total["aux"], p["aux"]))
     return total
+
+
+class NpyRows:
+    """A .npy file's rows, read when a task asks for them: what `da.from_array` wraps for
+    autodiffgen.dask.from_npy. It pickles as its path (a np.memmap would pickle as its
+    whole data), and each read maps the file, copies the rows asked for and unmaps it, so a
+    worker holds only the chunks it is computing."""
+
+    def __init__(self, path, shape, dtype):
+        self.path, self.shape, self.dtype = path, tuple(shape), dtype
+        self.ndim = len(self.shape)
+
+    def __getitem__(self, key):
+        import numpy as np
+
+        return np.array(np.load(self.path, mmap_mode="r")[key])
