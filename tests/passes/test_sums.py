@@ -228,9 +228,35 @@ def test_the_row_sums_of_a_pick_are_its_values():
                                rtol=1e-6, atol=1e-8)
 
 
-def test_other_rows_keep_their_sum():
+def log_softmax_of_columns(W, x, y):  # over axis 0, a pick per column
+    z = (x @ W).T
+    log_probs = z - np.log(np.exp(z).sum(axis=0))
+    return -np.sum(log_probs[y, np.arange(len(y))] * x[:, 0])
+
+
+def repeated_rows(W, x, y):
+    z = x @ W
+    log_probs = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return -np.sum(log_probs[np.arange(len(y)) // 2, y] * x[:, 0])
+
+
+def several_per_row(W, x, y):
+    z = x @ W
+    log_probs = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return -np.sum(log_probs[np.arange(len(y))[:, None], np.array([[0, 2, 2]])] * x[:, :3])
+
+
+@pytest.mark.parametrize("f", [reversed_rows, log_softmax_of_columns, repeated_rows,
+                               several_per_row], ids=lambda f: f.__name__)
+def test_a_scatters_sums_from_its_values(f):
+    """Rows other than np.arange(n), in any order or repeated: the values scattered into
+    the sum's shape; a row per column: the values; several picks per row: the sum."""
     args = ce_args(6)
-    graph = passes.optimize(traced(reversed_rows, *args))
-    for got, want in zip(flat(run(graph, *args)), flat(run(traced(reversed_rows, *args), *args))):
+    graph = passes.optimize(traced(f, *args))
+    for got, want in zip(flat(run(graph, *args)), flat(run(traced(f, *args), *args))):
         np.testing.assert_allclose(got, want, rtol=1e-13)
-    check_grads(reversed_rows, *args)
+    check_grads(f, *args)
+    small = (*(a.astype(np.float32) for a in args[:2]), args[2])
+    check_grads(f, *small, rtol=1e-4, atol=1e-5, fd=False)
+    backward = ad.value_and_grad(f).source(*args).split("# backward")[1]
+    assert ("np.sum(g_" in backward) == (f is several_per_row), backward

@@ -15,7 +15,7 @@ one function of z:
 (sums over the softmax's axes, kept as size-1 axes), which is what a careful person
 writes: a product, a sum and two in-place updates; for the pick `p * c` and `dz[rows, y]
 += g` (passes/add_at.py), the row sums of S being g itself when the index picks once per
-row, or g's sum for a softmax over every axis. p is any spelling of a normalized
+row (passes/sums.py), or g's sum for a softmax over every axis. p is any spelling of a normalized
 exponential (forms.softmax_of: divided or multiplied by the reciprocal, in place, the
 exp computed twice), the log-softmax `s - log(sum(exp(s)))` or `z - (c + log(sum(exp(z -
 c))))` (forms.log_softmax_of), of z shifted by anything constant along the axes, which
@@ -36,7 +36,7 @@ primitives' rules.
 
 import numpy as np
 
-from ..graph import Node, Slot, op, users_of
+from ..graph import Node, op, users_of
 from ..graph.forms import log_softmax_of, sigmoid_of, softmax_of
 from ..rules.indexing import block_cotangent, scatter_add
 
@@ -107,12 +107,11 @@ def _picked_log(log, computed):
         return None
     z, axes = found
     index, arrays = q.params["index"], q.args[1:]
-    rows = "all" if len(axes) == len(p.shape) else \
-        _row_of_each_pick(index, arrays, p.shape, axes, q.shape)
+    whole = len(axes) == len(p.shape)
 
     def rule(g, look):
         values = [look(a) if type(a) is Node else a for a in arrays]
-        return z, _picked_log_vjp(g, look(p), values, index, axes, rows)
+        return z, _picked_log_vjp(g, look(p), values, index, axes, whole)
     return log, rule
 
 
@@ -139,43 +138,16 @@ def _softmax_vjp(g, p, axes):
     return (g - np.sum(g * p, axis=_axis(axes), keepdims=True)) * p
 
 
-def _picked_log_vjp(g, p, arrays, index, axes, rows):
+def _picked_log_vjp(g, p, arrays, index, axes, whole):
     """What reaches z from log(p[index]), p = softmax(z), g its cotangent: S - p * sum(S)
     for S = g scattered at the index (sums over the softmax's axes). By the quotient rule
     it would be p * (G - sum(G * p)) for G = (g / p[index]) scattered; G * p is S, with no
-    division. sum(S) is g's sum when the softmax is over every axis (`rows` "all"), and g
-    itself, given the size-1 axes `rows`, when the index picks once in each row in order
-    ([np.arange(n), y]); else it is summed."""
+    division. sum(S) is g's sum for a softmax over every axis (`whole`); else the sums
+    pass computes it from g (passes/sums.py: g itself for [np.arange(n), y])."""
     picked = scatter_add(g, *arrays, **block_cotangent(p, *arrays, index=index))
-    if rows == "all":
-        total = np.sum(g) if np.shape(g) else g
-    elif rows is not None:
-        total = np.reshape(g, rows)
-    else:
-        total = np.sum(picked, axis=_axis(axes), keepdims=True)
-    return picked - p * total
-
-
-def _row_of_each_pick(index, arrays, shape, axes, picked):
-    """The shape of a row sum (size 1 at `axes`) when index = one np.arange over the one
-    axis not summed and an int or an int array for each of the others, picking `picked`
-    (one per row, in order), else None."""
-    items = index.items
-    rest = [k for k in range(len(shape)) if k not in axes]
-    if len(items) != len(shape) or len(rest) != 1 or picked != (shape[rest[0]],) or any(
-            type(i) is not int and (type(i) is not Slot or _kind(arrays[i.k - 1]) not in "iu")
-            for i in items):
-        return None
-    rows = items[rest[0]]
-    a = arrays[rows.k - 1] if type(rows) is Slot else None
-    if type(a) is not np.ndarray or a.shape != picked or a.dtype.kind not in "iu" \
-            or not np.array_equal(a, np.arange(len(a))):
-        return None
-    return tuple(1 if k in axes else d for k, d in enumerate(shape))
-
-
-def _kind(a):
-    return a.dtype.kind if type(a) is Node else np.asarray(a).dtype.kind
+    if whole:
+        return picked - p * (np.sum(g) if np.shape(g) else g)
+    return picked - p * np.sum(picked, axis=_axis(axes), keepdims=True)
 
 
 def _axis(axes):

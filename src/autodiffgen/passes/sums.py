@@ -13,8 +13,9 @@ mean over every axis (no dtype= given) of a value nothing else reads:
     sum(x * y)                   ->  x @ y                               1-D float64
     mean(...)                    ->  the same with means; mean(x * y) is (x @ y) / len(x)
 
-and the sum over axis 1 of a scatter at (np.arange(n), j), one value per row, is the
-values (`_row_values`: a log-softmax's backward of a cross-entropy's pick).
+and the sum over some axes of a scatter into zeros is the values scattered into the
+sum's shape, or the values themselves at (np.arange(n), j), one value per row
+(`_row_values`: a log-softmax's backward of a cross-entropy's pick).
 
 The value is the same sum in another order (a few ulps; a value a guard reads is left as
 traced, rewrite.guard_reads). The dot product is used for float64 only: BLAS accumulates
@@ -25,7 +26,7 @@ reduction stays in the precision it had.
 
 import numpy as np
 
-from ..graph import Node, Slot, op, users_of
+from ..graph import Index, Node, Slot, op, users_of
 from ..rules import PRIMITIVES
 from .rewrite import clone, guard_reads, substitute
 
@@ -55,28 +56,61 @@ def sums(graph):
 
 
 def _row_values(node, x):
-    """The row sums of a scatter into zeros with one element per row: its values.
+    """A sum over some axes of a scatter into zeros, from its values alone.
 
     The backward of `log_probs[np.arange(n), y]` is a scatter of the cotangent at
-    (arange(n), y), and a log-softmax's backward sums it per row (`g - softmax * sum(g)`);
-    each row holds exactly one value, so the sum over axis 1 is the values themselves."""
+    (arange(n), y), and a log-softmax's backward sums it per row (`g - softmax * sum(g)`).
+    For an index of integers and integer arrays, one per axis, the sum over the axes
+    is the values scattered at the index of the axes kept: with one axis kept indexed by
+    np.arange over it (each row holds exactly one value), the values themselves, else
+    a scatter into the sum's shape (np.add.at: rows may repeat), as small as the index."""
     v = x.args[0]
     index, shape = x.params["index"].items, x.params["shape"]
-    if op(node) != "sum" or len(shape) != 2 or len(index) != 2 \
-            or not all(isinstance(i, Slot) for i in index) \
-            or node.params.get("axis") not in (1, -1, (1,), (-1,)) \
-            or node.params.get("dtype") is not None or node.dtype != x.dtype:
+    axes = _axes(node.params.get("axis"), len(shape))
+    if op(node) != "sum" or axes is None or len(index) != len(shape) \
+            or node.params.get("dtype") is not None or node.dtype != x.dtype \
+            or (v.dtype if type(v) is Node else np.asarray(v).dtype) != node.dtype \
+            or any(type(i) is not int and (type(i) is not Slot or _kind(x.args[i.k]) not in "iu")
+                   for i in index):
         return None
-    rows, cols = (x.args[i.k] for i in index)
-    n = shape[0]
-    if not (type(rows) is np.ndarray and rows.shape == (n,) and rows.dtype.kind in "iu"
-            and np.array_equal(rows, np.arange(n))) or np.shape(cols) != (n,) \
-            or np.shape(v) != (n,) or (v.dtype if type(v) is Node else np.asarray(v).dtype) \
-            != node.dtype:
-        return None
-    if not node.params.get("keepdims"):
-        return v
-    return node.derived(PRIMITIVES["reshape"], (v,), {"shape": (n, 1)}, (n, 1))
+    kept = [k for k in range(len(shape)) if k not in axes]
+    slots = [index[k] for k in kept if type(index[k]) is Slot]
+    if not kept or not _shape(v) == _index_shape(x, slots) == _index_shape(x, index):
+        return None  # (each value at its own element: the axes summed add no dimension)
+    if len(kept) == 1 and slots and _counts(x.args[slots[0].k], shape[kept[0]]):
+        return v if node.shape == _shape(v) else \
+            node.derived(PRIMITIVES["reshape"], (v,), {"shape": node.shape})
+    keep = node.params.get("keepdims")
+    items = [index[k] if k in kept else 0 for k in range(len(shape)) if keep or k in kept]
+    arrays = [x.args[i.k] for i in slots]
+    renumbered = Index(Slot(slots.index(i) + 1) if type(i) is Slot else i for i in items)
+    return node.derived(PRIMITIVES["scatter_add"], (v, *arrays),
+                        {"index": renumbered, "shape": node.shape, "unique": False})
+
+
+def _counts(rows, n):
+    """rows is np.arange(n)."""
+    return type(rows) is np.ndarray and rows.shape == (n,) and rows.dtype.kind in "iu" \
+        and np.array_equal(rows, np.arange(n))
+
+
+def _axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return tuple(a % ndim for a in axes) if all(-ndim <= a < ndim for a in axes) else None
+
+
+def _index_shape(x, items):
+    return np.broadcast_shapes(*[_shape(x.args[i.k]) for i in items if type(i) is Slot])
+
+
+def _shape(a):
+    return a.shape if type(a) is Node else np.shape(a)
+
+
+def _kind(a):
+    return a.dtype.kind if type(a) is Node else np.asarray(a).dtype.kind
 
 
 def _whole(node, x):
