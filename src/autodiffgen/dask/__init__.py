@@ -386,6 +386,7 @@ def from_npy(path, rows=None):
         rows = target_rows(shape[0], row_bytes, *_workers(())[:2])
     source = _WORKER["NpyRows"](os.path.abspath(path), shape, dtype)
     return da.from_array(source, chunks=(int(rows),) + tuple(shape[1:]), asarray=False,
+                         inline_array=True,
                          name=f"npy-{uuid.uuid4().hex[:16]}")
 
 
