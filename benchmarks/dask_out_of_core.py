@@ -7,9 +7,9 @@ the workers' memory limit, opens them with autodiffgen.dask.from_npy (each task 
 file, copies its chunk of rows, unmaps it) and computes the logistic regression's gradient
 on a LocalCluster of single-threaded workers with that memory limit and spilling, pausing
 and terminating turned off, so a worker that held more than its limit would show it in
-its peak resident set (VmHWM of /proc/self/status, reset before the first call and read
-on every worker after the last: getrusage's ru_maxrss would not do, a spawned worker
-inherits its parent's, here the client's who wrote the files). The
+its peak resident set (autodiffgen.dask.worker_peaks: Linux's VmHWM, reset before the
+first call and read on every worker after the last; getrusage's ru_maxrss would not do, a
+spawned worker inherits its parent's, here the client's who wrote the files). The
 gradient is checked against the in-memory one computed in pieces in this process. The
 throughput is the files' bytes over the best of REPEATS calls, next to the speed at which
 one process reads the same files chunk by chunk the same way (the file is likely in the
@@ -71,18 +71,6 @@ def in_pieces(xpath, ypath):
     return value / rows, {k: grads[k] / rows for k in grads}, reading
 
 
-def reset_peak():
-    """Start the process's peak resident set again from its current one (Linux)."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
-def peak_bytes():
-    """The process's peak resident set since it started or reset_peak (Linux)."""
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
-
-
 def on_dask(xpath, ypath, workers, limit):
     """(best seconds, value, grads, each worker's peak resident MB, chunks)."""
     import dask
@@ -98,14 +86,14 @@ def on_dask(xpath, ypath, workers, limit):
         X = add.from_npy(xpath)
         Y = add.from_npy(ypath, rows=X.chunksize[0])
         vg, p = add.value_and_grad(loss, timeout=600), params()
-        client.run(reset_peak)
+        add.worker_peaks(client, reset=True)
         value, grads = vg(p, X, Y)  # traces and compiles
         times = []
         for _ in range(REPEATS):
             start = time.perf_counter()
             vg(p, X, Y)
             times.append(time.perf_counter() - start)
-        peaks = client.run(peak_bytes)
+        peaks = add.worker_peaks(client)
         peaks = {w: b / 2**20 for w, b in peaks.items()}
         stores = client.run(lambda dask_worker: type(dask_worker.data).__name__)
     return min(times), value, grads, sorted(peaks.values()), len(X.chunks[0]), stores

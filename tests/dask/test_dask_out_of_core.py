@@ -38,20 +38,6 @@ def client():
     cluster.close()
 
 
-def _peak_functions():
-    """(reset, read) of a worker's peak resident set, made here so they are pickled by
-    value (the worker cannot import this module); ru_maxrss would not do: a spawned
-    worker inherits its parent's."""
-    def reset():
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-
-    def read():
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
-    return reset, read
-
-
 def loss(p, x, y):
     z = x @ p["w"] + p["b"]
     return np.mean(np.logaddexp(0.0, z) - y * z)
@@ -61,8 +47,7 @@ def test_gradient_over_npy_files_streams_under_the_memory_limit(client, tmp_path
     rng = np.random.default_rng(11)
     x, y = rng.standard_normal((20_000, 4)), (rng.random(20_000) < 0.5).astype(float)
     np.save(tmp_path / "x.npy", x), np.save(tmp_path / "y.npy", y)
-    reset, read = _peak_functions()
-    client.run(reset)
+    add.worker_peaks(client, reset=True)
     X = add.from_npy(str(tmp_path / "x.npy"), rows=2_000)
     Y = add.from_npy(str(tmp_path / "y.npy"), rows=2_000)
     assert len(cloudpickle.dumps(dict(X.dask))) < x.nbytes // 10  # paths, not data
@@ -78,7 +63,7 @@ def test_gradient_over_npy_files_streams_under_the_memory_limit(client, tmp_path
     np.testing.assert_allclose(value, want_value, rtol=1e-12)
     for n in want:
         np.testing.assert_allclose(grads[n], want[n], rtol=1e-12, atol=1e-15)
-    peaks = client.run(read)
+    peaks = add.worker_peaks(client)
     assert max(peaks.values()) < LIMIT
     assert client.run(lambda dask_worker: type(dask_worker.data).__name__) == {
         w: "dict" for w in peaks}  # no spilling store

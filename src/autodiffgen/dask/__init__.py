@@ -45,6 +45,7 @@ __all__ = [
     "grad",
     "scipy_objective",
     "value_and_grad",
+    "worker_peaks",
 ]
 
 SAMPLE_ROWS = 7  # the decomposition check's sample: halves of 3 and 4 rows
@@ -388,6 +389,12 @@ def from_npy(path, rows=None):
     return da.from_array(source, chunks=(int(rows),) + tuple(shape[1:]), asarray=False,
                          inline_array=True,
                          name=f"npy-{uuid.uuid4().hex[:16]}")
+
+
+def worker_peaks(client, reset=False):
+    """{worker address: its process's peak resident bytes} since it started or the last
+    worker_peaks(client, reset=True) (which starts them again); Linux only."""
+    return client.run(_WORKER["peak_bytes"], reset)
 
 
 def _compute_all(xs, timeout, chunks=(), sizes=()):

@@ -143,3 +143,14 @@ class NpyRows:
         import numpy as np
 
         return np.array(np.load(self.path, mmap_mode="r")[key])
+
+
+def peak_bytes(reset=False):
+    """This process's peak resident set in bytes (Linux's VmHWM) since it started or was
+    last reset; with reset=True, start it again from the current one. Not getrusage's
+    ru_maxrss: a spawned Dask worker inherits its parent's."""
+    if reset:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
