@@ -96,3 +96,7 @@ def test_complementary_masks_are_apart():
             assert apart(_box(Slot(1), args=(p,)), _box(Slot(1), args=(q,)), SHAPE) \
                 is expected, (p.prim.name, q.prim.name)
     assert not apart(_box(Slot(1), args=(ge,)), _box(0,), SHAPE)
+    row = _node("greater_equal", (x, 0), SHAPE[1:], bool)  # a mask of the last two axes
+    assert _box(1, Slot(1), args=(row,))[1:] == (("mask", row), WHOLE)
+    flag = np.array(True)  # a 0-d mask takes no axis
+    assert _box(Slot(1), 2, args=(flag,)) == (("at", None, 2), WHOLE, WHOLE)

@@ -34,10 +34,11 @@ def region(index, args, shape):
         if item is Ellipsis:
             out += [WHOLE] * (len(shape) - consumed)
             continue
-        taken = _axes_taken(item, args)
-        if taken and type(item) is Slot and _dtype(args[item.k]) == np.bool_:
+        if type(item) is Slot and _dtype(args[item.k]) == np.bool_:
+            taken = _axes_taken(item, args)  # (a 0-d mask takes none: a new axis)
             mask = args[item.k]  # a traced mask: known only against its complement
-            out += [("mask", mask) if type(mask) is Node else WHOLE] + [WHOLE] * (taken - 1)
+            out += ([("mask", mask) if type(mask) is Node else WHOLE] +
+                    [WHOLE] * (taken - 1)) if taken else []
             continue
         dim = shape[len(out)] if len(out) < len(shape) else None
         out.append(_along(item, args, dim))
