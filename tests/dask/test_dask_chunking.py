@@ -71,7 +71,7 @@ def test_auto_groups_says_so_and_keeps_the_gradient(caplog):
     with caplog.at_level(logging.INFO, logger="autodiffgen"):
         value, g = vg(w, X, Y)
     assert vg.plan.groups == (tuple(range(10)),) and not vg.plan.kept
-    assert "10 chunks of about 100 rows" in caplog.text and "run as 1 tasks" in caplog.text
+    assert "10 chunks of about 100 rows" in caplog.text and "run as 1 task of" in caplog.text
     want_value, want = autodiffgen.value_and_grad(loss)(w, x, y)
     np.testing.assert_allclose(value, want_value, rtol=1e-12)
     np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-15)

@@ -12,7 +12,9 @@ they need none of the user's classes either. The first call checks on a sample t
 loss (and with has_aux, each aux value) decomposes over rows (check.py). A chunk that
 takes another path than the code traced (a guard fails on the worker) comes back to the
 client, which traces that chunk, adds the new variant, and runs the chunk again. A worker
-lost mid-gradient costs time, never a partial sum (faults.py).
+lost mid-gradient costs time, never a partial sum (faults.py). Row chunks too small to pay
+for their tasks run several to a task (chunking.py); from_npy reads a .npy file on the
+workers a chunk at a time.
 """
 
 try:

@@ -1,4 +1,4 @@
-"""How many rows each task takes: the user's row chunks, or merged ones that pay for their tasks.
+"""How many rows each task takes: the user's row chunks one a task, or groups that pay for theirs.
 
 Every call pays Dask and the client a fixed cost, and every chunk a task's cost
 (benchmarks/dask_scaling.py measured about 20-25 ms a call and 3 ms a chunk). A chunk of
@@ -93,7 +93,8 @@ def advice(sizes, row_bytes, plan):
     seconds = len(sizes) * PER_CHUNK_SECONDS
     compute = sum(sizes) * row_bytes / BYTES_PER_SECOND
     if not plan.kept:
-        return (f"autodiffgen.dask: {theirs} run as {len(plan.rows)} tasks of about "
+        tasks = f"{len(plan.rows)} task{'s' * (len(plan.rows) > 1)}"
+        return (f"autodiffgen.dask: {theirs} run as {tasks} of about "
                 f"{max(plan.rows):,} rows ({max(plan.rows) * mb:.1f} MB): each task costs "
                 f"about {1000 * PER_CHUNK_SECONDS:.0f} ms; chunks='keep' runs yours")
     return (f"autodiffgen.dask: {theirs} cost about {1000 * seconds:.0f} ms of tasks for "
