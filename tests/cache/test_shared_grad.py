@@ -171,17 +171,14 @@ def test_a_call_served_by_code_traced_at_another_batch_size_is_a_hit(monkeypatch
     traces, loss = _count_traces(monkeypatch), _fresh()
     rng = np.random.default_rng(5)
     w = rng.normal(size=3)
-    first = grad(loss)
-    for rows, info in ((10, (0, 1, 1)), (7, (1, 1, 2)), (7, (2, 1, 2)), (5, (3, 1, 3))):
-        x = rng.normal(size=(rows, 3))
-        np.testing.assert_allclose(first(w, x), _expected(w, x), rtol=1e-12)
-        assert first.cache_info() == info, rows
-    assert len(traces) == 1
-    second = grad(loss)
-    for rows, info in ((6, (0, 1, 1)), (6, (1, 1, 1)), (10, (2, 1, 2)), (7, (3, 1, 3))):
-        x = rng.normal(size=(rows, 3))
-        np.testing.assert_allclose(second(w, x), _expected(w, x), rtol=1e-12)
-        assert second.cache_info() == info, rows
+    calls = {"first": ((10, (0, 1, 1)), (7, (1, 1, 2)), (7, (2, 1, 2)), (5, (3, 1, 3))),
+             "second": ((6, (0, 1, 1)), (6, (1, 1, 1)), (10, (2, 1, 2)), (7, (3, 1, 3)))}
+    for name, counts in calls.items():
+        g = grad(loss)
+        for rows, info in counts:
+            x = rng.normal(size=(rows, 3))
+            np.testing.assert_allclose(g(w, x), _expected(w, x), rtol=1e-12)
+            assert g.cache_info() == info, (name, rows)
     assert len(traces) == 1
 
 
