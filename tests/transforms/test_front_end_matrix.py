@@ -345,6 +345,8 @@ NOT_IN_MATRIX = {
     "autodiffgen.dask.value_and_grad": "autodiffgen.dask",
     "autodiffgen.dask.grad": "autodiffgen.dask (its value_and_grad without the value)",
     "scipy_objective": "autodiffgen.dask's value_and_grad, as SciPy calls it",
+    "autodiffgen.dask.from_npy": "makes a Dask array of a .npy file, differentiates nothing",
+    "autodiffgen.dask.worker_peaks": "reads the workers' peak memory, differentiates nothing",
 }
 
 
