@@ -100,10 +100,12 @@ def _handed(graph, last_use, free):
     for i, node in enumerate(graph.nodes):
         if op(node) != "scan":
             continue
-        dying = last_use.get(i, ())
+        dying, inner = last_use.get(i, ()), node.params["body"].graph
+        written = {n.args[0] for n in inner.nodes
+                   if op(n) in ("setitem", "add_at") and type(n.args[0]) is Node}
         for j, init in enumerate(node.args[:node.params["body"].carries]):
-            if any(init is d for d in dying) and sum(a is init for a in node.args) == 1 \
-                    and free(init, i):
+            if inner.inputs[1 + j] in written and any(init is d for d in dying) \
+                    and sum(a is init for a in node.args) == 1 and free(init, i):
                 found[init] = (node, j)
     return found
 
