@@ -218,6 +218,15 @@ def test_jvp_checks_the_tangent_tree():
         ad.jvp(lambda t: t[0] + t[1], ((np.ones(1), np.ones(1)),), ((np.ones(1),),))
 
 
+def test_a_tangent_of_another_shape_names_the_line_once():
+    with pytest.raises(ad.ArgumentError) as error:
+        ad.jvp(np.sin, (np.ones(3),), (np.ones(4),))
+    message = str(error.value)
+    assert "has shape (4,), but its primal has shape (3,)" in message
+    location = message.split(": ", 1)[0]
+    assert location.startswith("test_transforms.py:") and message.count(location) == 1
+
+
 def test_vjp_and_grad_of_mixed_trees():
     point = collections.namedtuple("Point", "x y")
     g = ad.grad(lambda p: p.x * p.y)(point(2.0, 3.0))

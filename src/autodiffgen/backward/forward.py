@@ -53,5 +53,7 @@ def pair_tangents(primal, tangent, name, seeds):
             seeds[p.node] = t
     try:
         map_trees(pair, primal, tangent, f"the tangent of {name!r}")
+    except ArgumentError:  # pair's own, which names the line already (a ValueError too)
+        raise
     except ValueError as e:
         raise ArgumentError(at(tracer.user_loc(), str(e))) from None
