@@ -53,7 +53,8 @@ def probe_counts(traced, most, read, low=(1, 0), avoid=(), least=0):
     the labels it counted, which the code may index it with)."""
     near = [traced + d for step in range(1, most + 1) for d in (-step, step)
             if traced + d >= least]
-    apart = [c for c in near if 2 <= c < most and c not in avoid]
+    # two are taken: cut here, the list is searched below once per count of `near`
+    apart = [c for c in near if 2 <= c < most and c not in avoid][:2]
     counts = (apart + [c for c in near if 2 <= c <= most and c not in apart]
               + [c for c in low if c != traced and c >= least])[:2]
     if read:
