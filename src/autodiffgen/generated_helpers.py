@@ -10,20 +10,21 @@ class GuardFailure(Exception):
 def _scatter_add(g, index, shape, unique=False):
     """Zeros of `shape` with `g` added at `index` (the transpose of indexing).
 
-    Whole rows picked by one integer array (an embedding's gradient) are summed by one
-    np.bincount over their elements' flat offsets, in float64 and in the rows' order:
+    Whole rows of doubles picked by one integer array (an embedding's gradient) are
+    summed by one np.bincount over their elements' flat offsets, in the rows' order:
     np.add.at takes about a microsecond per row (640 rows of 128 into 1000: 720 us
-    against 160). Below 256 elements np.add.at's fewer calls win."""
+    against 160). Below 256 elements np.add.at's fewer calls win. np.bincount sums only
+    in doubles, so single precision stays with np.add.at."""
     dtype = np.result_type(g)
     rows = index[0] if type(index) is tuple and len(index) == 1 else index
     if (not unique and type(rows) is np.ndarray and rows.dtype.kind in "iu"
-            and dtype.kind == "f" and g.size >= 256 and len(shape) >= 1
+            and dtype == np.double and g.size >= 256 and len(shape) >= 1
             and g.shape == rows.shape + tuple(shape[1:])):
         n, width = shape[0], int(np.prod(shape[1:], dtype=np.int64))
         rows = np.where(rows < 0, rows + n, rows).reshape(-1, 1)  # -1 is the last row
         offsets = (rows * width + np.arange(width)).ravel()
         total = np.bincount(offsets, weights=g.ravel(), minlength=n * width)
-        return total.reshape(shape).astype(dtype, copy=False)
+        return total.reshape(shape)
     out = np.zeros(shape, dtype=dtype)
     if unique:
         out[index] = g
@@ -35,9 +36,10 @@ def _scatter_add(g, index, shape, unique=False):
 def _add_at(x, index, g, unique=False, out=None):
     """x with g added at `index`: x plus the scatter of g there, without its array of
     zeros. Written into `out` when given (x itself: the memory plan found x dead here),
-    else into a copy of x, which is left as it is."""
+    else into a copy of x, which is left as it is. The method copies an array as np.copy
+    does (its layout kept) in a third of np.copy's 0.45 us, the cost at small sizes."""
     if out is None:
-        out = np.copy(x)
+        out = x.copy(order="K") if type(x) is np.ndarray else np.copy(x)
     elif out is not x:
         np.copyto(out, x)
     if unique:
@@ -50,8 +52,8 @@ def _add_at(x, index, g, unique=False, out=None):
 def _setitem(x, index, v):
     """A copy of x with x[index] = v: assignment as a function, so the array it is given
     (perhaps the caller's) is never written. np.copy keeps x's memory layout, so views
-    and reshapes of the result behave as they did on x."""
-    out = np.copy(x)
+    and reshapes of the result behave as they did on x (so does the method, faster)."""
+    out = x.copy(order="K") if type(x) is np.ndarray else np.copy(x)
     out[index] = v
     return out
 

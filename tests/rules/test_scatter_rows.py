@@ -41,7 +41,7 @@ def test_row_scatter_matches_add_at_the_tape_and_finite_differences(rows, index_
     assert value == pytest.approx(embedding_loss(W, x, dout))
 
 
-def test_float32_rows_keep_their_dtype_and_sum_as_add_at_does():
+def test_float32_rows_keep_their_dtype_through_add_at():
     W = RNG.standard_normal((100, 16)).astype(np.float32)
     x = RNG.integers(0, 100, (40, 8))
     dout = RNG.standard_normal((40, 8, 16)).astype(np.float32)
