@@ -11,6 +11,7 @@ da = pytest.importorskip("dask.array")
 
 import autodiffgen
 import autodiffgen.dask as add
+from autodiffgen.dask import chunking
 from autodiffgen.dask.chunking import IN_FLIGHT, MAX_CHUNK_BYTES, planned, target_rows
 
 ROW = 17 * 8  # 16 float64 features and a float64 label
@@ -92,3 +93,47 @@ def test_keep_runs_the_users_chunks_and_warns_once():
 def test_chunks_option_is_checked():
     with pytest.raises(autodiffgen.errors.ArgumentError, match="chunks must be"):
         add.grad(loss, chunks=1000)
+
+
+def test_blocks_cut_rows_evenly_and_never_into_one_row():
+    blocks = add._WORKER["blocks"]
+    assert blocks(10, 0) == [(0, 10)]
+    assert blocks(10, 4) == [(0, 3), (3, 6), (6, 10)]
+    assert blocks(3, 1) == [(0, 3)]  # not three blocks of one row
+    assert blocks(1, 8) == [(0, 1)]
+
+
+GUARDED = '''
+class GuardFailure(Exception):
+    pass
+
+
+def f(x):
+    if len(x) < 4:
+        raise GuardFailure("fewer than 4 rows")
+    return float(x.sum()), (x.sum(axis=0),)
+'''
+
+
+@pytest.mark.parametrize("block, served", [(5, "in blocks"), (3, "whole")])
+def test_a_chunk_runs_in_blocks_or_whole_when_a_block_takes_another_path(block, served):
+    variant = {"key": "guarded-test", "source": GUARDED, "function": "f", "rows": None}
+    x = np.arange(20.0).reshape(10, 2)
+    part = add._WORKER["run_chunk"](4, [variant], (("chunk", 0),), [], ("sum", None, block), x)
+    assert part["rows"] == [(4, 10)] and not part["failures"]  # the chunk's rows, once
+    assert part["value"] == x.sum()
+    np.testing.assert_array_equal(part["grads"][0], x.sum(axis=0))
+    failed = add._WORKER["run_chunk"](4, [variant], (("chunk", 0),), [], ("sum", None, 2), x[:3])
+    assert failed["failures"] == [(4, "fewer than 4 rows")] and failed["value"] is None
+
+
+def test_blocks_of_a_chunk_give_the_gradient_of_the_chunk(monkeypatch):
+    monkeypatch.setattr(chunking, "BLOCK_BYTES", 8 * 5 * 8)  # 8 rows of 4 features and y
+    x, y, X, Y = _data()
+    w = np.linspace(-1.0, 1.0, 4)
+    vg = add.value_and_grad(loss)
+    value, g = vg(w, X, Y)
+    assert vg.plan.block == 8
+    want_value, want = autodiffgen.value_and_grad(loss)(w, x, y)
+    np.testing.assert_allclose(value, want_value, rtol=1e-12)
+    np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-15)

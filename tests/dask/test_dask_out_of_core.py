@@ -1,8 +1,9 @@
-"""Data on disk (autodiffgen.dask.from_npy) on a LocalCluster of one worker process that
-cannot import autodiffgen, with a memory limit and spilling turned off: the gradient equals
-the in-memory one computed in pieces, the graph holds the file's path (not its data), and
-the worker's peak resident set (VmHWM) stays under its limit. benchmarks/dask_out_of_core.py runs
-the same path over files 3x the limit."""
+"""Data on disk (autodiffgen.dask.from_npy, and a Zarr store through dask.array.from_zarr)
+on a LocalCluster of one worker process that cannot import autodiffgen, with a memory
+limit and spilling turned off: the gradient equals the in-memory one computed in pieces,
+the graph holds the file's path (not its data), and the worker's peak resident set (VmHWM)
+stays under its limit. benchmarks/dask_out_of_core.py runs the same paths over data 3x the
+limit."""
 
 import logging
 import os
@@ -12,6 +13,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 dask = pytest.importorskip("dask")
+da = pytest.importorskip("dask.array")
 cloudpickle = pytest.importorskip("cloudpickle")
 
 import autodiffgen
@@ -43,13 +45,29 @@ def loss(p, x, y):
     return np.mean(np.logaddexp(0.0, z) - y * z)
 
 
-def test_gradient_over_npy_files_streams_under_the_memory_limit(client, tmp_path):
+def npy(folder, x, y):
+    """X and Y read from .npy files by autodiffgen.dask.from_npy, 2,000 rows a chunk."""
+    np.save(folder / "x.npy", x), np.save(folder / "y.npy", y)
+    return (add.from_npy(str(folder / "x.npy"), rows=2_000),
+            add.from_npy(str(folder / "y.npy"), rows=2_000))
+
+
+def zarr_store(folder, x, y):
+    """X and Y read from Zarr stores of 2,000-row chunks by dask.array.from_zarr."""
+    zarr = pytest.importorskip("zarr")
+    for name, a in (("x", x), ("y", y)):
+        z = zarr.open_array(str(folder / f"{name}.zarr"), mode="w", shape=a.shape,
+                            chunks=(2_000,) + a.shape[1:], dtype=a.dtype)
+        z[:] = a
+    return tuple(da.from_zarr(str(folder / f"{n}.zarr")) for n in ("x", "y"))
+
+
+@pytest.mark.parametrize("stored", [npy, zarr_store], ids=["npy", "zarr"])
+def test_gradient_over_data_on_disk_streams_under_the_memory_limit(client, tmp_path, stored):
     rng = np.random.default_rng(11)
     x, y = rng.standard_normal((20_000, 4)), (rng.random(20_000) < 0.5).astype(float)
-    np.save(tmp_path / "x.npy", x), np.save(tmp_path / "y.npy", y)
+    X, Y = stored(tmp_path, x, y)
     add.worker_peaks(client, reset=True)
-    X = add.from_npy(str(tmp_path / "x.npy"), rows=2_000)
-    Y = add.from_npy(str(tmp_path / "y.npy"), rows=2_000)
     assert len(cloudpickle.dumps(dict(X.dask))) < x.nbytes // 10  # paths, not data
     p = {"w": np.linspace(-1.0, 1.0, 4), "b": 0.1}
     vd = add.value_and_grad(loss, timeout=TIMEOUT, chunks="keep")  # a task per chunk read

@@ -27,14 +27,14 @@ import logging
 import os
 import uuid
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..errors import ArgumentError, AutodiffgenError
 from ..tree import is_container, items, leaves, map_tree, structure_text
 from .check import DecompositionError, check_decomposes
-from .chunking import advice, kept, planned, target_rows, too_small
+from .chunking import advice, block_rows, kept, planned, target_rows, too_small
 from .faults import PartialSumError, computed, counted_once
 from .flat import Calls, Flat, FlatGrad
 from .source import module_variant, still_holds, what_it_read
@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 SAMPLE_ROWS = 7  # the decomposition check's sample: halves of 3 and 4 rows
+EMBEDDED_BYTES = 2**20  # small arguments and sources up to this, over all tasks, go in each
 MAX_VARIANTS = 8
 LOG = logging.getLogger("autodiffgen")
 
@@ -161,6 +162,8 @@ class DaskGradFunction:
         row_bytes = sum(a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in arrays)
         keep = self.chunks == "keep" or (self.has_aux and self.aux == "chunks")
         plan = kept(sizes) if keep else planned(sizes, row_bytes, *_workers(chunks))
+        if not (self.has_aux and self.aux == "chunks"):  # (whose list is per chunk)
+            plan = replace(plan, block=block_rows(row_bytes))
         new = (sizes, plan.rows) not in self._said
         self._said.add((sizes, plan.rows))
         if new and self.chunks == "keep" and too_small(sizes, row_bytes):
@@ -202,27 +205,30 @@ class DaskGradFunction:
         return program
 
     def _run(self, program, layout, small, chunks, groups, sizes):
-        """The Part of the chunks in `groups` (of chunk indices): one task per group, then
-        a tree reduction. A task is named after its group's first chunk (faults.py)."""
-        # one key each for the sources and the small arguments, shared by every task (sent
-        # to a worker once); keys not from hashing the values: each call is computed anew
-        # (named as faults.py reads them: a task given up names what it cost)
+        """The Part of the chunks in `groups` (of chunk indices): one task per group, a
+        tree reduction on the workers down to at most fan_in parts, the last sum here. A
+        task is named after its group's first chunk (faults.py)."""
+        # keys not from hashing the values: each call is computed anew (named as faults.py
+        # reads them: a task given up names what it cost)
         variants, token = program.variants, uuid.uuid4().hex[:16]
-        v = dask.delayed(variants, name="autodiffgen-sources-" + "-".join(
-            variant["key"] for variant in variants))
-        s = dask.delayed(small, name=f"autodiffgen-arguments-{token}")
+        v, s = variants, small  # in each task: no task of their own to wait for and move
+        if len(groups) * (_nbytes(small) + sum(len(x["source"]) for x in variants)) > \
+                EMBEDDED_BYTES:  # one key each, shared by every task: sent once to a worker
+            v = dask.delayed(variants, name="autodiffgen-sources-" + "-".join(
+                variant["key"] for variant in variants))
+            s = dask.delayed(small, name=f"autodiffgen-arguments-{token}")
         run, combine = (dask.delayed(_WORKER[name], pure=False) for name in ("run_chunks",
                                                                              "combine"))
-        how = (self.reduce, self.aux if self.has_aux else None)
+        how = (self.reduce, self.aux if self.has_aux else None, self.plan.block)
         parts = [run(g, v, layout, s, how, *(block for i in g for block in chunks[i]),
                      dask_key_name=f"autodiffgen-chunk-{g[0]}-{token}") for g in groups]
         level = 0
-        while len(parts) > 1:
+        while len(parts) > self.fan_in:
             parts = [combine(*parts[k:k + self.fan_in],
                              dask_key_name=f"autodiffgen-sum-{token}-{level}-{k}")
                      for k in range(0, len(parts), self.fan_in)]
             level += 1
-        return _compute_all([parts[0]], self.timeout, chunks, sizes)[0]
+        return _WORKER["combine"](*_compute_all(parts, self.timeout, chunks, sizes))
 
     def _retrace(self, program, flat_args, chunk, why):
         """Trace the chunk's own path and add that code to the variants: traced on the
@@ -259,6 +265,11 @@ class DaskGradFunction:
         aux = flat.aux(aux) if self.aux == "reduce" else \
             [flat.aux(gathered[i]) for i in sorted(gathered)]
         return ((value, aux), grads) if self.with_value else (grads, aux)
+
+
+def _nbytes(small):
+    """The bytes of the small arguments' arrays (a number counts as 8)."""
+    return sum(getattr(x, "nbytes", 8) for x in small)
 
 
 def _with_rows(args, batch, rows):

@@ -19,17 +19,20 @@ BYTES_PER_SECOND = 3.9e9  # a NumPy loss's reading speed on one core, measured l
 IN_FLIGHT = 6  # copies of a chunk a worker may hold: its input, rechunked, temporaries
 MAX_CHUNK_BYTES = 256 * 2**20  # the cap when no worker states a memory limit
 MIN_CHUNK_BYTES = 64 * 2**20  # a chunk under this pays its task a fifth of its arithmetic
+BLOCK_BYTES = 2**20  # the rows a task's code runs at a time (block_rows), measured
 
 
 @dataclass(frozen=True)
 class Plan:
     """The chunks each task runs (`groups`, of chunk indices), their rows (`rows`),
-    whether they are the user's chunks one a task (`kept`), the rows a task aimed at."""
+    whether they are the user's chunks one a task (`kept`), the rows a task aimed at, and
+    the rows the generated code runs on at a time (`block`, 0: a chunk whole)."""
 
     groups: tuple
     rows: tuple
     kept: bool
     target: int
+    block: int = 0
 
 
 def kept(sizes, target=0):
@@ -64,6 +67,13 @@ def target_rows(rows, row_bytes, workers=1, memory_limit=None):
     per_worker = math.ceil(rows / workers)
     tasks = workers * math.ceil(per_worker / cap_rows)  # a multiple of the workers: even
     return max(1, math.ceil(rows / tasks))
+
+
+def block_rows(row_bytes):
+    """Rows of about BLOCK_BYTES: what a worker's code runs on at a time (worker.py's
+    run_chunk), so that each temporary of a row's few numbers stays in the CPU's cache and
+    under malloc's thresholds instead of being mapped and faulted in on every call."""
+    return max(2, BLOCK_BYTES // max(1, int(row_bytes)))
 
 
 def _grouped(indices, sizes, target):

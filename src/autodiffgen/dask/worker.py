@@ -51,9 +51,40 @@ def other_path(module, error):
 
 
 def run_chunk(index, variants, layout, small, how, *chunks):
-    """The Part of one chunk: the first variant that serves it runs on the call's
-    arguments, rebuilt from `layout` ("chunk", k) / ("small", k). `how` is (reduce, aux):
-    "mean" or "sum", and None, "reduce" or "chunks"."""
+    """The Part of one chunk. `how` is (reduce, aux, block): "mean" or "sum"; None,
+    "reduce" or "chunks"; and the rows of a block (0: none). A chunk longer than a block
+    runs a block of rows at a time and adds their sums: a block's temporaries stay small
+    enough for the CPU's cache and for malloc to reuse rather than map afresh (a chunk's
+    own temporaries, megabytes each, cost page faults on every call under Dask's
+    MALLOC_TRIM_THRESHOLD_). A block no variant serves sends the chunk whole, as without
+    blocks, so a chunk's path is the one its rows take together, as the client traces it."""
+    rows = len(chunks[0])
+    spans = blocks(rows, how[2])
+    if len(spans) > 1:
+        total = part()
+        for start, stop in spans:
+            block = run_block(index, variants, layout, small, how,
+                              *(c[start:stop] for c in chunks))
+            if block["failures"]:
+                break
+            total = combine(total, block)
+        else:
+            total["rows"] = [(index, rows)]
+            return total
+    return run_block(index, variants, layout, small, how, *chunks)
+
+
+def blocks(rows, block):
+    """(start, stop) of `rows` rows cut into blocks of at most about `block` rows, all of
+    one size give or take a row, none of a single row; [(0, rows)] when block is 0."""
+    count = max(1, min(-(-rows // block), rows // 2)) if block else 1
+    return [(rows * k // count, rows * (k + 1) // count) for k in range(count)]
+
+
+def run_block(index, variants, layout, small, how, *chunks):
+    """The Part of the rows in `chunks` (a chunk, or a block of one): the first variant
+    that serves them runs on the call's arguments, rebuilt from `layout` ("chunk", k) /
+    ("small", k)."""
     args = [chunks[k] if where == "chunk" else small[k] for where, k in layout]
     rows = len(chunks[0])
     why = f"no generated code for {rows} rows"
@@ -68,7 +99,7 @@ def run_chunk(index, variants, layout, small, how, *chunks):
                 raise
             why = str(e)
             continue
-        return _part(index, rows, out, grads, *how)
+        return _part(index, rows, out, grads, *how[:2])
     return part(failures=[(index, why)])
 
 
