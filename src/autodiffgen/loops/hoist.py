@@ -22,6 +22,7 @@ from ..passes.cse import cse
 from ..passes.rewrite import ancestors, substitute
 from ..rules import PRIMITIVES, elementwise_ufunc
 from ..rules.loops import Scan, scan, scan_out
+from .spread import spread_invariants, spread_value
 
 
 def hoisted(graph):
@@ -29,6 +30,7 @@ def hoisted(graph):
     for i in range(sum(op(n) == "scan" for n in graph.nodes)):  # (a rebuilt loop renews
         node = _scans(graph)[i]                                   # the loops reading it)
         graph, node = hoisted_invariants(graph, node)
+        graph, node = spread_invariants(graph, node, _rebuilt)
         graph, node = hoisted_maps(graph, node)
         graph = hoisted_sums(graph, node)
     for i in range(sum(op(n) == "scan" for n in graph.nodes)):
@@ -155,8 +157,16 @@ def hoisted_invariants(graph, loop):
     start = 1 + body.carries
     outer_of = {i: a for i, a in zip(inner.inputs[start:], loop.args[body.carries:])}
     moved = {}  # body node -> the outer node computing it
+    checks = []  # the body's guards of invariants, checked once before the loop instead
+    t, spread = inner.inputs[0], set()  # (spread: values already outside, not made here)
     for node in inner.nodes:
-        if is_guard(node) or has_effect(node) or node.prim.op is None:
+        base, _ = _row_of_stack(node, t, inner, body)
+        if base is not None and spread_value(outer_of[base]) is not None:
+            moved[node] = spread_value(outer_of[base])  # (a row of a value spread: it)
+            spread.add(moved[node])
+            continue
+        if has_effect(node) or node.prim.op is None \
+                or is_guard(node) and not _checked_once(node, body):
             continue
         if all(type(a) is not Node or a in outer_of or a in moved for a in node.args) \
                 and any(type(a) is Node for a in node.args):
@@ -165,17 +175,29 @@ def hoisted_invariants(graph, loop):
             moved[node] = graph.new_node(node.prim, args, like=node, params=node.params,
                                          shape=node.shape, dtype=node.dtype)
             moved[node].name = node.name
+            if is_guard(node):
+                checks.append(node)
     read = {a for n in inner.nodes if n not in moved for a in n.args if type(a) is Node}
     read |= {o for o in inner.outputs if type(o) is Node}
     wanted = [n for n in moved if n in read]  # what the rest of the body reads
-    if not wanted:
+    if not wanted and not checks:
         return graph, loop
     stand_ins = {n: n.replace(prim=None, args=(), params={}, grad_of=None) for n in wanted}
-    new_inner, _ = substitute(inner, stand_ins)
+    kept = replace(inner, nodes=[n for n in inner.nodes if n not in checks])
+    new_inner, _ = substitute(kept, stand_ins)
     new_inner = _pruned(replace(new_inner, inputs=list(inner.inputs) + list(stand_ins.values())))
-    made = [moved[n] for n in moved if _needed(n, moved, wanted)]
+    made = [moved[n] for n in moved if _needed(n, moved, wanted + checks)
+            and moved[n] not in spread]
     return _rebuilt(graph, loop, replace(body, graph=new_inner),
                     list(loop.args) + [moved[n] for n in wanted], made, {})
+
+
+def _checked_once(guard, body):
+    """A guard of the loop's invariants holds at every step if it holds at one: it is
+    checked once, before a loop known to run (a counted one, at least one step; not a
+    `while` loop's test, which ends it)."""
+    return not body.exit and not guard.params.get("exit") and type(body.ts) is range \
+        and len(body.ts) > 0
 
 
 def _needed(node, moved, wanted):

@@ -45,14 +45,16 @@ _ZERO_D_IS_AN_ARRAY = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
 
 def _unbroadcast(node, args, opaque):
     """An elementwise ufunc's operands without a `broadcast_to` the ufunc does itself:
-    `g * np.broadcast_to(s, (n, 4))` is `g * s` when the result keeps its shape. Not of a
-    Python number (weak in type promotion, where the broadcast array is not)."""
+    `g * np.broadcast_to(s, (n, 4))` is `g * s` when the result keeps its shape; nor a
+    reshape that only puts axes of length 1 in front (a sum's backward, `np.reshape(g,
+    (1, 1, 1)) * w`: a call that costs more than the product at a loop step's sizes). Not
+    of a Python number (weak in type promotion, where the broadcast array is not)."""
     impl = getattr(node.prim, "impl", None)
     if not isinstance(impl, np.ufunc) or impl.signature is not None or len(args) < 2:
         return args
     new = list(args)
     for k, arg in enumerate(args):
-        if op_here(arg, opaque) != "broadcast_to":
+        if op_here(arg, opaque) != "broadcast_to" and not _leading_ones(arg, opaque):
             continue
         x = arg.args[0]
         if not (type(x) is Node and not x.python_number or isinstance(x, np.ndarray)) \
@@ -67,6 +69,15 @@ def _unbroadcast(node, args, opaque):
         if shape == node.shape:
             new = trial
     return args if all(a is b for a, b in zip(new, args)) else new
+
+
+def _leading_ones(arg, opaque):
+    """arg is x with axes of length 1 put in front (broadcasting's own padding)."""
+    if op_here(arg, opaque) not in ("reshape", "expand_dims"):
+        return False
+    x = arg.args[0]
+    ndim = len(arg.shape) - len(np.shape(x))
+    return ndim > 0 and arg.shape == (1,) * ndim + tuple(np.shape(x))
 
 
 def _fits(x, node):
@@ -120,7 +131,17 @@ def _subtract(node, args, opaque):
         return a
     if _is(a, 0) and _fits(b, node):
         return _negated(node, b)
-    return None
+    return _cancelled(node, a, b, opaque)
+
+
+def _cancelled(node, a, b, opaque):
+    """(x + y) - x is y, for integers (exact, overflow too: it wraps back): a slice's
+    length, `(j * s + 3) - j * s`, which a guard then reads as the number it is."""
+    if node.dtype.kind not in "iu" or op_here(a, opaque) != "add" or type(b) is not Node:
+        return None
+    x, y = a.args
+    other = y if x is b else x if y is b else None
+    return other if other is not None and _fits(other, node) else None
 
 
 def _negative(node, args, opaque):
@@ -157,7 +178,20 @@ def _transpose(node, args, opaque):
     return clone(node, (a.args[0],), params={"axes": None if reverse else axes})
 
 
+def _getitem(node, args, opaque):
+    """A row of v spread along a new first axis (np.broadcast_to(v, (n, *v.shape))[k], a
+    value a loop saved at every step that was the same at every step: loops/spread.py)
+    is v."""
+    a = args[0]
+    items = node.params["index"].items
+    if len(args) != 1 or len(items) != 1 or type(items[0]) is not int \
+            or op_here(a, opaque) != "broadcast_to" or type(a.args[0]) is not Node:
+        return None
+    v = a.args[0]
+    return v if a.shape[1:] == v.shape and _fits(v, node) else None
+
+
 _RULES = {"multiply": _multiply, "divide": _divide, "add": _add, "subtract": _subtract,
           "negative": _negative, "astype": _same_value, "broadcast_to": _same_value,
           "reshape": _reshape, "squeeze": _same_value, "expand_dims": _same_value,
-          "transpose": _transpose}
+          "transpose": _transpose, "getitem": _getitem}

@@ -48,9 +48,12 @@ def _mean_vjp(g, ans, x, axis, keepdims, dtype):
 
 
 def _extremum_vjp(g, ans, x, axis, keepdims):
+    """g shared by the tied extrema: divided by their count while it is as small as the
+    result (a number for a whole reduction), then spread by the mask: the same numbers as
+    `g * hit / count`, since hit is 0 or 1."""
     hit = x == _kept(ans, x, axis, keepdims)
-    g = _kept(g, x, axis, keepdims)
-    return g * hit / np.sum(hit, axis=axis, keepdims=True, dtype=g.dtype)
+    share = g / np.sum(hit, axis=axis, keepdims=keepdims, dtype=g.dtype)
+    return _kept(share, x, axis, keepdims) * hit
 
 
 def _extremum_jvp(t, ans, x, axis, keepdims):
