@@ -10,7 +10,9 @@ where a factor is a number or already a formula (size_formulas.Scale):
 
     (x + x) * c,  (x * a) * c,  (x * c) * a   ->  x * (2 * c),  x * (a * c)
 
-with a a power of two (a sign too) and c a number or a Scale in the batch size. Not in a
+with a a power of two (a sign too) and c a number or a Scale in the batch size, or an
+array x's shape broadcasts along some axis (a row: `g_var * (2 * centered)` of a batch
+norm's backward is `centered * (g_var * 2)`, the factor scaled where it is small). Not in a
 mask's count: a second derivative traces the generated gradient again, where the folded
 `2/count` is one number again, 1 at count 2 (the batch's traces are at n and n - 1 and
 check the low size by value). Multiplying by a power of
@@ -41,7 +43,7 @@ def exact_scales(graph):
     for node in candidates:
         if node in opaque or node in replace:
             continue
-        split = _factor(node)
+        split = _factor(node) or _small_factor(node)
         if split is None or split[0] in opaque or split[0] in replace \
                 or users.get(split[0]) != [node]:
             continue
@@ -50,6 +52,12 @@ def exact_scales(graph):
         if pair is None:
             continue
         x, a = pair
+        if type(c) is Node:  # a smaller array: the power of two goes into it
+            if _power_of_two(a) and type(x) is Node and x.shape == node.shape \
+                    and np.result_type(c.dtype, a) == c.dtype and x.dtype == node.dtype:
+                replace[node] = clone(node, (x, node.derived(node.prim, (c, a), shape=c.shape,
+                                                             dtype=c.dtype)))
+            continue
         scale = _product(a, c)
         if scale is None or type(x) is not Node or x.shape != node.shape \
                 or x.dtype != node.dtype:
@@ -68,6 +76,27 @@ def _factor(node):
     if len(nodes) != 1 or len(consts) != 1 or not _constant(consts[0]):
         return None
     return nodes[0], consts[0]
+
+
+def _small_factor(node):
+    """(inner node, c) of node = inner * c with c an array that broadcasts to the
+    inner's shape along some axis (a batch norm's `(1, d)` row times `2 * centered`):
+    scaling c is cheaper than scaling the array, and as exact."""
+    if len(node.args) != 2 or not all(type(a) is Node for a in node.args):
+        return None
+    for inner, c in (node.args, node.args[::-1]):
+        if inner.shape == node.shape and _broadcast_along(c.shape, node.shape):
+            return inner, c
+    return None
+
+
+def _broadcast_along(small, shape):
+    """An array of shape `small` is spread along at least one axis of `shape`."""
+    if len(small) > len(shape):
+        return False
+    padded = (1,) * (len(shape) - len(small)) + tuple(small)
+    return all(p == d or p == 1 for p, d in zip(padded, shape)) \
+        and any(p == 1 and d != 1 for p, d in zip(padded, shape))
 
 
 def _inner_factor(inner):

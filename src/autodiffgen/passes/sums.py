@@ -47,9 +47,9 @@ def sums(graph):
             replace[node] = rows
             continue
         if node in opaque or type(x) is not Node or x in opaque or x.prim is None \
-                or users.get(x) != [node] or not _whole(node, x):
+                or users.get(x) != [node]:
             continue
-        better = _apart(node, x, users)
+        better = _apart(node, x, users) if _whole(node, x) else _factored(node, x)
         if better is not None:
             replace[node] = better
     return substitute(graph, replace)
@@ -140,6 +140,51 @@ def _apart(node, x, users):
     elif name == "negative" and _same(x.args[0], x) and not _splits(x.args[0], users):
         return clone(node, (_reduce(node, x.args[0]),), x.prim, {})
     return None
+
+
+def _factored(node, x):
+    """A reduction over some axes of a negation, or of a product or quotient by a value
+    that is the same along those axes (a batch norm's `sum(-(g * x_hat) / std, axis=0)`
+    with std one per column): the reduction first, then the negation or the factor, on
+    the small result (`-sum(g * x_hat, axis=0) / std`): one full-size pass fewer."""
+    axes = _axes(node.params.get("axis"), len(x.shape))
+    if axes is None or node.params.get("dtype") is not None or x.dtype != node.dtype:
+        return None
+    name = op(x)
+    if name == "negative" and _same(x.args[0], x):
+        return clone(node, (_reduce(node, x.args[0]),), x.prim, {})
+    if name not in ("multiply", "divide"):
+        return None
+    a, b = x.args
+    for inner, c in ((a, b), (b, a)) if name == "multiply" else ((a, b),):
+        if _same(inner, x) and _constant_along(c, x, axes, node):
+            args = (_reduce(node, inner), c) if inner is a else (c, _reduce(node, inner))
+            return clone(node, args, x.prim, {})
+    return None
+
+
+def _constant_along(c, x, axes, node):
+    """c (broadcast against x) takes one value along `axes`, and broadcasts against the
+    reduction's result as it did against x, to the result's shape and dtype."""
+    shape = _shape(c)
+    padded = (1,) * (len(x.shape) - len(shape)) + tuple(shape)
+    if len(shape) > len(x.shape) or any(padded[k] != 1 for k in axes):
+        return False
+    kept = padded if node.params.get("keepdims") else \
+        tuple(d for k, d in enumerate(padded) if k not in axes)
+    if _without_ones(kept) != _without_ones(shape):  # (c itself must line up with it)
+        return False
+    kind = c.dtype if type(c) is Node else c
+    return np.broadcast_shapes(node.shape, shape) == node.shape \
+        and np.result_type(x.dtype, kind) == x.dtype
+
+
+def _without_ones(shape):
+    """shape without its leading 1s (broadcasting adds them where needed)."""
+    shape = tuple(shape)
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return shape
 
 
 def _sum(a, users):
