@@ -4,37 +4,46 @@
 
 For each row count: the same data (dask.array's seeded generator: the same numbers whether
 the chunks are made on workers or in one process) and the same loss (logistic regression,
-16 features, chunks of CHUNK rows). The in-memory time is autodiffgen.value_and_grad in a
-fresh process holding all rows; the Dask time is autodiffgen.dask.value_and_grad with the
-rows persisted on the workers (the data is made once, not timed). Each is the best of
-REPEATS calls after a first (tracing) call; the in-memory process runs on one core. Efficiency per worker = in-memory time /
-(workers x Dask time): 1.0 is a perfect split. The client's peak memory (its maximum
-resident set) shows the data never comes to the client.
+16 features, chunks of CHUNK rows). The in-memory time is autodiffgen.value_and_grad on
+all rows held by this process (one thread: OMP_NUM_THREADS=1 and the like are set before
+NumPy is imported, as Dask's nanny sets them on its workers); the Dask times are
+autodiffgen.dask.value_and_grad with the rows persisted on the workers (made once, not
+timed). All are timed in the same interleaved rounds, best of REPEATS after a first
+(tracing) call, so load from others slows each alike. Efficiency per worker = in-memory
+time / (workers x Dask time): 1.0 is a perfect split. The client's peak memory (its
+maximum resident set) holds the in-memory copy and shows nothing more comes to it.
 
-Each cluster times the user's chunks (chunks="keep") and the chunking policy's
-(chunks="auto": merged to one chunk per worker, capped by its memory), interleaved round
-by round. Per call: the time of a gradient of one 1000-row chunk per worker. Per chunk:
-(keep - auto) / (keep's chunks - auto's), the cost each extra task adds.
+Two clusters of single-threaded workers run side by side, idle while the other computes:
+one as Dask makes it (its nanny sets MALLOC_TRIM_THRESHOLD_=65536 in the workers'
+environment, which turns off glibc's adaptive thresholds) and one with TUNED_MALLOC in
+`distributed.nanny.pre-spawn-environ`. On the first, the user's chunks (chunks="keep") and
+the chunking policy's (chunks="auto": the chunks a worker holds run as one task), each
+chunk run by the generated code in blocks of rows (chunking.block_rows); on the second,
+chunks="auto". Per call: a gradient of one 1000-row chunk per worker. Per chunk:
+(keep - auto) / (keep's tasks - auto's), what each extra task adds.
 """
 
 import argparse
-import json
 import os
 import resource
-import subprocess
-import sys
 import time
+import warnings
 
-import numpy as np
-
-FEATURES = 16
-CHUNK = 125_000
-REPEATS = 5
 # the in-memory process gets one core, as each worker does (threads_per_worker=1; Dask's
 # nanny sets OMP_NUM_THREADS=1 too): BLAS and numexpr (the in-memory code's fused
 # arithmetic on large arrays) would otherwise use every core
-ONE_THREAD = {**os.environ, **dict.fromkeys(
-    ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"), "1")}
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+              "NUMEXPR_NUM_THREADS"):
+    os.environ[_name] = "1"
+
+import numpy as np  # (after the thread counts: read when NumPy loads its BLAS)
+
+FEATURES = 16
+CHUNK = 125_000
+REPEATS = 7
+# glibc's thresholds set large enough that a worker's temporaries come from its heap and
+# stay there: no fresh mmap, page faults and zeroing of each on every call
+TUNED_MALLOC = {"MALLOC_TRIM_THRESHOLD_": 64 * 2**20, "MALLOC_MMAP_THRESHOLD_": 32 * 2**20}
 
 
 def loss(params, x, y):
@@ -55,16 +64,6 @@ def params():
     return {"w": np.linspace(-1.0, 1.0, FEATURES), "b": 0.1}
 
 
-def best_time(call):
-    call()  # the first call traces and compiles
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def best_times(calls):
     """The best of REPEATS timings of each call, taken in interleaved rounds (a machine
     shared with others slows each alike)."""
@@ -83,74 +82,85 @@ def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def in_memory(rows):
-    """Run in a fresh process: the in-memory gradient's time and that process's peak."""
+def cluster(workers, malloc):
+    """A LocalCluster of `workers` single-threaded worker processes and its Client, with
+    `malloc` (None: Dask's own) as the workers' glibc environment."""
     import dask
+    from dask.distributed import Client, LocalCluster
+
+    for name in TUNED_MALLOC:  # a nanny leaves its settings in this process's environment,
+        os.environ.pop(name, None)  # where the next cluster's would read them first
+    environ = {f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in (malloc or {}).items()}
+    with dask.config.set(environ):
+        c = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                         dashboard_address=":0")
+    return c, Client(c, set_as_default=False)
+
+
+def measured(rows, workers):
+    """The seconds of the in-memory gradient and of each Dask call, interleaved, and the
+    tasks each Dask call ran."""
+    import dask
+    import dask.array as da
+    from dask.distributed import wait
 
     import autodiffgen
-
-    x, y = dask.compute(*dataset(rows), scheduler="sync")
-    vg = autodiffgen.value_and_grad(loss)
-    p = params()
-    return {"seconds": best_time(lambda: vg(p, x, y)), "peak_mb": peak_mb()}
-
-
-def on_dask(rows, workers):
-    """The Dask gradient's time with `workers` single-threaded worker processes, with the
-    user's chunks and with chunks="auto" (and how many that ran), and the time of a call
-    on one tiny chunk per worker (the per-call cost)."""
-    import dask.array as da
-    from dask.distributed import Client, LocalCluster, wait
-
     import autodiffgen.dask as add
 
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster):
-        X, Y = dataset(rows)
-        X, Y = X.persist(), Y.persist()
-        tiny = [a.persist() for a in (da.ones((1000 * workers, FEATURES), chunks=1000),
-                                      da.ones(1000 * workers, chunks=1000))]
-        wait([X, Y, *tiny])
-        keep, auto, small = (add.value_and_grad(loss, timeout=600, chunks=c)
-                             for c in ("keep", "auto", "keep"))
-        p = params()
-        seconds = best_times([lambda: keep(p, X, Y), lambda: auto(p, X, Y),
-                              lambda: small(p, *tiny)])
-        return {"keep": seconds[0], "auto": seconds[1], "per_call": seconds[2],
-                "chunks": (len(keep.plan.rows), len(auto.plan.rows))}
+    warnings.simplefilter("ignore", UserWarning)  # chunks="keep"'s advice, said in the table
+    p = params()
+    x, y = dask.compute(*dataset(rows), scheduler="sync")
+    in_memory = autodiffgen.value_and_grad(loss)
+    (plain, plain_client), (tuned, tuned_client) = (cluster(workers, m)
+                                                    for m in (None, TUNED_MALLOC))
+    with plain, plain_client, tuned, tuned_client:
+        data = {}
+        for c in (plain_client, tuned_client):
+            with c.as_current():
+                X, Y = dataset(rows)
+                tiny = (da.ones((1000 * workers, FEATURES), chunks=1000),
+                        da.ones(1000 * workers, chunks=1000))
+                data[c] = c.persist([X, Y, *tiny])
+                wait(data[c])
+        keep, auto, small, tuned_auto = (add.value_and_grad(loss, timeout=600, chunks=k)
+                                         for k in ("keep", "auto", "keep", "auto"))
+
+        def on(c, vg, tiny=False):
+            def call():
+                with c.as_current():
+                    vg(p, *data[c][2 * tiny:2 * tiny + 2])
+            return call
+
+        seconds = best_times([lambda: in_memory(p, x, y), on(plain_client, keep),
+                              on(plain_client, auto), on(tuned_client, tuned_auto),
+                              on(plain_client, small, tiny=True)])
+    names = ("memory", "keep", "auto", "tuned", "per_call")
+    return dict(zip(names, seconds), tasks=(len(keep.plan.rows), len(auto.plan.rows)),
+                block=auto.plan.block)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[250_000, 1_000_000, 4_000_000])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--in-memory", type=int, help=argparse.SUPPRESS)
     options = parser.parse_args()
-    if options.in_memory:
-        print(json.dumps(in_memory(options.in_memory)))
-        return
-    print("| rows | in memory | workers | user's chunks (efficiency) | chunks=\"auto\" "
-          "(efficiency) | per call | per chunk |")
-    print("|---|---:|---:|---|---|---:|---:|")
-    peaks = []
+    print("| rows | workers | in memory | user's chunks (efficiency) | chunks=\"auto\" "
+          "(efficiency) | auto, tuned malloc (efficiency) | per call | per chunk | load |")
+    print("|---|---:|---:|---|---|---|---:|---:|---|")
     for rows in options.rows:
-        out = subprocess.run([sys.executable, __file__, "--in-memory", str(rows)],
-                             capture_output=True, text=True, check=True, env=ONE_THREAD)
-        memory = json.loads(out.stdout)
-        peaks.append((rows, memory["peak_mb"]))
         for w in options.workers:
-            t = on_dask(rows, w)
-            (n_keep, n_auto), per_chunk = t["chunks"], "-"
+            t = measured(rows, w)
+            (n_keep, n_auto), per_chunk = t["tasks"], "-"
             if n_keep > n_auto:
                 per_chunk = f"{1000 * (t['keep'] - t['auto']) / (n_keep - n_auto):.2f} ms"
-            cells = [f"{rows:,}", f"{1000 * memory['seconds']:.1f} ms", str(w)] + [
-                f"{1000 * t[k]:.1f} ms, {n} chunks ({memory['seconds'] / (w * t[k]):.2f})"
-                for k, n in (("keep", n_keep), ("auto", n_auto))] + [
-                f"{1000 * t['per_call']:.1f} ms", per_chunk]
-            print("| " + " | ".join(cells) + " | " + os.getloadavg().__repr__(), flush=True)
-    print(f"\npeak memory of the Dask client (this process, every run): {peak_mb():.0f} MB")
-    for rows, mb in peaks:
-        print(f"peak memory of the in-memory process at {rows:,} rows: {mb:.0f} MB")
+            cells = [f"{rows:,}", str(w), f"{1000 * t['memory']:.1f} ms"] + [
+                f"{1000 * t[k]:.1f} ms, {n} task{'s' * (n > 1)} ({t['memory'] / (w * t[k]):.2f})"
+                for k, n in (("keep", n_keep), ("auto", n_auto), ("tuned", n_auto))] + [
+                f"{1000 * t['per_call']:.1f} ms", per_chunk,
+                " ".join(f"{a:.2f}" for a in os.getloadavg())]
+            print("| " + " | ".join(cells) + " |", flush=True)
+    print(f"\nblocks of {t['block']:,} rows; peak memory of the client (this process, every "
+          f"run, the in-memory copies included): {peak_mb():.0f} MB")
 
 
 if __name__ == "__main__":
