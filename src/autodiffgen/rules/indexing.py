@@ -18,6 +18,7 @@ from ..generated_helpers import _setitem as _setitem_impl
 from ..generated_helpers import scatter_add as _scatter_add_impl
 from ..graph import Index, Slot
 from ..trace.boxes import Box, result_dtype
+from .masked_writes import masked_where
 from .registry import defprimitive
 from .vjps import BLOCKS
 
@@ -110,7 +111,8 @@ def _kept_writes(g, x, arrays, index):
 
 
 setitem = defprimitive("setitem", _setitem_fill, "_setitem({0}, np.s_[{index}], {1})",
-                       variadic_vjp=_setitem_vjp, helper="_setitem", linear_in=(0, 1))
+                       variadic_vjp=_setitem_vjp, helper="_setitem", linear_in=(0, 1),
+                       simplify=masked_where)  # complementary masked writes: one np.where
 
 
 # ---- add_at: x + scatter_add(v, index), made by passes/add_at.py ----------------------------

@@ -164,6 +164,26 @@ def _complements(m, k):
         or ((sk, "ab"), (sm, order)) in _EXCLUSIVE
 
 
+_COMPLEMENTS = {(">", "ba"): ">=", (">=", "ba"): ">", ("==", "ab"): "!=", ("==", "ba"): "!=",
+                ("!=", "ab"): "==", ("!=", "ba"): "=="}
+
+
+def mask_complement(m, k):
+    """k is True exactly where m is not: `~m`, np.logical_not(m), or the opposite
+    comparison of the same operands (`x < c` of `x >= c`, `c <= x` of `x < c`; a NaN,
+    which satisfies neither, is the one element the pair leaves out)."""
+    for p, q in ((m, k), (k, m)):
+        if op(q) in ("invert", "logical_not") and q.args[0] is p and q.dtype == np.bool_:
+            return True
+    rm, rk = _relation(m), _relation(k)
+    if rm is None or rk is None:
+        return False
+    for order, (a, b) in (("ab", rk[1:]), ("ba", rk[2:0:-1])):
+        if _same(rm[1], a) and _same(rm[2], b) and _COMPLEMENTS.get((rm[0], order)) == rk[0]:
+            return True
+    return False
+
+
 def _relation(m):
     """A comparison as (relation, left, right), its operands swapped for < and <=."""
     found = _RELATIONS.get(op(m))
