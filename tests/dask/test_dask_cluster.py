@@ -13,6 +13,7 @@ import signal
 import sys
 import textwrap
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from dask_models import UNEVEN, branchy, data, held, logreg_mean, mlp_sum, param
 
 import autodiffgen
 import autodiffgen.dask as add
+from autodiffgen.dask import chunking
 
 pytestmark = pytest.mark.cluster
 TIMEOUT = 60
@@ -92,8 +94,12 @@ def test_grad_with_the_gradient_only(client):
     _close(g["b"], want["b"], np.float64)
 
 
+@pytest.mark.parametrize("block_bytes", [None, 5 * 4 * 8], ids=["whole", "in blocks"])
 @pytest.mark.parametrize("where", ["whole chunk", "one late row"])
-def test_a_chunk_on_another_path_is_traced_again_on_the_client(client, where):
+def test_a_chunk_on_another_path_is_traced_again_on_the_client(client, where, block_bytes,
+                                                                monkeypatch):
+    if block_bytes:  # blocks of 5 rows (3 features and y): a block takes the other path
+        monkeypatch.setattr(chunking, "BLOCK_BYTES", block_bytes)
     rng = np.random.default_rng(5)
     p, (x, y) = pick(params(np.float64, rng), "w", "c"), data(np.float64, rng)
     if where == "whole chunk":
@@ -112,6 +118,16 @@ def test_a_chunk_on_another_path_is_traced_again_on_the_client(client, where):
     _close(grads["c"], want["c"], np.float64)
     vg(p, *_chunked(x, y))
     assert vg.retraces == 1  # the workers keep both paths' code
+    assert vg.plan.block == (5 if block_bytes else chunking.block_rows(32))
+
+
+def test_keep_gives_no_advice_when_each_worker_has_one_chunk(client):
+    rng = np.random.default_rng(4)
+    p, (x, y) = pick(params(np.float64, rng), "w", "b"), data(np.float64, rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        add.value_and_grad(logreg_mean, timeout=TIMEOUT, chunks="keep")(
+            p, *_chunked(x, y, (25, 25)))
 
 
 PRIVATE = textwrap.dedent("""

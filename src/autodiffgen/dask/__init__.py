@@ -166,8 +166,9 @@ class DaskGradFunction:
             plan = replace(plan, block=block_rows(row_bytes))
         new = (sizes, plan.rows) not in self._said
         self._said.add((sizes, plan.rows))
-        if new and self.chunks == "keep" and too_small(sizes, row_bytes):
-            target = planned(sizes, row_bytes, *_workers(())).target
+        target = planned(sizes, row_bytes, *_workers(())).target if new and \
+            self.chunks == "keep" and too_small(sizes, row_bytes) else 0
+        if target > max(sizes):  # (not when no larger chunks would do: one per worker)
             warnings.warn(advice(sizes, row_bytes, kept(sizes, target)), stacklevel=3)
         elif new and not plan.kept:
             LOG.info(advice(sizes, row_bytes, plan))
