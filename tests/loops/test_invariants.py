@@ -1,7 +1,8 @@
 """A kept loop's work on values that do not change from step to step (loops/hoist.py,
 loops/spread.py): the guards of its invariants checked once before the loop, a value
 saved at every step that is the same at every step spread once after it (no stack
-written and read back per step), and an index's `(j * s + k) - j * s` a number. On
+written and read back per step), an index's `(j * s + k) - j * s` a number, and a
+gradient's part the same at every step (a filter's) summed once after the loop. On
 course-style naive convolution and max pooling (nested loops, a stride read from a dict):
 values against eager NumPy, gradients against the tape and central differences, float32
 kept, the cached code serving new values and another stride."""
@@ -107,6 +108,15 @@ def test_no_guard_of_an_invariant_nor_a_save_of_one_inside_a_loop(fun):
                 assert save.group(1) in mine, (line, body)
     # the window's length `(j * s + 3) - j * s` is the number 3: no guard reads it
     assert "operator.index" not in "\n".join(line for b in bodies for line in b)
+
+
+def test_a_filters_gradient_is_summed_after_the_loop():
+    """`g_w[f] += g * window` at every step of the backward becomes each step's term saved
+    and one sum after the loop (loops/hoist.py, hoisted_sums); the bias's too."""
+    source = ad.emit(conv, *conv_args(), argnums=(0, 1, 2))
+    for body in loop_bodies(source):
+        assert not any(re.match(r"\w+\[\d+\] \+= ", line) for line in body), body
+    assert re.search(r"= \w+\.sum\(axis=0\)", source)
 
 
 @pytest.mark.parametrize("fun", CASES, ids=lambda f: f.__name__)

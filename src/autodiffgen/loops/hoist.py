@@ -2,10 +2,12 @@
 
 - Invariant code out (`hoisted_invariants`): a body value computed from the loop's
   invariants and constants alone (`Wh.T`, the same at every step) is computed once before
-  the loop and read by the body as one more invariant.
+  the loop and read by the body as one more invariant; a guard of invariants alone is
+  checked once, before the loop.
 - Accumulations after the loop (`hoisted_sums`): a carried sum that each step only adds
   to, `g_Wh = g_Wh + hs[t - 1].T @ g` (a weight's gradient summed over the steps, as the
-  backward records it), `g_b = g_b + np.sum(g, axis=0)` or `g_xw[t] += g`, becomes the
+  backward records it), `g_b = g_b + np.sum(g, axis=0)`, `g_xw[t] += g` or a filter's
+  `g_w[f] += g` (a naive convolution's, the same part at every step), becomes the
   step's `g` saved in a stack and one product, sum or slice update after the loop:
   `g_Wh += reshape(hs[lo:hi]).T @ reshape(gs)`, one GEMM in place of one per step, as a
   hand-written backward of a recurrent net does.
@@ -299,7 +301,7 @@ def _leads_to(node, carry, depth=64):
 def _accumulation(out, carry, t, inner, body):
     """(kind, offset k, the step's g, the stack it is read with) when `out` adds a step's
     term to `carry` alone: `carry + S[t + k].T @ g`, `carry + sum(g, axis=0)`,
-    `carry[t + k] += g`."""
+    `carry[t + k] += g`, `carry[f] += g` (a part the same at every step)."""
     if op(out) == "add" and len(out.args) == 2 and carry in out.args:
         term = out.args[1] if out.args[0] is carry else out.args[0]
         if type(term) is not Node or term is carry:
@@ -320,15 +322,20 @@ def _accumulation(out, carry, t, inner, body):
         k = _offset(out.args[2], t)
         if k is not None:  # `g_xw[t, :, 256:] += g`: the rows' slices, all at once after
             return ("rows", k, out.args[1], out.params["index"].items[1:])
+    if op(out) == "add_at" and out.args[0] is carry and len(out.args) == 2 \
+            and type(out.args[1]) is Node and _static(out.params["index"].items):
+        return ("part", 0, out.args[1], out.params["index"].items)  # `g_w[f] += g`
     return None
+
+
+def _static(items):
+    return all(type(i) is int or type(i) is slice and all(
+        type(b) in (int, type(None)) for b in (i.start, i.stop, i.step)) for i in items)
 
 
 def _row_then_static(items):
     """An index `[t + k, ...]`: row t + k (argument 2), then static slices and ints."""
-    return bool(items) and items[0] == Slot(2) and all(
-        type(i) is slice and all(type(b) in (int, type(None))
-                                 for b in (i.start, i.stop, i.step)) or type(i) is int
-        for i in items[1:])
+    return bool(items) and items[0] == Slot(2) and _static(items[1:])
 
 
 def _row_of_stack(node, t, inner, body):
@@ -365,6 +372,9 @@ def _summed(graph, kind, init, stack, rows, lo, n, out, made):
     if kind == "sum":
         total = new("sum", (stack,), out.shape, axis=(0, 1), keepdims=False, dtype=None)
         return new("add", (init, total), out.shape)
+    if kind == "part":  # `g_w[f] += gs.sum(axis=0)`: one update of the part for every step
+        total = new("sum", (stack,), stack.shape[1:], axis=0, keepdims=False, dtype=None)
+        return new("add_at", (init, total), out.shape, index=Index(rows), unique=True)
     b0, h0 = np.shape(rows)[1], np.shape(rows)[2]
     sliced = new("getitem", (rows,), (n, b0, h0), index=Index((slice(lo, lo + n),)))
     left = new("reshape", (sliced,), (n * b0, h0), shape=(n * b0, h0))
