@@ -111,12 +111,17 @@ def test_no_guard_of_an_invariant_nor_a_save_of_one_inside_a_loop(fun):
 
 
 def test_a_filters_gradient_is_summed_after_the_loop():
-    """`g_w[f] += g * window` at every step of the backward becomes each step's term saved
-    and one sum after the loop (loops/hoist.py, hoisted_sums); the bias's too."""
+    """`g_b[f] += g` at every step of the backward becomes the steps' g saved and one sum
+    after the loop, and `g_w[f] += g * window` (window a row the forward saved) one
+    product of the saved g with the saved windows (loops/hoist.py, hoisted_sums)."""
     source = ad.emit(conv, *conv_args(), argnums=(0, 1, 2))
-    for body in loop_bodies(source):
+    backward = loop_bodies(source.split("# backward")[1])
+    assert backward
+    for body in backward:
         assert not any(re.match(r"\w+\[\d+\] \+= ", line) for line in body), body
+        assert not any("window" in line and "multiply" in line for line in body), body
     assert re.search(r"= \w+\.sum\(axis=0\)", source)
+    assert re.search(r"= np\.dot\(\w+, \w+\)", source)
 
 
 @pytest.mark.parametrize("fun", CASES, ids=lambda f: f.__name__)

@@ -252,7 +252,8 @@ def hoisted_sums(graph, loop):
         total = loop.args[j]
         for kind, k, g, rows in terms:  # in the order the step added them
             total = _summed(graph, kind, total, stacks[g],
-                            outer_of[rows] if kind == "matmul" else rows,
+                            outer_of[rows] if kind == "matmul" else
+                            (outer_of[rows[0]], rows[1]) if kind == "weighted" else rows,
                             first + k, n, inner.outputs[j], made)
         finals[j] = total
     return _rebuilt(graph, loop, new_body, args, made, {"index": index, "finals": finals},
@@ -324,7 +325,27 @@ def _accumulation(out, carry, t, inner, body):
             return ("rows", k, out.args[1], out.params["index"].items[1:])
     if op(out) == "add_at" and out.args[0] is carry and len(out.args) == 2 \
             and type(out.args[1]) is Node and _static(out.params["index"].items):
-        return ("part", 0, out.args[1], out.params["index"].items)  # `g_w[f] += g`
+        items = out.params["index"].items
+        weighted = _weighted_row(out.args[1], t, inner, body)
+        if weighted is not None:  # `g_w[f] += g * windows[t]`: one product after the loop
+            scale, stack, k = weighted
+            return ("weighted", k, scale, (stack, items))
+        return ("part", 0, out.args[1], items)  # `g_w[f] += g`
+    return None
+
+
+def _weighted_row(term, t, inner, body):
+    """(s, the stack, k) when term is a number s of the step times row t + k of a stack
+    of the loop's (s * windows[t]), both of the term's dtype."""
+    if op(term) != "multiply" or len(term.args) != 2 \
+            or not all(type(d) is int for d in term.shape):
+        return None
+    for scale, row in (term.args, term.args[::-1]):
+        if type(scale) is Node and type(row) is Node and scale.shape == () \
+                and row.shape == term.shape and scale.dtype == row.dtype == term.dtype:
+            stack, k = _row_of_stack(row, t, inner, body)
+            if stack is not None:
+                return scale, stack, k
     return None
 
 
@@ -372,6 +393,14 @@ def _summed(graph, kind, init, stack, rows, lo, n, out, made):
     if kind == "sum":
         total = new("sum", (stack,), out.shape, axis=(0, 1), keepdims=False, dtype=None)
         return new("add", (init, total), out.shape)
+    if kind == "weighted":  # `g_w[f] += gs @ windows[lo:hi]`, the rows flattened
+        rows, items = rows
+        size = int(np.prod(rows.shape[1:]))
+        sliced = new("getitem", (rows,), (n, *rows.shape[1:]), index=Index((slice(lo, lo + n),)))
+        flat = new("reshape", (sliced,), (n, size), shape=(n, size))
+        product = new("matmul", (stack, flat), (size,))
+        part = new("reshape", (product,), rows.shape[1:], shape=rows.shape[1:])
+        return new("add_at", (init, part), out.shape, index=Index(items), unique=True)
     if kind == "part":  # `g_w[f] += gs.sum(axis=0)`: one update of the part for every step
         total = new("sum", (stack,), stack.shape[1:], axis=0, keepdims=False, dtype=None)
         return new("add_at", (init, total), out.shape, index=Index(rows), unique=True)
