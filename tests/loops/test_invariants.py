@@ -106,6 +106,8 @@ def test_no_guard_of_an_invariant_nor_a_save_of_one_inside_a_loop(fun):
             save = re.match(r"\w+\[t(?: - \d+)?\] = (\w+)$", line.split("  #")[0])
             if save:  # what a step saves for the backward is its own
                 assert save.group(1) in mine, (line, body)
+    # a spread value's rows are read as the value: nothing spreads it at run time
+    assert "broadcast_to" not in source
     # the window's length `(j * s + 3) - j * s` is the number 3: no guard reads it
     assert "operator.index" not in "\n".join(line for b in bodies for line in b)
 

@@ -24,6 +24,7 @@ from ..passes.cse import cse
 from ..passes.rewrite import ancestors, substitute
 from ..rules import PRIMITIVES, elementwise_ufunc
 from ..rules.loops import Scan, scan, scan_out
+from ..tree import leaves
 from .spread import spread_invariants, spread_value
 
 
@@ -190,8 +191,22 @@ def hoisted_invariants(graph, loop):
     new_inner = _pruned(replace(new_inner, inputs=list(inner.inputs) + list(stand_ins.values())))
     made = [moved[n] for n in moved if _needed(n, moved, wanted + checks)
             and moved[n] not in spread]
-    return _rebuilt(graph, loop, replace(body, graph=new_inner),
-                    list(loop.args) + [moved[n] for n in wanted], made, {})
+    new_inner, args = _read_only(new_inner, list(loop.args) + [moved[n] for n in wanted],
+                                 body.carries)
+    return _rebuilt(graph, loop, replace(body, graph=new_inner), args, made, {})
+
+
+def _read_only(inner, args, carries):
+    """The body without the invariants it no longer reads (a saved row it now reads as
+    the value spread, loops/spread.py), and the loop's arguments without theirs."""
+    read = {a for n in inner.nodes for a in n.args if type(a) is Node}
+    read |= {o for o in leaves(inner.outputs) if type(o) is Node}
+    start = 1 + carries
+    keep = [k for k, node in enumerate(inner.inputs[start:]) if node in read]
+    if len(keep) == len(inner.inputs) - start:
+        return inner, args
+    inputs = list(inner.inputs[:start]) + [inner.inputs[start + k] for k in keep]
+    return replace(inner, inputs=inputs), args[:carries] + [args[carries + k] for k in keep]
 
 
 def _checked_once(guard, body):
@@ -252,7 +267,7 @@ def hoisted_sums(graph, loop):
         total = loop.args[j]
         for kind, k, g, rows in terms:  # in the order the step added them
             total = _summed(graph, kind, total, stacks[g],
-                            outer_of[rows] if kind == "matmul" else
+                            outer_of[rows] if kind in ("matmul", "columns") else
                             (outer_of[rows[0]], rows[1]) if kind == "weighted" else rows,
                             first + k, n, inner.outputs[j], made)
         finals[j] = total
@@ -314,6 +329,9 @@ def _accumulation(out, carry, t, inner, body):
             stack, k = _row_of_stack(row, t, inner, body)
             if stack is not None and len(row.shape) == 2:
                 return ("matmul", k, term.args[1], stack)
+        column = _column_product(term, t, inner, body)
+        if column is not None:
+            return column
         if op(term) == "sum" and term.params.get("axis") in (0, (0,)) \
                 and not term.params.get("keepdims") and len(term.args[0].shape) == 2 \
                 and term.params.get("dtype") is None:
@@ -332,6 +350,21 @@ def _accumulation(out, carry, t, inner, body):
             return ("weighted", k, scale, (stack, items))
         return ("part", 0, out.args[1], items)  # `g_w[f] += g`
     return None
+
+
+def _column_product(term, t, inner, body):
+    """("columns", k, g, the stack) when term is `g @ S[t + k].T` of two columns, (m, 1)
+    and (p, 1): the outer products a recurrent net on one example sums (`dWhh +=
+    np.dot(dh_raw, hs[t - 1].T)`), all of them reshape(gs, (n, m)).T @ reshape(S, (n, p))."""
+    if op(term) != "matmul" or len(term.args) != 2 or op(term.args[1]) != "transpose" \
+            or term.args[1].params.get("axes") not in (None, (1, 0)):
+        return None
+    g, row = term.args[0], term.args[1].args[0]
+    if type(g) is not Node or len(g.shape) != 2 or g.shape[1] != 1 \
+            or len(row.shape) != 2 or row.shape[1] != 1:
+        return None
+    stack, k = _row_of_stack(row, t, inner, body)
+    return ("columns", k, g, stack) if stack is not None else None
 
 
 def _weighted_row(term, t, inner, body):
@@ -404,14 +437,20 @@ def _summed(graph, kind, init, stack, rows, lo, n, out, made):
     if kind == "part":  # `g_w[f] += gs.sum(axis=0)`: one update of the part for every step
         total = new("sum", (stack,), stack.shape[1:], axis=0, keepdims=False, dtype=None)
         return new("add_at", (init, total), out.shape, index=Index(rows), unique=True)
-    b0, h0 = np.shape(rows)[1], np.shape(rows)[2]
-    sliced = new("getitem", (rows,), (n, b0, h0), index=Index((slice(lo, lo + n),)))
-    left = new("reshape", (sliced,), (n * b0, h0), shape=(n * b0, h0))
-    right = new("reshape", (stack,), (n * b0, stack.shape[-1]),
-                shape=(n * b0, stack.shape[-1]))
-    left_t = new("transpose", (left,), (h0, n * b0), axes=None)
+    sliced = new("getitem", (rows,), (n, *np.shape(rows)[1:]), index=Index((slice(lo, lo + n),)))
+    if kind == "columns":  # the steps' columns side by side: gs.T @ S[lo:hi]
+        left, right = _as_rows(new, stack, n), _as_rows(new, sliced, n)
+    else:  # the steps' rows one under another: S[lo:hi].T @ gs
+        left, right = _as_rows(new, sliced, n * np.shape(rows)[1]), _as_rows(new, stack, n * np.shape(rows)[1])
+    left_t = new("transpose", (left,), left.shape[::-1], axes=None)
     product = new("matmul", (left_t, right), out.shape)
     return new("add", (init, product), out.shape)
+
+
+def _as_rows(new, x, count):
+    """x reshaped to `count` rows."""
+    shape = (count, int(np.prod(x.shape)) // count)
+    return new("reshape", (x,), shape, shape=shape)
 
 
 # ---- rebuilding a scan and its readers ------------------------------------------------------
