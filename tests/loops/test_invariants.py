@@ -124,6 +124,10 @@ def test_a_filters_gradient_is_summed_after_the_loop():
         assert not any("window" in line and "multiply" in line for line in body), body
     assert re.search(r"= \w+\.sum\(axis=0\)", source)
     assert re.search(r"= np\.dot\(\w+, \w+\)", source)
+    # each loop's part added into the gradient that dies there, small as it is, not into
+    # a copy of it (plan/memory.py)
+    updates = [line for line in source.splitlines() if "= _add_at(" in line]
+    assert updates and all("out=" in line for line in updates), updates
 
 
 @pytest.mark.parametrize("fun", CASES, ids=lambda f: f.__name__)

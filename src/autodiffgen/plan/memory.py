@@ -82,6 +82,7 @@ def reuse_plan(graph, last_use):
                 views.inherit(x, node, i)
     shared = one_name(graph, plan)  # a chain in one buffer reads as one variable: kept
     plan = {i: b for i, b in plan.items() if worth(b, graph, n)
+            or op(graph.nodes[i]) in ("add_at", "setitem")  # (else a copy of b: time too)
             or shared.get(b, b) is shared.get(graph.nodes[i])
             or shared.get(b) in graph.donated}  # the caller's array, updated in place
     plan, joins = joins_in_place(graph, plan, writes_out)
