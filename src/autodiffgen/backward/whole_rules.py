@@ -20,7 +20,9 @@ exponential (forms.softmax_of: divided or multiplied by the reciprocal, in place
 exp computed twice), the log-softmax `s - log(sum(exp(s)))` or `z - (c + log(sum(exp(z -
 c))))` (forms.log_softmax_of), of z shifted by anything constant along the axes, which
 then gets nothing from it: exactly zero, so the max of `z - max(z)` costs no backward
-work. Likewise a sigmoid written out, `s = 1 / (1 + exp(-z))` (forms.sigmoid_of), is
+work. Likewise a sigmoid written out, `s = 1 / (1 + exp(-z))` (forms.sigmoid_of), or in
+its stable form, `where(z < 0, e, 1) / (1 + e)` with `e = exp(-|z|)` (forms.stable_sigmoid_of:
+what course code's masked writes become, rules/masked_writes.py), is
 differentiated from its output, `dz = g * (s * (1 - s))`, so that its exp and sum need
 not be kept for the backward, as tanh's and scipy.special.expit's rules already do.
 
@@ -37,7 +39,7 @@ primitives' rules.
 import numpy as np
 
 from ..graph import Node, op, users_of
-from ..graph.forms import log_softmax_of, sigmoid_of, softmax_of
+from ..graph.forms import log_softmax_of, sigmoid_of, softmax_of, stable_sigmoid_of
 from ..rules.indexing import block_cotangent, scatter_add
 
 
@@ -116,15 +118,16 @@ def _picked_log(log, computed):
 
 
 def _sigmoid(s, computed, consumers, seeded):
-    """The rule of s = 1 / (1 + exp(-z)) from s alone, if nothing else reads its parts."""
-    found = sigmoid_of(s, computed)
+    """The rule of s = 1 / (1 + exp(-z)) from s alone, if nothing else reads its parts
+    (or of its stable form, forms.stable_sigmoid_of)."""
+    found = sigmoid_of(s, computed) or stable_sigmoid_of(s, computed)
     if found is None:
         return None
     z, nodes = found
     parts = nodes - {s}
     if type(z) is not Node or not np.issubdtype(z.dtype, np.floating) or not _like(s, z) \
-            or any(v in seeded or len(consumers.get(v, ())) != 1 or not _like(v, z)
-                   for v in parts):
+            or any(v in seeded or any(c not in nodes for c in consumers.get(v, ()))
+                   or not _like(v, z) for v in parts):
         return None
     return s, lambda g, look: (z, _sigmoid_vjp(g, look(s)))
 

@@ -1,6 +1,7 @@
 """Forms of the traced forward that more than one stage recognizes: the sigmoid
 1 / (1 + exp(-z)) as users write it (the whole rules of whole_rules.py differentiate
-it from its output; the stable-forms pass rewrites the log of it), and the softmax, a
+it from its output; the stable-forms pass rewrites the log of it) or in its stable form
+(the exp of -|z| only), and the softmax, a
 normalized exponential in any of its spellings (whole_rules.py).
 
 Each matcher takes the set of nodes it may look into (`computed`): what the caller
@@ -23,6 +24,64 @@ def sigmoid_of(s, computed):
     e = computed_op(d, computed, "add") and plus_one(d, computed)
     n = e and computed_op(e.args[0], computed, "negative")
     return (n.args[0], {s, d, e, n}) if n else None
+
+
+def stable_sigmoid_of(s, computed):
+    """(z, its nodes) for the sigmoid that takes exp only of -|z|: s = t / (1 + e) with
+    e = exp(-|z|) (np.exp(-np.abs(z)), or np.where(z >= 0, -z, z)) and t 1 where z > 0,
+    e where z < 0 (np.where(z < 0, e, 1), np.where(z >= 0, 1, e)), as the masked writes
+    of course code record it (rules/masked_writes.py). Either test may be strict, e being
+    1 at z = 0. Else None. The nodes leave the tests out: they have no derivative."""
+    if not computed_op(s, computed, "divide"):
+        return None
+    t, d = s.args
+    e = computed_op(d, computed, "add") and plus_one(d, computed)
+    found = e and _minus_abs(e.args[0], computed)
+    if not found or not computed_op(t, computed, "where"):
+        return None
+    z, parts = found
+    c, chosen, other = t.args
+    sign = _sign_of(c, z)
+    if not (sign == "+" and is_one(chosen) and other is e
+            or sign == "-" and chosen is e and is_one(other)):
+        return None
+    return z, {s, d, e, t, *parts}
+
+
+def _minus_abs(u, computed):
+    """(z, the nodes) for u = -|z|: -np.abs(z), np.where(z >= 0, -z, z), np.where(z < 0,
+    z, -z); else None."""
+    if computed_op(u, computed, "negative") and computed_op(u.args[0], computed, "absolute"):
+        return u.args[0].args[0], {u, u.args[0]}
+    if not computed_op(u, computed, "where"):
+        return None
+    c, a, b = u.args
+    for minus, z, sign in ((a, b, "+"), (b, a, "-")):
+        if computed_op(minus, computed, "negative") and minus.args[0] is z \
+                and type(z) is Node and _sign_of(c, z) == sign:
+            return z, {u, minus}
+    return None
+
+
+_SIGNS = {"greater": "+", "greater_equal": "+", "less": "-", "less_equal": "-"}
+
+
+def _sign_of(c, z):
+    """"+" for a test that z is positive (z > 0, z >= 0, 0 < z), "-" for negative."""
+    sign = _SIGNS.get(op(c)) if type(c) is Node and len(c.args) == 2 else None
+    if sign is None:
+        return None
+    a, b = c.args
+    if a is z and _is_zero(b):
+        return sign
+    if b is z and _is_zero(a):
+        return "-" if sign == "+" else "+"
+    return None
+
+
+def _is_zero(c):
+    return type(c) is not Node and not isinstance(c, (bool, np.bool_)) and np.ndim(c) == 0 \
+        and isinstance(c, (int, float, np.number)) and bool(c == 0)
 
 
 def plus_one(node, computed):

@@ -30,10 +30,11 @@ from .simplify import simplify
 from .stable import stable
 from .stepwise import stepwise
 from .sums import sums
+from .wheres import wheres
 from .zero_products import zero_products
 
-PIPELINE = (stable, fold, zero_products, simplify, scalars, signs, sums, contract, cse, accumulate, add_at,
-            stepwise, dce)
+PIPELINE = (stable, fold, zero_products, simplify, scalars, signs, wheres, sums, contract, cse, accumulate,
+            add_at, stepwise, dce)
 ENABLED = os.environ.get("AUTODIFFGEN_PASSES", "1") != "0"
 MAX_ROUNDS = 20
 
@@ -65,4 +66,4 @@ def optimize(graph, pipeline=PIPELINE, numexpr=False):
 
 __all__ = ["ENABLED", "PIPELINE", "accumulate", "add_at", "affine", "contract", "cse", "dce",
            "ensure_fresh", "exact_scales", "fold", "fuse", "identities", "optimize", "scalars", "signs",
-           "simplify", "stable", "stepwise", "sums", "zero_products"]
+           "simplify", "stable", "stepwise", "sums", "wheres", "zero_products"]
