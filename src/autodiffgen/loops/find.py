@@ -115,7 +115,13 @@ def _again(node, step):
 def _place(node):
     """((frame id, code, loop), the offsets from that frame inward) of the innermost loop
     around the node, or (None, None)."""
-    site = node.site
+    return _place_of(node.site)
+
+
+@functools.lru_cache(maxsize=65536)
+def _place_of(site):
+    """_place of a site (the nodes of one statement share it, and each roll of a loop
+    looks for the runs again: once a site, not once a node and a roll)."""
     for i, (frame, code, offset) in enumerate(site):
         loop = _innermost(code, offset)
         if loop is not None:
