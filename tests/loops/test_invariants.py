@@ -1,5 +1,6 @@
 """A kept loop's work on values that do not change from step to step (loops/hoist.py,
-loops/spread.py): the guards of its invariants checked once before the loop, a value
+loops/spread.py, loops/bounds.py): the guards of its invariants checked once before the
+loop, those of a window's bounds (linear in t) at its two ends, a value
 saved at every step that is the same at every step spread once after it (no stack
 written and read back per step), an index's `(j * s + k) - j * s` a number, and a
 gradient's part the same at every step (a filter's) summed once after the loop. On
@@ -106,6 +107,8 @@ def test_no_guard_of_an_invariant_nor_a_save_of_one_inside_a_loop(fun):
             save = re.match(r"\w+\[t(?: - \d+)?\] = (\w+)$", line.split("  #")[0])
             if save:  # what a step saves for the backward is its own
                 assert save.group(1) in mine, (line, body)
+    # the window's bounds, linear in t, are checked at the loops' ends: no guard inside
+    assert not any(line.startswith("if ") for body in bodies for line in body), source
     # a spread value's rows are read as the value: nothing spreads it at run time
     assert "broadcast_to" not in source
     # the window's length `(j * s + 3) - j * s` is the number 3: no guard reads it
@@ -183,3 +186,32 @@ def test_a_tie_shares_the_gradient_as_before():
     grad = ad.grad(max_pool)(x, param)
     np.testing.assert_array_equal(grad, tape.grad(max_pool)(x, param))
     assert grad[0, 0, 2] == grad[0, 1, 3] == 1 / 2 and grad[0, 2, 2] == grad[0, 3, 3] == 3 / 4
+
+
+def shifted_windows(x, param):
+    """Windows at j + offset: their bounds are guards linear in t, checked at the ends."""
+    offset = param["offset"]
+    out = np.zeros(5, dtype=x.dtype)
+    for j in range(5):
+        out[j] = np.sum(np.sin(x[j + offset:j + offset + 3]))
+    return np.sum(out * out)
+
+
+def test_a_window_past_the_end_fails_the_checks_at_the_loops_ends():
+    """The checks before the loop stand for every step's: an offset that clips the last
+    window, or starts the first one before 0 (a negative index), takes another path,
+    traced again, each answer the eager one's."""
+    x = RNG.normal(size=10)
+    source = ad.emit(shifted_windows, x, {"offset": 1})
+    assert any("for t in range(" in line for line in source.splitlines())
+    assert not any(line.startswith("if ") for body in loop_bodies(source) for line in body)
+    f = ad.value_and_grad(shifted_windows)
+    for offset, misses in ((1, 1), (3, 1), (4, 2), (-1, 3), (0, 3), (4, 3)):
+        value, grad = f(x, {"offset": offset})
+        want_value, want = tape.value_and_grad(shifted_windows)(x, {"offset": offset})
+        np.testing.assert_allclose(value, want_value, rtol=1e-13)
+        np.testing.assert_allclose(grad, want, rtol=1e-12, atol=1e-14)
+        assert f.cache_info().misses == misses, offset
+    check_grads(shifted_windows, x, {"offset": 1}, fwd=False)
+    value, grad = ad.value_and_grad(shifted_windows)(x.astype(np.float32), {"offset": 1})
+    assert value.dtype == grad.dtype == np.float32

@@ -3,7 +3,8 @@
 - Invariant code out (`hoisted_invariants`): a body value computed from the loop's
   invariants and constants alone (`Wh.T`, the same at every step) is computed once before
   the loop and read by the body as one more invariant; a guard of invariants alone is
-  checked once, before the loop.
+  checked once, before the loop, and one of a bound linear in t at the loop's two ends
+  (bounds.py).
 - Accumulations after the loop (`hoisted_sums`): a carried sum that each step only adds
   to, `g_Wh = g_Wh + hs[t - 1].T @ g` (a weight's gradient summed over the steps, as the
   backward records it), `g_b = g_b + np.sum(g, axis=0)`, `g_xw[t] += g` or a filter's
@@ -25,6 +26,7 @@ from ..passes.rewrite import ancestors, substitute
 from ..rules import PRIMITIVES, elementwise_ufunc
 from ..rules.loops import Scan, scan, scan_out
 from ..tree import leaves
+from .bounds import hoisted_bounds
 from .spread import spread_invariants, spread_value
 
 
@@ -33,6 +35,7 @@ def hoisted(graph):
     for i in range(sum(op(n) == "scan" for n in graph.nodes)):  # (a rebuilt loop renews
         node = _scans(graph)[i]                                   # the loops reading it)
         graph, node = hoisted_invariants(graph, node)
+        graph, node = hoisted_bounds(graph, node, _rebuilt, _pruned)
         graph, node = spread_invariants(graph, node, _rebuilt)
         graph, node = hoisted_maps(graph, node)
         graph = hoisted_sums(graph, node)
