@@ -49,6 +49,14 @@ def inverted(x):  # `m` and `~m`; the same step (log1p) on both sides
     return np.sum(y * x)
 
 
+def scaled(x, a):  # a traced 0-d scale on both sides
+    m = x >= 0
+    z = np.zeros_like(x)
+    z[m] = np.exp(-a * x[m])
+    z[~m] = np.exp(a * x[~m])
+    return np.sum(z * x)
+
+
 def relu_by_mask(x):  # one write into zeros: where(m, x, 0)
     out = np.zeros_like(x)
     m = x > 0
@@ -183,6 +191,14 @@ def test_the_complement_spelled_with_invert_and_a_fill():
     assert selections(inverted, x) == []
     check_grads(inverted, x)
     np.testing.assert_allclose(ad.value_and_grad(inverted)(x)[0], inverted(x), rtol=1e-14)
+
+
+def test_a_traced_scalar_on_both_sides():
+    x, a = mixed((4, 5)), np.float64(0.7)
+    assert selections(scaled, x, a, argnums=(0, 1)) == []
+    check_grads(scaled, x, a, argnums=(0, 1))
+    value, _ = ad.value_and_grad(scaled, argnums=(0, 1))(x, a)
+    np.testing.assert_allclose(value, scaled(x, a), rtol=1e-14)
 
 
 def test_one_write_of_a_cheap_value_into_zeros():

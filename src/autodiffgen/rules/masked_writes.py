@@ -136,7 +136,7 @@ def _merged(a, b, m, k, boxes, depth):
 
 def _same_step(a, b):
     """a and b apply one elementwise step (a ufunc, the same parameters)."""
-    return type(a) is Node and type(b) is Node and a.prim is b.prim \
+    return type(a) is Node and type(b) is Node and a.prim is b.prim and op(a) is not None \
         and ufunc_of(a.prim) is not None and not has_effect(a) and len(a.args) == len(b.args) \
         and a.params.keys() == b.params.keys() \
         and all(constant_key(a.params[p]) == constant_key(b.params[p]) for p in a.params)
@@ -145,8 +145,8 @@ def _same_step(a, b):
 def _spread(a, m, boxes, depth=_DEPTH):
     """The whole-array value (a Box or a number) that `a`, computed from selections by
     mask m, is the selection of, if only cheap steps make it (module doc); else None."""
-    if type(a) is not Node:
-        return a if np.ndim(a) == 0 else None
+    if type(a) is not Node or a.shape == ():  # a number, or a 0-d value: the same everywhere
+        return boxes[a] if type(a) is Node else a if np.ndim(a) == 0 else None
     name = op(a)
     if name == "getitem" and len(a.args) == 2 and type(a.args[1]) is Node \
             and a.params["index"].items == (Slot(1),) and same_value(a.args[1], m) \
