@@ -53,6 +53,19 @@ def flat(out):
     return [value] + list(grads if isinstance(grads, tuple) else [grads])
 
 
+def rewrites_alone(graph, step, args, rtol=1e-13):
+    """(the graph optimized without the pass `step`, with it), after checking that `step`
+    still rewrites the first, leaves the second as it is (a fixed point), and that both
+    compute what the graph as traced computes."""
+    without = passes.optimize(graph, pipeline=tuple(p for p in passes.PIPELINE if p is not step))
+    assert step(without)[1]
+    rewritten = passes.optimize(graph)
+    assert step(rewritten)[1] is False
+    for got, want in zip(flat(run(rewritten, *args)), flat(run(graph, *args))):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-14)
+    return without, rewritten
+
+
 def check_both_precisions(fun, args, argnums):
     """The generated gradient against the tape and central differences in float64, and
     against the tape in float32, where the value and every gradient stay float32."""
