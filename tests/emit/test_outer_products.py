@@ -30,7 +30,7 @@ def char_step(W, b, h):
 def test_a_columns_gradient_is_np_dot_and_equals_matmul():
     W, b, h = RNG.normal(size=(6, 4)), RNG.normal(size=(6, 1)), RNG.normal(size=(4, 1))
     source = code_of(ad.value_and_grad(char_step).source(W, b, h))
-    assert "np.dot(" in source and "W @ h" in source  # the column's product stays `@`
+    assert "np.dot(g_add, h.T)" in source and "np.dot(W, h)" in source  # a column's too
     _, g = ad.value_and_grad(char_step)(W, b, h)
     t = np.tanh(W @ h + b)
     np.testing.assert_array_equal(g, (2 * t * (1 - t * t)) @ h.T)  # bit for bit
@@ -90,6 +90,6 @@ def test_other_products_stay_at(monkeypatch):
     W, x, v = RNG.normal(size=(3, 4)), RNG.normal(size=(4, 2)), RNG.normal(size=(1, 3))
     forward, backward = ad.value_and_grad(f, argnums=(0, 1, 2)).source(W, x, v).split(
         "# backward")
-    assert "np.dot(" not in code_of(forward)  # (1, 3) by (3, 1): an inner size of 3
+    assert "np.dot(" not in code_of(forward).replace("np.dot(v, v.T)", "")  # a row's only
     assert code_of(backward).count("np.dot(") == 1  # v's: (1, 1) by (1, 3)
     check_grads(f, W, x, v, argnums=(0, 1, 2))

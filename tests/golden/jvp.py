@@ -7,12 +7,12 @@ def jvp_fn_jvp(W, x, t_W, t_x):
     """Value of jvp_fn and its directional derivative along the tangents, traced
     at (W: float64[3, 4], x: float64[4])."""
     # forward
-    matmul = W @ x                        # golden_models.py:58  return np.log1p(np.exp(W @ x))
+    matmul = np.dot(W, x)                 # golden_models.py:58  return np.log1p(np.exp(W @ x))
     exp = np.exp(matmul)
     jvp_fn = np.log1p(exp)
     # tangents
-    t_matmul = t_W @ x                    # tangent of matmul, golden_models.py:58
-    matmul_1 = W @ t_x
+    t_matmul = np.dot(t_W, x)             # tangent of matmul, golden_models.py:58
+    matmul_1 = np.dot(W, t_x)
     t_matmul += matmul_1
     t_exp = t_matmul * exp                # tangent of exp
     del t_matmul

@@ -45,9 +45,9 @@ def lstm_cell_value_and_grad(params, x, h, c):
     tanh = np.tanh(c_new)                 # golden_models.py:77  h_new = o * np.tanh(c_new)
     h_new = o * tanh
     power = h_new ** 2  # golden_models.py:78  return np.sum(h_new ** 2) + np.sum(c_new ** 2)
-    sum_1 = np.sum(power)
+    sum_1 = power.sum()
     power_1 = c_new ** 2
-    sum_2 = np.sum(power_1)
+    sum_2 = power_1.sum()
     lstm_cell = sum_1 + sum_2
     # backward
     # saved by the forward: i, f, o, g, c_new, tanh
@@ -84,7 +84,7 @@ def lstm_cell_value_and_grad(params, x, h, c):
     del i, subtract_2
     np.multiply(g_i, multiply_4, out=g_z[:, :5])
     del g_i, multiply_4
-    g_params_b = np.sum(g_z, axis=0)      # grad of add, golden_models.py:70
+    g_params_b = g_z.sum(axis=0)          # grad of add, golden_models.py:70
     g_params_Wh = h.T @ g_z               # grad of matmul
     g_params_Wx = x.T @ g_z
     del g_z

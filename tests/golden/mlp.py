@@ -30,19 +30,19 @@ def mlp_loss_value_and_grad(params, x, y):
     logits = h_1 @ params_W3  # golden_models.py:12  logits = h @ params["W3"] + params["b3"]
     logits += params_b3
     # golden_models.py:13  shifted = logits - logits.max(axis=1, keepdims=True)
-    max_1 = np.max(logits, axis=1, keepdims=True)
+    max_1 = logits.max(axis=1, keepdims=True)
     shifted = logits - max_1
     del logits
     # golden_models.py:14  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     exp = np.exp(shifted)
-    sum_1 = np.sum(exp, axis=1, keepdims=True)
+    sum_1 = exp.sum(axis=1, keepdims=True)
     log = np.log(sum_1)
     log_probs = shifted - log
     del shifted
     # golden_models.py:15  return -log_probs[np.arange(len(y)), y].mean()
     getitem = log_probs[rows, y]
     del log_probs
-    mean = np.mean(getitem)
+    mean = getitem.mean()
     del getitem
     mlp_loss = -mean
     # backward
@@ -51,14 +51,14 @@ def mlp_loss_value_and_grad(params, x, y):
     del exp
     g_logits *= np.float32(1.0 / n)
     g_logits[rows, y] += np.float32(-1.0 / n)
-    g_params_b3 = np.sum(g_logits, axis=0)  # grad of add, golden_models.py:12
+    g_params_b3 = g_logits.sum(axis=0)    # grad of add, golden_models.py:12
     g_h_1 = g_logits @ params_W3.T        # grad of matmul
     g_params_W3 = h_1.T @ g_logits
     del g_logits
     dmaximum = h_1 > 0.0                  # grad of maximum, golden_models.py:11
     del h_1
     g_add = np.multiply(g_h_1, dmaximum, out=g_h_1)
-    g_params_b2 = np.sum(g_add, axis=0)   # grad of add
+    g_params_b2 = g_add.sum(axis=0)       # grad of add
     g_h = g_add @ params_W2.T             # grad of matmul
     g_params_W2 = h.T @ g_add
     del g_add, g_h_1
@@ -66,7 +66,7 @@ def mlp_loss_value_and_grad(params, x, y):
     del h
     g_add_1 = np.multiply(g_h, dmaximum_1, out=g_h)
     del dmaximum, dmaximum_1
-    g_params_b1 = np.sum(g_add_1, axis=0)  # grad of add
+    g_params_b1 = g_add_1.sum(axis=0)     # grad of add
     g_params_W1 = x.T @ g_add_1           # grad of matmul
     del g_add_1, g_h
     return (mlp_loss, {'W1': g_params_W1, 'b1': g_params_b1, 'W2': g_params_W2, 'b2': g_params_b2,

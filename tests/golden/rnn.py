@@ -25,7 +25,7 @@ def rnn_loss_value_and_grad(params, xs, target):
         h = h_1
     subtract = h - target                 # golden_models.py:34  return np.mean((h - target) ** 2)
     power = subtract ** 2
-    rnn_loss = np.mean(power)
+    rnn_loss = power.mean()
     # backward
     # saved by the forward: h, hs
     g_subtract = h - target               # recomputed, not saved: golden_models.py:34
@@ -35,7 +35,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     concatenate = np.empty((8, 5), dtype=np.float32)  # concatenate: parts computed into it
     g_add = np.multiply(g_subtract, dtanh, out=concatenate[2:4])
     del dtanh, g_subtract
-    g_params_b = np.sum(g_add, axis=0)    # grad of add
+    g_params_b = g_add.sum(axis=0)        # grad of add
     transpose = np.ascontiguousarray(params_Wh.T)  # grad of matmul
     g_h = g_add @ transpose
     h_2 = hs[2]
@@ -53,7 +53,7 @@ def rnn_loss_value_and_grad(params, xs, target):
         g_add_1 = np.multiply(g_h_1, dtanh_2, out=multiplys[t - 1])
         g_h_1 = g_add_1 @ transpose       # grad of matmul
     del dtanh_1
-    sum_1 = np.sum(multiplys, axis=(0, 1))
+    sum_1 = multiplys.sum(axis=(0, 1))
     g_params_b += sum_1
     reshape_1 = np.reshape(multiplys, (4, 5))
     matmul_1 = reshape.T @ reshape_1
@@ -63,7 +63,7 @@ def rnn_loss_value_and_grad(params, xs, target):
     np.subtract(1, dtanh_3, out=dtanh_3)
     g_add_2 = np.multiply(g_h_1, dtanh_3, out=concatenate[:2])
     del dtanh_3
-    sum_2 = np.sum(g_add_2, axis=0)       # grad of add
+    sum_2 = g_add_2.sum(axis=0)           # grad of add
     g_params_b += sum_2
     concatenate[4:] = reshape_1
     getitem_2 = xs[0]                     # recomputed

@@ -33,19 +33,19 @@ def step_loss_train_step(params, state, hyper, x, y):
     logits = h @ params_W2  # golden_models.py:96  logits = h @ params["W2"] + params["b2"]
     logits += params_b2
     # golden_models.py:97  shifted = logits - logits.max(axis=1, keepdims=True)
-    max_1 = np.max(logits, axis=1, keepdims=True)
+    max_1 = logits.max(axis=1, keepdims=True)
     shifted = logits - max_1
     del logits
     # golden_models.py:98  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
     exp = np.exp(shifted)
-    sum_1 = np.sum(exp, axis=1, keepdims=True)
+    sum_1 = exp.sum(axis=1, keepdims=True)
     log = np.log(sum_1)
     log_probs = shifted - log
     del shifted
     # golden_models.py:99  return -log_probs[np.arange(len(y)), y].mean()
     getitem = log_probs[indices, y]
     del log_probs
-    mean = np.mean(getitem)
+    mean = getitem.mean()
     del getitem
     step_loss = -mean
     # backward
@@ -54,7 +54,7 @@ def step_loss_train_step(params, state, hyper, x, y):
     del exp
     g_logits *= np.float64(0.0625)
     g_logits[indices, y] += np.float64(-0.0625)
-    g_params_b2 = np.sum(g_logits, axis=0)  # grad of add, golden_models.py:96
+    g_params_b2 = g_logits.sum(axis=0)    # grad of add, golden_models.py:96
     g_h = g_logits @ params_W2.T          # grad of matmul
     g_params_W2 = h.T @ g_logits
     del g_logits
@@ -62,7 +62,7 @@ def step_loss_train_step(params, state, hyper, x, y):
     del h
     g_add = g_h * dmaximum
     del g_h
-    g_params_b1 = np.sum(g_add, axis=0)   # grad of add
+    g_params_b1 = g_add.sum(axis=0)       # grad of add
     g_params_W1 = x.T @ g_add             # grad of matmul
     del g_add
     # Adam update: optim.py:153  Adam._leaf

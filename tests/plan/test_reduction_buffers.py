@@ -55,7 +55,8 @@ def reductions(source, phase):
     calls = []
     for node in ast.walk(ast.parse("\n".join(line.strip() for line in text.splitlines()
                                              if line.strip() and not line.strip().startswith("#")))):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) in {f"np.{r}" for r in REDUCTIONS} \
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in REDUCTIONS \
                 and any(k.arg == "axis" for k in node.keywords):
             calls.append((ast.unparse(node), any(k.arg == "out" for k in node.keywords)))
     return calls

@@ -44,6 +44,7 @@ from .expressions import (
     literal_ast,
     outer_product,
     render,
+    vector_product,
 )
 from .fallback import NumpyFallback, all_python_floats, twin_graph
 from .guards import Guards
@@ -307,15 +308,15 @@ class Emitter(Guards, Constants, Arguments, Layout, NumpyFallback, Loops):
         return expression(node, args, self.param_ast, self.scalar)
 
     def outer_into(self, node, out):
-        """For an outer product (expressions.outer_product) written into `out`: np.dot
-        into a C-contiguous buffer, as its out= must be (one a matmul made, a row of a
-        loop's stack, a join's slot of leading rows), np.multiply into another; None for
-        any other node."""
-        if out is None or not outer_product(node):
+        """For a vector's or an outer product (expressions.vector_product) written into
+        `out`: np.dot into a C-contiguous buffer, as its out= must be (one a matmul made, a
+        row of a loop's stack, a join's slot of leading rows), an outer product's
+        np.multiply into another; None for any other node (np.matmul)."""
+        if out is None or not vector_product(node):
             return None
         c_ordered = type(out) is Row or _leading(out) if type(out) in (Row, Slot) else \
             op(buffer_of(self.plan.into, out)) == "matmul"
-        return "dot" if c_ordered else "multiply"
+        return "dot" if c_ordered else "multiply" if outer_product(node) else None
 
     def dels(self, node):
         """`del` of the values the plan ends after node's statement."""

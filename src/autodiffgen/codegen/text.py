@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from ..graph import Node
-from .expressions import filled_text, indexed_update, outer_product, render
+from .expressions import filled_text, indexed_update, method_form, render, vector_product
 
 _SLOT = re.compile(r"_adg_slot_(\d+)_")
 _NUMBERS = (int, float, bool)
@@ -54,7 +54,8 @@ class Texts:
         same = tuple([first.setdefault(n, j) for j, n in enumerate(names)])
         key = (id(node.prim), in_place, out is not None,
                out is None and emitter.numpy_on_numbers(node), same, tuple(constants),
-               outer_product(node), emitter.outer_into(node, out))  # np.dot or not
+               vector_product(node), method_form(node),  # np.dot or not, x.sum() or not
+               emitter.outer_into(node, out))
         known = self.known.get(key, False)
         if known is False:
             known = self.known[key] = _template(

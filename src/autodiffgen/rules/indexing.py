@@ -65,6 +65,8 @@ def selects_once(index, args):
     if any(result_dtype(a) == np.bool_ for a in arrays):  # a mask selects once; with other
         return len(arrays) == 1  # arrays its shape is not theirs, so do not compare them
     shape = np.broadcast_shapes(*[np.shape(a) for a in arrays])
+    if shape == ():  # integers, traced or not: one position (x[t, 0] in a loop over t)
+        return True
     for a in arrays:  # negative indices may alias positive ones: [2, -1] on length 3
         if type(a) is not Box and np.issubdtype(result_dtype(a), np.integer) \
                 and np.shape(a) == shape and np.all(a >= 0) and np.unique(a).size == np.size(a):
