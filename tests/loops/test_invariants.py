@@ -142,9 +142,7 @@ def test_values_and_gradients(fun):
     reference = tape.value_and_grad(fun, argnums=argnums)(*args)[1]
     for got, want in zip(as_tuple(grads), as_tuple(reference)):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
-    # (forward mode of these loops, the stride an argument, fails to emit, before this
-    # work too: a getitem reads a stack of a loop node no longer in the graph; reported)
-    check_grads(fun, *args, argnums=argnums, fwd=False)
+    check_grads(fun, *args, argnums=argnums)  # forward mode too: loops/scan._in_order
 
 
 @pytest.mark.parametrize("fun", CASES, ids=lambda f: f.__name__)
@@ -212,6 +210,30 @@ def test_a_window_past_the_end_fails_the_checks_at_the_loops_ends():
         np.testing.assert_allclose(value, want_value, rtol=1e-13)
         np.testing.assert_allclose(grad, want, rtol=1e-12, atol=1e-14)
         assert f.cache_info().misses == misses, offset
-    check_grads(shifted_windows, x, {"offset": 1}, fwd=False)
+    check_grads(shifted_windows, x, {"offset": 1})
     value, grad = ad.value_and_grad(shifted_windows)(x.astype(np.float32), {"offset": 1})
     assert value.dtype == grad.dtype == np.float32
+
+
+def nested_counted(x, param):
+    """Nested loops whose count is computed from the stride (a traced int)."""
+    s = param["stride"]
+    size = 1 + (x.shape[-1] - 2) // s
+    out = np.zeros((size, size), dtype=x.dtype)
+    for i in range(size):
+        for j in range(size):
+            out[i, j] = np.max(x[i * s:i * s + 2, j * s:j * s + 2])
+    return np.sum(out * out)
+
+
+def test_forward_mode_reads_each_steps_value_after_its_loop():
+    """A tangent computed step by step beside the values reads a stack's row once the
+    loop is kept: it is ordered after the loop (this failed to emit, a read of a loop
+    node no longer in the graph)."""
+    x, tangent = RNG.normal(size=(10, 10)), RNG.normal(size=(10, 10))
+    for param in ({"stride": 2}, {"stride": 1}):
+        value, out = ad.jvp(nested_counted, (x, param), (tangent, None))
+        want_value, want = tape.jvp(nested_counted, (x, param), (tangent, None))
+        np.testing.assert_allclose(value, want_value, rtol=1e-13)
+        np.testing.assert_allclose(out, want, rtol=1e-12)
+    check_grads(nested_counted, x, {"stride": 2})

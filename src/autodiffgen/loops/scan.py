@@ -298,7 +298,31 @@ def _spliced(graph, proof, made, rows, args):
             replace_by[leaf] = _row(graph, rows[leaf], leaf, leaf)
             if replace_by[leaf] not in made:
                 made = [*made, replace_by[leaf]]
-    return spliced(graph, dead, dead, made, args, replace_by)
+    last = max((i for i, n in enumerate(graph.nodes) if n in dead), default=0)
+    early = any(graph.nodes[i] in replace_by for i in range(last))
+    graph = spliced(graph, dead, dead, made, args, replace_by)
+    return replace(graph, nodes=_in_order(graph)) if early else graph
+
+
+def _in_order(graph):
+    """The graph's nodes with each after the values it reads, the order otherwise kept: a
+    reader of an early step's value that came before the loop's last step (a forward
+    mode's tangent, computed step by step beside the values) now reads a row of a stack
+    the loop fills, so it waits for the loop."""
+    placed, order, waiting = set(graph.inputs), [], {}
+    for node in graph.nodes:
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            missing = next((a for a in n.args if type(a) is Node and a not in placed), None)
+            if missing is not None:
+                waiting.setdefault(missing, []).append(n)
+                continue
+            order.append(n)
+            placed.add(n)
+            stack.extend(reversed(waiting.pop(n, [])))
+    order += [n for n in graph.nodes if n not in placed]  # (reading what is not here)
+    return order
 
 
 def _row(graph, where, value, reader):
