@@ -286,10 +286,9 @@ def _spliced(graph, proof, made, rows, args):
         n in returned or any(u not in proof.inside for u in proof.users.get(n, ())))}
     dead = set(proof.inside) - kept
     replace_by = {}
-    for node in graph.nodes:
-        if node in dead or not any(type(a) is Node and a in rows and a not in kept
-                                   for a in node.args):
-            continue
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    readers = {u for a in rows if a not in kept for u in proof.users.get(a, ()) if u not in dead}
+    for node in sorted(readers, key=position.__getitem__):  # (the graph's order: stable ids)
         replace_by[node] = node.replace(args=tuple(
             _row(graph, rows[a], a, node) if type(a) is Node and a in rows and a not in kept
             else a for a in node.args))
@@ -298,8 +297,8 @@ def _spliced(graph, proof, made, rows, args):
             replace_by[leaf] = _row(graph, rows[leaf], leaf, leaf)
             if replace_by[leaf] not in made:
                 made = [*made, replace_by[leaf]]
-    last = max((i for i, n in enumerate(graph.nodes) if n in dead), default=0)
-    early = any(graph.nodes[i] in replace_by for i in range(last))
+    last = max((position[n] for n in dead), default=0)
+    early = any(position[n] < last for n in readers)
     graph = spliced(graph, dead, dead, made, args, replace_by)
     return replace(graph, nodes=_in_order(graph)) if early else graph
 
