@@ -25,6 +25,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 import logging
 import os
+import time
 import uuid
 import warnings
 from dataclasses import dataclass, replace
@@ -51,6 +52,7 @@ __all__ = [
 ]
 
 SAMPLE_ROWS = 7  # the decomposition check's sample: halves of 3 and 4 rows
+CLUSTER_SECONDS = 10.0  # how long a call reuses the workers, their limits and data homes
 EMBEDDED_BYTES = 2**20  # small arguments and sources up to this, over all tasks, go in each
 MAX_VARIANTS = 8
 LOG = logging.getLogger("autodiffgen")
@@ -118,6 +120,7 @@ class DaskGradFunction:
         self.chunks = chunks
         self.plan = None  # the last call's chunking.Plan (the row chunks it ran)
         self._said = set()  # (the user's chunks, the plan's): said on the logger once
+        self._shape = None  # (the chunks and scheduler, when, _workers): see _cluster
         self.calls = Calls(fun, argnums)
         self.fun, self.reduce, self.with_value = fun, reduce, with_value
         self.has_aux, self.aux = bool(has_aux), aux
@@ -161,7 +164,7 @@ class DaskGradFunction:
         sizes = arrays[0].chunks[0]
         row_bytes = sum(a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in arrays)
         keep = self.chunks == "keep" or (self.has_aux and self.aux == "chunks")
-        plan = kept(sizes) if keep else planned(sizes, row_bytes, *_workers(chunks))
+        plan = kept(sizes) if keep else planned(sizes, row_bytes, *self._cluster(chunks))
         if not (self.has_aux and self.aux == "chunks"):  # (whose list is per chunk)
             plan = replace(plan, block=block_rows(row_bytes))
         new = (sizes, plan.rows) not in self._said
@@ -174,6 +177,17 @@ class DaskGradFunction:
             LOG.info(advice(sizes, row_bytes, plan))
         self.plan = plan
         return plan
+
+    def _cluster(self, chunks):
+        """_workers(chunks), read again only after CLUSTER_SECONDS or for other chunks or
+        another scheduler: it costs two round trips, and decides only how chunks are
+        grouped, never the sum (faults.py checks that every chunk's rows are counted)."""
+        key = (_scheduler(), tuple(blocks[0].key for blocks in chunks))
+        now = time.monotonic()
+        if self._shape is None or self._shape[0] != key or \
+                now - self._shape[1] > CLUSTER_SECONDS:
+            self._shape = (key, now, _workers(chunks))
+        return self._shape[2]
 
     def _check_args(self, args, batch):
         if not batch:
@@ -370,6 +384,15 @@ def _unlike(args, batch, n, most):
     while n in lengths and n < most:
         n += 1
     return min(n, most)
+
+
+def _scheduler():
+    """The distributed client's scheduler address, or None on Dask's default scheduler."""
+    try:
+        from distributed import default_client
+        return default_client().scheduler.address
+    except (ImportError, ValueError):
+        return None
 
 
 def _workers(chunks):
