@@ -242,3 +242,18 @@ def test_a_chunk_given_up_with_its_workers_is_named_not_dropped(client):
     assert re.match(r"autodiffgen.dask: (chunks? [\d and]+ \(rows \d+ to \d+.*\)|what every "
                     r"chunk reads \(.*\)) could not be computed: the worker processes running "
                     r"task .* died 1 time \(distributed.KilledWorker\)", str(error)), error
+
+
+def test_the_cluster_is_read_again_only_after_a_while(client, monkeypatch):
+    rng = np.random.default_rng(6)
+    p, (x, y) = pick(params(np.float64, rng), "w", "b"), data(np.float64, rng)
+    X, Y = _chunked(x, y)
+    vg = add.value_and_grad(logreg_mean, timeout=TIMEOUT)  # chunks="auto": plans each call
+    vg(p, X, Y)
+    read = vg._shape[1]
+    vg(p, X, Y)
+    assert vg._shape[1] == read  # within CLUSTER_SECONDS: the same reading
+    monkeypatch.setattr(add, "CLUSTER_SECONDS", 0.0)
+    value, _ = vg(p, X, Y)
+    assert vg._shape[1] > read
+    _close(value, autodiffgen.value_and_grad(logreg_mean)(p, x, y)[0], np.float64)
