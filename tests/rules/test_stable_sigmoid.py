@@ -6,6 +6,7 @@ sigmoid (another denominator, the wrong side chosen) keeps the rules of its step
 
 import numpy as np
 import pytest
+from test_masked_writes import sigmoid
 
 import autodiffgen as ad
 from autodiffgen import pipeline
@@ -30,14 +31,8 @@ def swapped_tests(x):  # 0 > x and 0 <= x: the constant on the left
     return np.sum(np.where(0 <= x, 1, e) / (1.0 + e) * W)
 
 
-def masked_writes(x):
-    pos_mask, neg_mask = x >= 0, x < 0
-    z = np.zeros_like(x)
-    z[pos_mask] = np.exp(-x[pos_mask])
-    z[neg_mask] = np.exp(x[neg_mask])
-    top = np.ones_like(x)
-    top[neg_mask] = z[neg_mask]
-    return np.sum(top / (1 + z) * W)
+def masked_writes(x):  # course code's spelling
+    return np.sum(sigmoid(x) * W)
 
 
 def wrong_side(x):  # 1 where x < 0: not a sigmoid
