@@ -6,26 +6,14 @@ outer product and an add per step. Values against eager NumPy, gradients against
 and central differences, float32 kept, a 0-d bias broadcast, the cached code serving new
 values and another number of steps."""
 
-import importlib
-
 import numpy as np
 import pytest
+from test_invariants import loops_kept  # noqa: F401  (autouse: the loops kept, passes on)
 
 import autodiffgen as ad
-from autodiffgen import passes
 from autodiffgen.testing import check_grads
 
-roll_module = importlib.import_module("autodiffgen.loops.roll")
 RNG = np.random.default_rng(2929)
-
-
-@pytest.fixture(autouse=True)
-def loops_kept(monkeypatch):
-    """The tests read the loop's code (CI also runs the suite with the user's loops
-    written out, AUTODIFFGEN_LOOPS=updates, and with AUTODIFFGEN_PASSES=0)."""
-    monkeypatch.setattr(roll_module, "USER_LOOPS", True)
-    monkeypatch.setattr(roll_module, "ENABLED", True)
-    monkeypatch.setattr(passes, "ENABLED", True)
 
 
 def column_rnn(W, U, b, h0, xs):
