@@ -64,6 +64,13 @@ def relu_by_mask(x):  # one write into zeros: where(m, x, 0)
     return np.sum(out * out)
 
 
+def traced_fill(x, c):  # where(m, -x, c): the fill's gradient is where the mask is not
+    y = np.full_like(x, c)
+    m = x < 0.3
+    y[m] = -x[m]
+    return np.sum(y * y)
+
+
 def gap_at_zero(x):  # x > 0 and x < 0 miss x == 0: not complements
     z = np.zeros_like(x)
     z[x > 0] = np.exp(-x[x > 0])
@@ -208,6 +215,15 @@ def test_one_write_of_a_cheap_value_into_zeros():
     np.testing.assert_allclose(value, relu_by_mask(x), rtol=1e-14)
     np.testing.assert_allclose(grad, 2 * np.maximum(x, 0), rtol=1e-14)
     check_grads(relu_by_mask, x)
+
+
+def test_one_write_into_a_fill_that_is_traced():
+    x, c = mixed((3, 4)), np.float64(1.7)
+    assert selections(traced_fill, x, c, argnums=(0, 1)) == []
+    _, (gx, gc) = ad.value_and_grad(traced_fill, argnums=(0, 1))(x, c)
+    np.testing.assert_allclose(gx, np.where(x < 0.3, 2 * x, 0), rtol=1e-14)
+    np.testing.assert_allclose(gc, 2 * c * np.sum(x >= 0.3), rtol=1e-14)
+    check_grads(traced_fill, x, c, argnums=(0, 1))
 
 
 @pytest.mark.parametrize("fun", [gap_at_zero, squares_and_negatives], ids=lambda f: f.__name__)

@@ -73,10 +73,7 @@ def masked_where(args, params, value):
         first = boxes[x.node.args[2]]  # the first write's mask, as its write saw it
         new = _merged(x.node.args[1], _node(v), first, m.node, boxes, _DEPTH)
     else:
-        fill = _fill(x.node)
-        new = fill is not None and _spread(_node(v), m.node, boxes)
-        new = PRIMITIVES["where"](m, new, _box(fill, boxes)) if new is not None and new \
-            is not False else None
+        new = _filled(x.node, _node(v), m, boxes)
     if new is None or not (getattr(trace, "probed", None) or _equal(new.value, value)):
         return None  # (a probe's changed masks are no longer complements: its values differ)
     return new
@@ -103,23 +100,20 @@ def _node(v):
     return v.node if type(v) is Box else v
 
 
-def _box(a, boxes):
-    return boxes[a] if type(a) is Node else a
-
-
-def _fill(base):
-    """The value a fresh constant array holds everywhere (a node or a number), or None."""
+def _filled(base, v, m, boxes):
+    """A Box of where(m, V, fill) for a write of v into a fresh constant array (`base`:
+    zeros_like, ones_like, full_like), V the whole value v selects, if it is cheap."""
     name = op(base)
-    if name in _FILLS:
-        return _FILLS[name]
-    if name == "full_like":
-        return base.args[1]
-    return None
+    fill = _FILLS[name] if name in _FILLS else base.args[1] if name == "full_like" else None
+    whole = None if fill is None else _spread(v, m.node, boxes)
+    if whole is None:
+        return None
+    return PRIMITIVES["where"](m, whole, boxes[fill] if type(fill) is Node else fill)
 
 
 def _merged(a, b, m, k, boxes, depth):
-    """A Box of where(m, A, B) for a computed from selections by m, b by k (the
-    complement): the common steps of a and b applied to the merged arguments, a `where`
+    """A Box of where(m, A, B) for a computed from selections by m (a Box), b by k (a
+    node, m's complement): the common steps of a and b applied to the merged arguments, a `where`
     only of cheap whole values (module doc). None when there is no such form."""
     if depth and _same_step(a, b):
         parts = [_merged(p, q, m, k, boxes, depth - 1) for p, q in zip(a.args, b.args)]
