@@ -34,7 +34,8 @@ _READ_FORMS = {"bool": "{x}", "item": "{x}.item({index})", "index": "operator.in
                "aliases": "np.may_share_memory({x}, {y})",
                "count_nonzero": "int(np.count_nonzero({x}))",
                "len": "len({x})",
-               "iscomplexobj": "np.iscomplexobj({x})"}
+               "iscomplexobj": "np.iscomplexobj({x})",
+               "isnan_any": "np.isnan({x}).any()"}
 
 
 _LAYOUTS = {"CF": "contiguous", "C": "C-ordered", "F": "Fortran-ordered"}
@@ -241,7 +242,7 @@ class Guards:
                     (f"except {_error_name(outcome.error)}:", ""), ("    pass", ""),
                     *_other_raise(where, outcome.error), ("else:", ""),
                     (f"    raise GuardFailure({message!r})", "")]
-        if p["test"] in ("bool", "aliases", "iscomplexobj"):
+        if p["test"] in ("bool", "aliases", "iscomplexobj", "isnan_any"):
             test = f"not {read}" if outcome else read
             if p.get("exit"):  # a `while` loop's test: the loop prints it after the step
                 self.exit_check = [(f"if {test}:", source_line(node.loc) if node.loc else ""),
@@ -264,6 +265,9 @@ class Guards:
                 outcome, f"non-contiguous, strides {outcome}")
         elif p["test"] == "aliases":
             message = f"{where}: `{code}` was traced with {x} and {y[0]} not sharing memory"
+        elif p["test"] == "isnan_any":  # (rules/masked_writes.py)
+            message = (f"{where}: `{code}` was traced with no NaN in {x}, where its masks "
+                       "are complements")
         elif p["test"] in _COUNTED:
             message = f"{where}: `{code}` " + _COUNT_GUARDED[p["test"]].format(outcome)
         reads = _captured_labels(node) if p["test"] in READS_OF_VALUES else ""

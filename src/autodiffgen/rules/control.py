@@ -36,6 +36,8 @@ READS = {  # test -> how the user's code read the value (x, *index) -> Python ob
     "count_nonzero": lambda x: int(np.count_nonzero(x)),  # a mask's count (generalize_counts.py)
     "len": len,  # the length of np.unique's or np.bincount's result (count_sources.py)
     "iscomplexobj": lambda x: bool(np.iscomplexobj(x)),  # the dtype np.linalg.eig chose
+    # masks that are complements only without NaN (rules/masked_writes.py)
+    "isnan_any": lambda x: bool(np.isnan(x).any()),
 }
 
 

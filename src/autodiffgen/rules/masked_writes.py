@@ -32,10 +32,16 @@ negation, an absolute value, a constant): exp(where(m, -x, x)). At each element 
 code computes exactly what the masked code computed there, no value more: no warning, inf
 or nan it did not have. Where the sides differ by a step that can warn, nothing changes.
 One difference is left: `x >= 0` and `x < 0` both miss a NaN, where the masked code keeps
-the fill (0) and the merged form propagates the NaN (what np.exp(nan) gives). The merged
-value is checked against the write's own at trace time, and any other difference keeps
-the write as traced (but not in a trace that probes other mask counts, whose changed masks
-are no complements: generalize/counts.py keeps only its graph).
+the fill (0) and the merged form propagates the NaN (what np.exp(nan) gives). So masks
+that are complements by opposite comparisons of floats (not `~m`, not integers) are
+complements only of values without NaN, a fact the trace reads from the values: it is a
+guard, `np.isnan(x).any()` once per compared array (the array a slice of it views, when
+it is one: one check for all the gates of an LSTM), and a call with a NaN traces the
+masked writes as written, which any value then takes exactly. A NaN at trace time keeps
+the writes. The merged value is also checked against the write's own at trace time, and
+any other difference keeps the write as traced (but not in a trace that probes other
+mask counts, whose changed masks are no complements: generalize/counts.py keeps only its
+graph).
 
 The selections the old form read are then read by nothing (the passes drop them); their
 masks' counts were observed when they were traced, and generalize/counts.py serves them
@@ -44,12 +50,13 @@ as before.
 
 import numpy as np
 
+from ..errors import TracingError
 from ..graph import Node, Slot, constant_key, has_effect, op
 from ..graph.forms import same_value
 from ..trace.boxes import Box
 from ..trace.context import current_trace
 from .buffers import ufunc_of
-from .regions import mask_complement
+from .regions import mask_complement, nan_sensitive
 from .registry import PRIMITIVES
 
 # steps that cannot overflow, underflow or warn on any float: a `where` of their results
@@ -67,16 +74,43 @@ def masked_where(args, params, value):
     if trace is None or m is None or type(x) is not Box \
             or not np.issubdtype(np.result_type(value), np.floating):
         return None
-    boxes = trace.boxes
+    boxes, probed, compared = trace.boxes, getattr(trace, "probed", None), ()
     if op(x.node) == "setitem" and _mask(x.node.params["index"], x.node.args[2:], x.node) \
             is not None and mask_complement(x.node.args[2], m.node):
+        compared = _viewed(nan_sensitive(x.node.args[2], m.node))
+        if not probed and any(np.isnan(boxes[a].value).any() for a in compared):
+            return None  # a NaN, which neither mask selects: the writes as written
         first = boxes[x.node.args[2]]  # the first write's mask, as its write saw it
         new = _merged(x.node.args[1], _node(v), first, m.node, boxes, _DEPTH)
     else:
         new = _filled(x.node, _node(v), m, boxes)
-    if new is None or not (getattr(trace, "probed", None) or _equal(new.value, value)):
+    if new is None or not (probed or _equal(new.value, value)):
         return None  # (a probe's changed masks are no longer complements: its values differ)
-    return new
+    return new if _nan_guarded(trace, compared) else None
+
+
+def _viewed(nodes):
+    """The arrays to check for NaN: each node, or the array a slice of it views (one
+    check serves every slice), each once, in order."""
+    out = {}
+    for a in nodes:
+        while op(a) == "getitem" and type(a.args[0]) is Node and len(a.args) == 1:
+            a = a.args[0]
+        out[a] = None
+    return tuple(out)
+
+
+def _nan_guarded(trace, arrays):
+    """Guards that `arrays` hold no NaN (module doc), one per array per trace; False when
+    the code cannot check one (a random draw's: checking would draw again)."""
+    for a in arrays:
+        if any(g.params["test"] == "isnan_any" and g.args[0] is a for g in trace.guards):
+            continue
+        try:
+            trace.guard(trace.boxes[a], "isnan_any", False)
+        except TracingError:
+            return False
+    return True
 
 
 def _mask(index, arrays, x):

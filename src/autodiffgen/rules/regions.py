@@ -184,6 +184,16 @@ def mask_complement(m, k):
     return False
 
 
+def nan_sensitive(m, k):
+    """The operands that must hold no NaN for masks m and k, complements by
+    mask_complement, to be complements: a comparison's float operands (a NaN satisfies
+    neither `x >= c` nor `x < c`); none for `~m`, and none of integers or booleans."""
+    if any(op(q) in ("invert", "logical_not") and q.args[0] is p for p, q in ((m, k), (k, m))):
+        return ()
+    return tuple(a for a in m.args if type(a) is Node and a.dtype is not None
+                 and a.dtype.kind in "fc")
+
+
 def _relation(m):
     """A comparison as (relation, left, right), its operands swapped for < and <=."""
     found = _RELATIONS.get(op(m))
