@@ -351,11 +351,18 @@ def _names_used(parts):
     return used
 
 
+_NAMES = re.compile(r"\w+")  # (a count is read where it is a whole word, as \bcount\b)
+
+
 def _used_counts(body, locs, counts):
     """The body (and its line locations) without the definitions of counts that no line
     reads (a mask whose count no size depends on: `x[m]` only scattered back)."""
-    unused = {c for c in counts if not any(re.search(rf"\b{c}\b", code)
-                                            for code, _ in body if not code.startswith(c + " = "))}
+    counts, read = set(counts), set()
+    for code, _ in body:  # one pass: the names each line reads (a count's own line: not it)
+        head, is_assignment, rest = code.partition(" = ")
+        read.update(_NAMES.findall(code) if not is_assignment or head not in counts
+                    else set(_NAMES.findall(rest)) - {head})
+    unused = counts - read
     if not unused:
         return body, locs
     kept = [i for i, (code, _) in enumerate(body) if code.split(" = ", 1)[0] not in unused]
