@@ -137,3 +137,13 @@ def test_blocks_of_a_chunk_give_the_gradient_of_the_chunk(monkeypatch):
     want_value, want = autodiffgen.value_and_grad(loss)(w, x, y)
     np.testing.assert_allclose(value, want_value, rtol=1e-12)
     np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-15)
+
+
+def test_a_worker_with_raised_malloc_thresholds_runs_larger_blocks():
+    block_for = add._WORKER["block_for"]
+    assert block_for(7_710, {}) == 7_710  # Dask's nanny: MALLOC_TRIM_THRESHOLD_ alone
+    assert block_for(7_710, {"MALLOC_TRIM_THRESHOLD_": "65536"}) == 7_710
+    raised = {"MALLOC_TRIM_THRESHOLD_": str(64 * 2**20), "MALLOC_MMAP_THRESHOLD_": str(2**25)}
+    assert block_for(7_710, raised) == 2**25 // 64  # 4 MB temporaries, from the heap
+    assert block_for(7_710, {"MALLOC_MMAP_THRESHOLD_": str(2**25)}) == 7_710  # trims still
+    assert block_for(0, raised) == 0  # aux="chunks": never blocks
