@@ -1,6 +1,9 @@
 """Scaling after reducing (issue 29): a reduction over some axes of a negation, or of a
 product or quotient by a factor constant along those axes, reduces first and scales the
 small result (passes/sums.py, `sum(-a * g) = -sum(a * g)`, `sum(a / c) = sum(a) / c`); a
+whole sum of a product by a factor spread along some axes sums over them first
+(passes/weighted_sums.py, `sum((g * a + b) * d) = g @ sum(a * d, 0) + b @ sum(d, 0)`),
+the column sums shared with the backward's (cse: `a * d` is `d * a`); a
 power of two goes into a smaller broadcast factor, not the array (passes/exact_scales.py);
 a reshape that only puts axes of length 1 in front is left to broadcasting
 (passes/simplify.py). On a batch norm's train-mode forward as course code writes it:
@@ -15,7 +18,7 @@ from graph_helpers import check_both_precisions, flat, rewrites_alone, run, trac
 
 import autodiffgen as ad
 from autodiffgen import passes, tape
-from autodiffgen.graph import op
+from autodiffgen.graph import Node, op
 from autodiffgen.testing import check_grads
 
 RNG = np.random.default_rng(2029)
@@ -51,6 +54,18 @@ def by_a_number(x, c):  # c 0-d
     return np.sum(np.sin(np.sum(np.tanh(x) * c, axis=1)))
 
 
+def gain_shift(x, gamma, beta, dout):  # a layer's `sum(out * dout)`: column sums, dots
+    return np.sum((gamma * np.tanh(x) + beta) * dout)
+
+
+def spread_3d(x, c, dout):  # c (1, d) against (m, n, d): spread along two axes
+    return np.sum((np.sin(x) * c) * dout)
+
+
+def by_a_0d_array(x, c, dout):
+    return np.sum(c * (np.exp(x) * dout))
+
+
 def branch(x, gamma, beta, dout):  # another path on another sign
     if np.sum(x) > 0:
         return batchnorm(x, gamma, beta, dout)
@@ -69,14 +84,26 @@ CASES = {
     rows_scaled: ((RNG.normal(size=(5, 3)), RNG.normal(size=(5, 1))), (0, 1)),
     mean_of_3d: ((RNG.normal(size=(2, 3, 4)), RNG.normal(size=(3, 1))), (0, 1)),
     by_a_number: ((RNG.normal(size=(3, 4)), np.array(0.7)), (0, 1)),
+    gain_shift: ((RNG.normal(size=(5, 3)), RNG.normal(size=3), RNG.normal(size=3),
+                  RNG.normal(size=(5, 3))), (0, 1, 2)),
+    spread_3d: ((RNG.normal(size=(2, 3, 4)), RNG.normal(size=(1, 4)),
+                 RNG.normal(size=(2, 3, 4))), (0, 1)),
+    by_a_0d_array: ((RNG.normal(size=(3, 4)), np.array(1.3), RNG.normal(size=(3, 4))), (0, 1)),
 }
 
 
 def reductions_of_scaled(graph):
-    """The sums and means of a negation, product or quotient the graph still computes."""
+    """The reductions of a full-size negation, product or quotient (as large as the first
+    argument, x) by a factor spread along some axes that the graph still computes."""
+    size = np.prod(graph.inputs[0].shape)
     return [n for n in graph.nodes if op(n) in ("sum", "mean")
             and op(n.args[0]) in ("negative", "multiply", "divide")
-            and n.args[0].shape != n.shape]
+            and np.prod(n.args[0].shape) >= size and _scaled(n.args[0])]
+
+
+def _scaled(x):
+    return op(x) == "negative" or any(
+        type(a) is not Node or a.shape != x.shape or _scaled(a) for a in x.args)
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -169,3 +196,31 @@ def test_a_reshape_broadcasting_does_is_not_emitted():
         assert value.dtype == dtype and all(g.dtype == dtype for g in grads)
     check_grads(f, RNG.normal(size=(3, 4)), RNG.normal(size=(3, 4)), argnums=(0, 1))
     check_grads(f, np.array(0.4), RNG.normal(size=(3, 4)), argnums=(0, 1))
+
+
+def test_a_layers_loss_sums_the_columns_its_backward_returns():
+    """`np.sum((gamma * a + beta) * dout)`: no scaled or shifted full array in the forward,
+    two dots of column sums, and those sums are gamma's and beta's gradients (one each)."""
+    args = CASES[gain_shift][0]
+    source = ad.emit(gain_shift, *args, argnums=(0, 1, 2))
+    forward = [line.split("  #")[0].strip() for line in
+               source.split("# forward")[1].split("# backward")[0].splitlines()]
+    assert any(line.endswith("np.dot(gamma, sum_1)") for line in forward), forward
+    assert any("np.dot(beta," in line for line in forward), forward
+    assert not any("gamma *" in line or "+ beta" in line for line in forward), forward
+    assert source.count("dout.sum(axis=0)") == 1 and source.count(".sum(axis=0)") == 2
+    value, grads = ad.value_and_grad(gain_shift, argnums=(0, 1, 2))(*args)
+    want_value, want = tape.value_and_grad(gain_shift, argnums=(0, 1, 2))(*args)
+    np.testing.assert_allclose(value, want_value, rtol=1e-13)
+    for got, ref in zip(grads, want):
+        np.testing.assert_allclose(got, ref, rtol=1e-13)
+
+
+def test_a_product_and_its_mirror_are_one_value():
+    def f(x, y):
+        return np.sum(np.sin(x * y)) + np.sum(np.cos(y * x))
+    args = RNG.normal(size=(3, 4)), RNG.normal(size=(3, 4))
+    graph = passes.optimize(traced(f, *args, argnums=(0, 1)))
+    x, y = graph.inputs[:2]
+    assert sum(op(n) == "multiply" and set(n.args) == {x, y} for n in graph.nodes) == 1
+    check_grads(f, *args, argnums=(0, 1))

@@ -42,8 +42,18 @@ def _key(node, replace, param_keys):
     else:
         pkey = tuple((k, _param_key(v)) for k, v in sorted(params.items()))
         param_keys[id(params)] = (params, pkey)  # params held: its id stays its own
-    return (id(node.prim), tuple([replace.get(a, a) if type(a) is Node else constant_key(a)
-                                  for a in node.args]), pkey)
+    args = [replace.get(a, a) if type(a) is Node else constant_key(a) for a in node.args]
+    if node.prim.op in _COMMUTATIVE and len(args) == 2:  # x * y is y * x, bit for bit
+        args.sort(key=_order)
+    return (id(node.prim), tuple(args), pkey)
+
+
+_COMMUTATIVE = ("add", "multiply")
+
+
+def _order(key):
+    """An order of argument keys that is the same within a run (nodes by identity)."""
+    return (1, id(key), "") if type(key) is Node else (0, 0, repr(key))
 
 
 def _param_key(value):

@@ -29,6 +29,7 @@ import numpy as np
 from ..graph import Index, Node, Slot, op, users_of
 from ..rules import PRIMITIVES
 from .rewrite import clone, guard_reads, substitute
+from .weighted_sums import through_factor
 
 _REDUCTIONS = ("sum", "mean")
 
@@ -137,6 +138,8 @@ def _apart(node, x, users):
                 return clone(node, args, x.prim, {})
         if name == "multiply" and _dot(node, x):
             return _dotted(node, a, b)
+        if name == "multiply":
+            return through_factor(node, x, users)
     elif name == "negative" and _same(x.args[0], x) and not _splits(x.args[0], users):
         return clone(node, (_reduce(node, x.args[0]),), x.prim, {})
     return None
