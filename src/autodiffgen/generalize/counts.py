@@ -47,9 +47,11 @@ reads from the masks the forward saves (backward.split_graphs).
 import dataclasses
 import functools
 
-from ..graph import Node
+import numpy as np
+
+from ..graph import Node, is_guard
 from ..graph.size_formulas import COUNT, NoFit, fit, same
-from ..trace.count_sources import TESTS, counted, is_count, probing
+from ..trace.count_sources import TEST, TESTS, counted, is_count, probing
 from . import probes
 from .unify import Unifier
 
@@ -61,10 +63,14 @@ def general(args, optimize, raw, retrace):
     VJP's forward and backward functions: the first holds the count guards); `optimize(graph)`
     optimizes one; `retrace(args)` traces the function again (the pipeline's), here inside
     `probing(counts)`, to see the graph at other counts."""
+    unread = unneeded(raw)
+    if unread:
+        raw = _without(unread, raw)
     main = _each(optimize, raw)
     if not counted(_first(raw)):
         return main
-    probe = functools.partial(_probed, args, retrace)
+    probe = functools.partial(_probed, args, retrace, unread,
+                              [g.params["source"] for g in _counts(raw)] if unread else None)
     for low in _LOWS:  # a small mask is tried at count 1, else at 0 (probes.probe_counts)
         for design in (probes.jointly, probes.alone):
             try:
@@ -209,16 +215,48 @@ def _counts(graph):
 _LOWS = ((1, 0), (0, 1))
 
 
-def _probed(args, retrace, counts):
+def _probed(args, retrace, unread, sources, counts):
     """The graph traced again at `args` with the sources' counts changed to `counts`; NoFit
-    where the code does not run."""
+    where the code does not run. `unread`: the sources dropped (`unneeded`), `sources` the
+    number of each source left, by position."""
+    if sources is not None:
+        counts = {sources[i]: count for i, count in counts.items()}
     try:
         with probing(counts):
-            return retrace(args)
+            return _without(unread, retrace(args)) if unread else retrace(args)
     except NoFit:
         raise
     except Exception:  # noqa: BLE001  the code does not run at that count: not served
         raise NoFit from None
+
+
+# ---- counts nothing needs -------------------------------------------------------------------
+def unneeded(raw):
+    """The sources whose count nothing needs, as traced: no selection of the graph reads
+    their mask (x[m] read only by writes recorded whole: rules/masked_writes.py) and the
+    user's Python read no size that may hold it (count_sources.mark_read). Their guards
+    are dropped, not probed: the code serves every count without reading it. Only a mask
+    a count guard reads is known as a source: a selection by any other keeps them all."""
+    if type(raw) is tuple:  # (a VJP's backward reads its masks as residuals)
+        return set()
+    guards = _counts(raw)
+    masks = {g.args[0]: g for g in guards if g.params["test"] == TEST}
+    selected = set()
+    for node in raw.nodes:
+        if node.prim is not None and not is_guard(node) and (
+                "index" in node.params or node.prim.name in ("nonzero", "flatnonzero")):
+            selected.update(a for a in node.args[1:] if type(a) is Node and a.dtype == np.bool_)
+            selected.update(node.args[:1] if node.prim.name in ("nonzero", "flatnonzero") else ())
+    if any(type(a) is Node and a not in masks for a in selected):
+        return set()
+    return {g.params["source"] for m, g in masks.items()
+            if m not in selected and not g.params.get("read")}
+
+
+def _without(unread, raw):
+    """raw (a graph) without the count guards of the sources `unread`."""
+    kept = [n for n in raw.nodes if not (is_count(n) and n.params.get("source") in unread)]
+    return dataclasses.replace(raw, nodes=kept)
 
 
 def _fresh(base, taken):

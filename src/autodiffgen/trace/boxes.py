@@ -27,7 +27,7 @@ from . import raising
 from .context import current_trace, located, user_loc, user_stack
 
 COUNT_READS = []  # [hook(trace, box) -> int or None]: count_sources.read_count, for int()
-SIZE_READS = []  # [hook(trace, shape)]: count_sources.mark_read, for a shape the user reads
+SIZE_READS = []  # [hook(trace, shape, box)]: count_sources.mark_read, for a shape the user reads
 EXIT_READS = []  # [hook(outcome) -> outcome]: exits.py, a loop's test said stop earlier
 CONVERSION_HINTS = []  # hook() -> (loc, message) or None, when np.asarray refuses a Box (rules/scipy)
 READ_HINTS = []  # hook(box, what) -> message or None, when a read or conversion is refused
@@ -306,7 +306,7 @@ def _sized(box, size, user=False):
     trace = current_trace()
     if getattr(trace, "count_guards", None) and (user or _read_by_user()):
         for hook in SIZE_READS:
-            hook(trace, np.shape(box.value))
+            hook(trace, np.shape(box.value), box)
     return size
 
 

@@ -45,6 +45,7 @@ def observe(trace, box):
     if trace is None or box.node.trace_id != trace.id:
         return box  # not this trace's value: bind says so
     sources = trace.__dict__.setdefault("count_sources", {})
+    trace.__dict__.setdefault("count_masks", set()).add(box.node)
     key = _key(trace, box.node)
     if key in sources or np.ndim(box.value) == 0:
         return seen(trace, box)
@@ -143,6 +144,7 @@ def observe_length(trace, box, key, total, resize=None, least=0):
     if first and resize is not None:  # (its length is not the count)
         return box
     index = sources.setdefault(key, len(sources))
+    trace.__dict__.setdefault("count_lengths", set()).add(box.node)  # its shape counts
     probe = getattr(_state, "probe", None)
     if probe is not None and probe.trace_id == trace.id and index in probe.counts:
         value = (resize or _with_length)(box.value, probe.counts[index])
@@ -188,15 +190,18 @@ def read_count(trace, box):
 boxes.COUNT_READS.append(read_count)
 
 
-def mark_read(trace, size):
+def mark_read(trace, size, box=None):
     """A size was read after the trace's masks: `size`, the shape the user's Python read
-    (len(), .shape, .size, iteration), the shape sliced with bounds (x[m][:3] is 3 long,
-    or fewer) or the count int() read. The count guards so far are marked (a count Python
-    may decide on), and the size is kept on the first: where it moves with a count
-    between the traces, generalize/counts.py tries every count, and counts 0 and 1 trace
-    their own code; where it does not (a[:, :H] after a mask), it decides on no count."""
+    (len(), .shape, .size, iteration) of `box`, the shape sliced with bounds (x[m][:3] is
+    3 long, or fewer) or the count int() read. Where the box's shape may hold a count
+    (`count_shaped`), the count guards so far are marked (a count Python may decide on),
+    and the size is kept on the first: where it moves with a count between the traces,
+    generalize/counts.py tries every count, and counts 0 and 1 trace their own code;
+    where it does not (a[:, :H] after a mask), it decides on no count. A box no selection
+    made (an LSTM's h, whose gates' masks only chose elements: `H = h.shape[1]`) marks
+    nothing, so that a count nothing else needs is not probed (counts.unneeded)."""
     guards = getattr(trace, "count_guards", None)
-    if not guards:
+    if not guards or box is not None and not count_shaped(trace, box.node):
         return
     for guard in guards[trace.__dict__.get("read_marked", 0):]:
         guard.params["read"] = True
@@ -206,6 +211,36 @@ def mark_read(trace, size):
 
 
 boxes.SIZE_READS.append(mark_read)
+
+
+def count_shaped(trace, node):
+    """Whether node's shape may hold a count: it selects by a counted mask (x[m],
+    np.nonzero(m)), is as long as the data says (np.unique), or reads such a value. A
+    shape gets a count from no other place: a size Python read from one is marked then.
+    Each node is looked at once per trace (the answers are kept)."""
+    known = trace.__dict__.setdefault("count_shaped", {})
+    masks, lengths = getattr(trace, "count_masks", ()), getattr(trace, "count_lengths", ())
+    stack = [node]
+    while stack:
+        top = stack[-1]
+        if top in known:
+            stack.pop()
+            continue
+        args = [a for a in top.args if type(a) is Node]
+        todo = [a for a in args if a not in known]
+        if todo:
+            stack += todo
+            continue
+        stack.pop()
+        known[top] = top in lengths or any(known[a] for a in args) or selects(top, masks)
+    return known[node]
+
+
+def selects(node, masks):
+    """node selects elements by one of `masks` (a mask whose count is a source)."""
+    return node.prim is not None and ("index" in node.params and not is_guard(node) or
+                                      node.prim.name in ("nonzero", "flatnonzero")) \
+        and any(type(a) is Node and a in masks for a in node.args)
 
 
 def with_count(value, count):

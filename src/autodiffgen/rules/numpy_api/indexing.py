@@ -127,7 +127,7 @@ def _getitem(self, key):
               else a for a in arrays]
     if any(type(i) is slice and (i.start is not None or i.stop is not None)
            for i in index.items):  # x[m][:3] is 3 long, or fewer: a size decided on
-        count_sources.mark_read(current_trace(), np.shape(self.value))
+        count_sources.mark_read(current_trace(), np.shape(self.value), self)
     return getitem(self, *arrays, index=index)
 
 
