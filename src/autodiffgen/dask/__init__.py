@@ -36,7 +36,8 @@ from ..errors import ArgumentError, AutodiffgenError
 from ..tree import is_container, items, leaves, map_tree, structure_text
 from .check import DecompositionError, check_decomposes
 from .chunking import advice, block_rows, kept, planned, target_rows, too_small
-from .faults import PartialSumError, computed, counted_once
+from .cluster import compute_all, scheduler_address, workers
+from .faults import PartialSumError, counted_once
 from .flat import Calls, Flat, FlatGrad
 from .source import module_variant, still_holds, what_it_read
 
@@ -120,7 +121,7 @@ class DaskGradFunction:
         self.chunks = chunks
         self.plan = None  # the last call's chunking.Plan (the row chunks it ran)
         self._said = set()  # (the user's chunks, the plan's): said on the logger once
-        self._shape = None  # (the chunks and scheduler, when, _workers): see _cluster
+        self._shape = None  # (the chunks and scheduler, when, cluster.workers): _cluster
         self.calls = Calls(fun, argnums)
         self.fun, self.reduce, self.with_value = fun, reduce, with_value
         self.has_aux, self.aux = bool(has_aux), aux
@@ -169,7 +170,7 @@ class DaskGradFunction:
             plan = replace(plan, block=block_rows(row_bytes))
         new = (sizes, plan.rows) not in self._said
         self._said.add((sizes, plan.rows))
-        target = planned(sizes, row_bytes, *_workers(())).target if new and \
+        target = planned(sizes, row_bytes, *workers(())).target if new and \
             self.chunks == "keep" and too_small(sizes, row_bytes) else 0
         if target > max(sizes):  # (not when no larger chunks would do: one per worker)
             warnings.warn(advice(sizes, row_bytes, kept(sizes, target)), stacklevel=3)
@@ -179,14 +180,14 @@ class DaskGradFunction:
         return plan
 
     def _cluster(self, chunks):
-        """_workers(chunks), read again only after CLUSTER_SECONDS or for other chunks or
-        another scheduler: it costs two round trips, and decides only how chunks are
-        grouped, never the sum (faults.py checks that every chunk's rows are counted)."""
-        key = (_scheduler(), tuple(blocks[0].key for blocks in chunks))
+        """cluster.workers(chunks), read again only after CLUSTER_SECONDS or for other
+        chunks or another scheduler: it costs two round trips, and decides only how chunks
+        are grouped, never the sum (faults.py checks that every chunk's rows are counted)."""
+        key = (scheduler_address(), tuple(blocks[0].key for blocks in chunks))
         now = time.monotonic()
         if self._shape is None or self._shape[0] != key or \
                 now - self._shape[1] > CLUSTER_SECONDS:
-            self._shape = (key, now, _workers(chunks))
+            self._shape = (key, now, workers(chunks))
         return self._shape[2]
 
     def _check_args(self, args, batch):
@@ -243,7 +244,7 @@ class DaskGradFunction:
                              dask_key_name=f"autodiffgen-sum-{token}-{level}-{k}")
                      for k in range(0, len(parts), self.fan_in)]
             level += 1
-        return _WORKER["combine"](*_compute_all(parts, self.timeout, chunks, sizes))
+        return _WORKER["combine"](*compute_all(parts, self.timeout, chunks, sizes))
 
     def _retrace(self, program, flat_args, chunk, why):
         """Trace the chunk's own path and add that code to the variants: traced on the
@@ -253,7 +254,7 @@ class DaskGradFunction:
         if len(variants) >= MAX_VARIANTS:
             raise RetraceError(f"more than {MAX_VARIANTS} variants of the generated code "
                                f"needed; the last chunk said: {why}")
-        rows = [np.asarray(r) for r in _compute_all(chunk, self.timeout)]
+        rows = [np.asarray(r) for r in compute_all(chunk, self.timeout)]
         whole = _with_rows(flat_args, batch, rows)
         n = len(rows[0])
         k = _unlike(flat_args, batch, SAMPLE_ROWS, n)
@@ -371,7 +372,7 @@ def _sample(args, batch, arrays, timeout):
     n = _unlike(args, batch, SAMPLE_ROWS, arrays[0].shape[0])
     if n < 2:
         raise ArgumentError("autodiffgen.dask needs at least 2 rows of data")
-    rows = _compute_all([a[:n] for a in arrays], timeout)
+    rows = compute_all([a[:n] for a in arrays], timeout)
     return _with_rows(args, batch, [np.asarray(r) for r in rows])
 
 
@@ -386,32 +387,6 @@ def _unlike(args, batch, n, most):
     return min(n, most)
 
 
-def _scheduler():
-    """The distributed client's scheduler address, or None on Dask's default scheduler."""
-    try:
-        from distributed import default_client
-        return default_client().scheduler.address
-    except (ImportError, ValueError):
-        return None
-
-
-def _workers(chunks):
-    """(workers, the smallest worker's memory limit or None, the worker holding each
-    chunk's first block or None) of the distributed client; (1, None, None) on Dask's
-    default scheduler."""
-    try:
-        from distributed import default_client
-        client = default_client()
-    except (ImportError, ValueError):
-        return 1, None, None
-    info = client.scheduler_info()["workers"].values()
-    limits = [w.get("memory_limit") for w in info if w.get("memory_limit")]
-    keys = [blocks[0].key for blocks in chunks]
-    where = client.who_has(keys) if keys else {}
-    homes = [min(where.get(k) or [None], key=str) for k in keys]
-    return max(1, len(info)), (min(limits) if limits else None), homes
-
-
 def from_npy(path, rows=None):
     """A dask array of the .npy file at `path`, read from disk chunk by chunk on the
     workers (never whole: see worker.py's NpyRows), `rows` rows a chunk; by default as many
@@ -421,7 +396,7 @@ def from_npy(path, rows=None):
     del header
     if rows is None:
         row_bytes = dtype.itemsize * int(np.prod(shape[1:]))
-        rows = target_rows(shape[0], row_bytes, *_workers(())[:2])
+        rows = target_rows(shape[0], row_bytes, *workers(())[:2])
     source = _WORKER["NpyRows"](os.path.abspath(path), shape, dtype)
     return da.from_array(source, chunks=(int(rows),) + tuple(shape[1:]), asarray=False,
                          inline_array=True,
@@ -432,18 +407,6 @@ def worker_peaks(client, reset=False):
     """{worker address: its process's peak resident bytes} since it started or the last
     worker_peaks(client, reset=True) (which starts them again); Linux only."""
     return client.run(_WORKER["peak_bytes"], reset)
-
-
-def _compute_all(xs, timeout, chunks=(), sizes=()):
-    """Compute on the distributed client if there is one (waiting at most `timeout`
-    seconds for each result; a task given up with its workers named as the chunks it
-    cost: faults.py), else on Dask's default scheduler."""
-    try:
-        from distributed import default_client
-        client = default_client()
-    except (ImportError, ValueError):
-        return dask.compute(*xs)
-    return computed(client.compute(list(xs)), timeout, chunks, sizes)
 
 
 def scipy_objective(vg, params, *args):
