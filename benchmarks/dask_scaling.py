@@ -40,7 +40,7 @@ import numpy as np  # (after the thread counts: read when NumPy loads its BLAS)
 
 FEATURES = 16
 CHUNK = 125_000
-REPEATS = 7
+REPEATS = 15  # best of: on a machine shared with others, the rounds that ran alone
 # glibc's thresholds set large enough that a worker's temporaries come from its heap and
 # stay there: no fresh mmap, page faults and zeroing of each on every call
 TUNED_MALLOC = {"MALLOC_TRIM_THRESHOLD_": 64 * 2**20, "MALLOC_MMAP_THRESHOLD_": 32 * 2**20}
