@@ -9,6 +9,7 @@ are gamma's and beta's gradients: cse keeps one of each). The rewrites, for a su
 every axis (no dtype=, no keepdims) of a product made for it alone, in one dtype:
 
     sum(c * d)          ->  sum(c * sum(d, axis=A))        c spread along the axes A of d
+                            c * sum(d)                     c 0-d
     sum((a * c) * d)    ->  sum(c * (a * d))               (then the first)
     sum((a + b) * d)    ->  sum(a * d) + sum(b * d)        a or b spread, or a product by
                                                            a factor spread (then the others)
@@ -65,6 +66,10 @@ def _factor_last(node, c, d, axes):
     if _without_ones(kept) != _without_ones(c.shape):
         return None
     reduced = tuple(s for k, s in enumerate(d.shape) if k not in axes)
+    if not reduced:  # c a 0-d array, spread along every axis: c * sum(d)
+        if c.shape:
+            return None
+        return node.derived(PRIMITIVES["multiply"], (c, node.replace(args=(d,))))
     axis = axes[0] if len(axes) == 1 else axes  # (as a rule writes it: cse finds it)
     inner = node.derived(node.prim, (d,), {**node.params, "axis": axis}, shape=reduced)
     both = (1,) * (len(c.shape) - len(reduced)) + reduced  # (c's own leading 1s)
