@@ -16,7 +16,7 @@ import autodiffgen as ad
 from autodiffgen.trace import tracer
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "rules"))
-from test_masked_writes import masked_tape, sigmoid  # noqa: E402
+from test_masked_writes import masked_tape, sigmoid
 
 RNG = np.random.default_rng(41)
 
@@ -92,6 +92,7 @@ def test_float32_keeps_its_dtype():
     value, (g_h0, g_Wx) = f(*args)
     assert np.result_type(value) == np.float32 and g_h0.dtype == g_Wx.dtype == np.float32
     _, (t_h0, t_Wx) = masked_tape(lstm_like, (1, 2))(*args)
+    np.testing.assert_allclose(g_h0, t_h0, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(g_Wx, t_Wx, rtol=1e-4, atol=1e-5)
 
 
@@ -109,6 +110,7 @@ def test_a_count_python_decides_on_stays_guarded():
         value, grad = f(arg)
         tape_value, tape_grad = masked_tape(decides_on_a_count)(arg)
         np.testing.assert_allclose(value, decides_on_a_count(arg), rtol=1e-14)
+        np.testing.assert_allclose(value, tape_value, rtol=1e-14)
         np.testing.assert_allclose(grad, tape_grad, rtol=1e-13)
     assert "count_nonzero" in ad.emit(decides_on_a_count, x)
 
