@@ -283,4 +283,19 @@ def _note_views(trace, box, args):
 
 
 RESULT_HOOKS.append(_note_views)
+
+
+# ---- np.zeros_like(x) of a traced x: new memory ------------------------------------------
+_LIKES = ("zeros_like", "ones_like")  # (full_like is laid out as x: not these)
+
+
+def _note_likes(trace, box, args):
+    """np.zeros_like(x) or ones_like of a traced x is a new array, C-ordered as traced
+    (shapes.zeros_like) whatever x's layout: fresh, so a write into it checks no layout
+    (a stable sigmoid's masked writes)."""
+    if box.node.prim.name in _LIKES and trace.grad_of is None:
+        mark_fresh(trace, box)
+
+
+RESULT_HOOKS.append(_note_likes)
 INPUT_HOOKS.append(_check_new_input)
