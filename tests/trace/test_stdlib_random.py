@@ -392,7 +392,8 @@ def test_code_from_the_disk_cache_draws_as_eager(tmp_path, monkeypatch):
     got = [(again(W, XS[0], rng)[0], module_again(W, XS[0])[0]) for _ in range(2)]
     rng = seeded()
     eager = [(instance_draws(W, XS[0], rng), module_draws(W, XS[0])) for _ in range(3)]
-    assert [(first[0], module_first[0])] + got == eager
+    # the same draws; the sums may be taken in another order (passes/sums.py): last bits
+    np.testing.assert_allclose([(first[0], module_first[0])] + got, eager, rtol=1e-13)
 
 
 def test_a_standalone_module_calls_random_and_refuses_a_generator_read_from_a_global():
@@ -402,7 +403,7 @@ def test_a_standalone_module_calls_random_and_refuses_a_generator_read_from_a_gl
     random.seed(8)
     got = [scope["module_draws_value_and_grad"](W, XS[0])[0] for _ in range(2)]
     random.seed(8)
-    assert got == [module_draws(W, XS[0]) for _ in range(2)]
+    np.testing.assert_allclose(got, [module_draws(W, XS[0]) for _ in range(2)], rtol=1e-13)
     with pytest.raises(TracingError, match="GLOBAL_RANDOM"):
         ad.emit(_reads_global, np.ones(3), standalone=True)
 
