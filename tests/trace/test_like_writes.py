@@ -60,27 +60,25 @@ def test_float32():
     np.testing.assert_allclose(grad, masked_tape(sigmoid_loss)(x, w)[1], rtol=1e-5)
 
 
+def agree_at(fun, args):
+    """One cached function at each of `args`: eager NumPy's value, the tape's gradient."""
+    f = ad.value_and_grad(fun)
+    for arg in args:
+        value, grad = f(arg)
+        tape_value, tape_grad = ad.tape.value_and_grad(fun)(arg)
+        np.testing.assert_allclose(value, fun(arg), rtol=1e-14)
+        np.testing.assert_allclose(value, tape_value, rtol=1e-14)
+        np.testing.assert_allclose(grad, tape_grad, rtol=1e-14)
+    ad.testing.check_grads(fun, args[0])
+
+
 def test_a_view_of_a_new_array_is_followed_with_no_layout_check():
     x = RNG.normal(size=(3, 4))
     assert "_layout(" not in ad.emit(reshaped_then_written, x)
-    f = ad.value_and_grad(reshaped_then_written)
-    for arg in (x, RNG.normal(size=(3, 8))[:, ::2], x * 2):  # (new arrays C-ordered)
-        value, grad = f(arg)
-        tape_value, tape_grad = ad.tape.value_and_grad(reshaped_then_written)(arg)
-        np.testing.assert_allclose(value, reshaped_then_written(arg), rtol=1e-14)
-        np.testing.assert_allclose(value, tape_value, rtol=1e-14)
-        np.testing.assert_allclose(grad, tape_grad, rtol=1e-14)
-    ad.testing.check_grads(reshaped_then_written, x)
+    agree_at(reshaped_then_written, [x, RNG.normal(size=(3, 8))[:, ::2], x * 2])
 
 
 def test_a_write_into_full_like_keeps_the_layout_checks():
     x = RNG.normal(size=(3, 4))
     assert "_layout(" in ad.emit(through_a_row, x)
-    f = ad.value_and_grad(through_a_row)
-    for arg in layouts(x) + layouts(x * 2):  # C, F, strided; each as eager
-        value, grad = f(arg)
-        tape_value, tape_grad = ad.tape.value_and_grad(through_a_row)(arg)
-        np.testing.assert_allclose(value, through_a_row(arg), rtol=1e-14)
-        np.testing.assert_allclose(value, tape_value, rtol=1e-14)
-        np.testing.assert_allclose(grad, tape_grad, rtol=1e-14)
-    ad.testing.check_grads(through_a_row, x)
+    agree_at(through_a_row, layouts(x) + layouts(x * 2))  # C, F, strided; each as eager
