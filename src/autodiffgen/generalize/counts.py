@@ -51,7 +51,7 @@ import numpy as np
 
 from ..graph import Node, is_guard
 from ..graph.size_formulas import COUNT, NoFit, fit, same
-from ..trace.count_sources import TEST, TESTS, counted, is_count, probing
+from ..trace.count_sources import INDICES_OF_MASKS, TEST, TESTS, counted, is_count, probing
 from . import probes
 from .unify import Unifier
 
@@ -244,9 +244,9 @@ def unneeded(raw):
     selected = set()
     for node in raw.nodes:
         if node.prim is not None and not is_guard(node) and (
-                "index" in node.params or node.prim.name in ("nonzero", "flatnonzero")):
+                "index" in node.params or node.prim.name in INDICES_OF_MASKS):
             selected.update(a for a in node.args[1:] if type(a) is Node and a.dtype == np.bool_)
-            selected.update(node.args[:1] if node.prim.name in ("nonzero", "flatnonzero") else ())
+            selected.update(node.args[:1] if node.prim.name in INDICES_OF_MASKS else ())
     if any(type(a) is Node and a not in masks for a in selected):
         return set()
     return {g.params["source"] for m, g in masks.items()

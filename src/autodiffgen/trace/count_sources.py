@@ -236,10 +236,14 @@ def count_shaped(trace, node):
     return known[node]
 
 
+# the primitives whose results are as long as their mask's count (rules/indices.py)
+INDICES_OF_MASKS = ("nonzero", "flatnonzero", "argwhere")
+
+
 def selects(node, masks):
     """node selects elements by one of `masks` (a mask whose count is a source)."""
     return node.prim is not None and ("index" in node.params and not is_guard(node) or
-                                      node.prim.name in ("nonzero", "flatnonzero")) \
+                                      node.prim.name in INDICES_OF_MASKS) \
         and any(type(a) is Node and a in masks for a in node.args)
 
 
