@@ -21,6 +21,7 @@ def _scatter_add(g, index, shape, unique=False):
             and dtype == np.double and g.size >= 256 and len(shape) >= 1
             and g.shape == rows.shape + tuple(shape[1:])):
         n, width = shape[0], int(np.prod(shape[1:], dtype=np.int64))
+        rows = rows.astype(np.intp, copy=False)  # rows * width in a byte's range would wrap
         rows = np.where(rows < 0, rows + n, rows).reshape(-1, 1)  # -1 is the last row
         offsets = (rows * width + np.arange(width)).ravel()
         total = np.bincount(offsets, weights=g.ravel(), minlength=n * width)

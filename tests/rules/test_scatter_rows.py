@@ -88,3 +88,13 @@ def test_the_bincount_path_reads_but_never_writes_its_arguments():
     _scatter_add(g, (rows,), (10, 4))
     np.testing.assert_array_equal(g, kept[0])
     np.testing.assert_array_equal(rows, kept[1])
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.int32])
+def test_narrow_integer_rows_are_summed_without_wrapping(dtype):
+    """Offsets rows * width leave a narrow index type's range: they are taken in np.intp."""
+    rows = np.array([3, 100, 7, 7] + ([-1] if np.dtype(dtype).kind == "i" else []), dtype)
+    g = RNG.standard_normal((rows.size, 128))
+    want = np.zeros((200, 128))
+    np.add.at(want, rows, g)
+    np.testing.assert_allclose(_scatter_add(g, (rows,), (200, 128)), want, rtol=1e-12)
