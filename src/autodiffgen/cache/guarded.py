@@ -12,8 +12,18 @@ def can_refuse(graph):
     range."""
     return graph.batch is not None or bool(graph.captured) or \
         any(is_guard(n) or n.prim is not None and n.prim.name in recording.RAISES
-            for n in graph.nodes) or any(map(_reads_outside, graph.inputs)) or \
+            for n in _nodes(graph)) or any(map(_reads_outside, graph.inputs)) or \
         any(mark.tried for mark in graph.marks.values())
+
+
+def _nodes(graph):
+    """The graph's nodes and those of the bodies of its kept loops, where a guard checked
+    at every step stays (loops/hoist.py)."""
+    for node in graph.nodes:
+        yield node
+        body = node.params.get("body")
+        if body is not None and hasattr(body, "graph"):
+            yield from _nodes(body.graph)
 
 
 def _reads_outside(node):

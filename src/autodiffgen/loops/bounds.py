@@ -4,16 +4,21 @@ A window `x[j * s:j * s + 3]` read at every step of a loop over j records the sl
 bounds as guards (`j * s >= 0`, `j * s + 3 <= 10`: the trace clipped nothing); kept in
 the loop, they are two comparisons and two tests a step. Each side of such a comparison
 is an integer linear in t (t times invariants, plus invariants: the loop's values from
-outside and constants), so their difference is monotone in t whatever the signs: the
-comparison that holds (or fails) at the first and at the last step does so at every step
-between. The guard is checked before the loop, once at each end, and leaves the body.
+outside and constants), so their difference is monotone in t whatever the signs: an
+ordered comparison that holds (or fails) at the first and at the last step does so at
+every step between, and so does an equality that holds at both (the difference is zero
+at two steps: everywhere). An equality that fails at both ends may hold between (`j + k
+!= 6` at j = 0 and 7, not at 4): such a guard stays in the body. The others are checked
+before the loop, once at each end, and leave the body.
 """
 
 from dataclasses import replace
 
 from ..graph import Node, is_guard, op
 
-_COMPARISONS = ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal")
+# comparison -> the traced outcomes for which both ends decide every step between
+_COMPARISONS = {"less": (True, False), "less_equal": (True, False), "greater": (True, False),
+                "greater_equal": (True, False), "equal": (True,), "not_equal": (False,)}
 
 
 def hoisted_bounds(graph, loop, rebuilt, pruned):
@@ -40,9 +45,11 @@ def hoisted_bounds(graph, loop, rebuilt, pruned):
 
 
 def _bound(node, t, outer_of):
-    """A guard of a comparison whose two sides are integers linear in t."""
+    """A guard of a comparison whose two sides are integers linear in t, and which its
+    outcome at the loop's two ends decides at every step."""
     if not is_guard(node) or node.params.get("exit") or node.params.get("test") != "bool" \
-            or len(node.args) != 1 or op(node.args[0]) not in _COMPARISONS:
+            or len(node.args) != 1 \
+            or node.params.get("outcome") not in _COMPARISONS.get(op(node.args[0]), ()):
         return False
     degrees = [_degree(a, t, outer_of) for a in node.args[0].args]
     return len(degrees) == 2 and None not in degrees
