@@ -18,11 +18,11 @@ def _scatter_add(g, index, shape, unique=False):
     dtype = np.result_type(g)
     rows = index[0] if type(index) is tuple and len(index) == 1 else index
     if (not unique and type(rows) is np.ndarray and rows.dtype.kind in "iu"
-            and dtype == np.double and g.size >= 256 and len(shape) >= 1
+            and np.can_cast(rows.dtype, np.intp) and dtype == np.double and g.size >= 256 and len(shape) >= 1
             and g.shape == rows.shape + tuple(shape[1:])):
-        n, width = shape[0], int(np.prod(shape[1:], dtype=np.int64))
-        rows = rows.astype(np.intp, copy=False)  # rows * width in a byte's range would wrap
-        rows = np.where(rows < 0, rows + n, rows).reshape(-1, 1)  # -1 is the last row
+        n, width = shape[0], int(np.prod(shape[1:], dtype=np.intp))
+        # in np.intp: offsets rows * width in a uint8 or int16 index's own type would wrap
+        rows = np.where(rows < 0, np.add(rows, n, dtype=np.intp), rows).reshape(-1, 1)
         offsets = (rows * width + np.arange(width)).ravel()
         total = np.bincount(offsets, weights=g.ravel(), minlength=n * width)
         return total.reshape(shape)

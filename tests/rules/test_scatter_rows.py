@@ -90,7 +90,7 @@ def test_the_bincount_path_reads_but_never_writes_its_arguments():
     np.testing.assert_array_equal(rows, kept[1])
 
 
-@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.int32])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.int32, np.uint64])
 def test_narrow_integer_rows_are_summed_without_wrapping(dtype):
     """Offsets rows * width leave a narrow index type's range: they are taken in np.intp."""
     rows = np.array([3, 100, 7, 7] + ([-1] if np.dtype(dtype).kind == "i" else []), dtype)
