@@ -14,7 +14,8 @@ def _scatter_add(g, index, shape, unique=False):
     dtype = np.result_type(g)
     rows = index[0] if type(index) is tuple and len(index) == 1 else index
     if (not unique and type(rows) is np.ndarray and rows.dtype.kind in "iu"
-            and np.can_cast(rows.dtype, np.intp) and dtype == np.double and g.size >= 256 and len(shape) >= 1
+            and np.can_cast(rows.dtype, np.intp) and dtype == np.double
+            and g.size >= 256 and len(shape) >= 1
             and g.shape == rows.shape + tuple(shape[1:])):
         n, width = shape[0], int(np.prod(shape[1:], dtype=np.intp))
         # in np.intp: offsets rows * width in a uint8 or int16 index's own type would wrap
